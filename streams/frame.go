@@ -1,0 +1,102 @@
+package streams
+
+import "fmt"
+
+// Attr is one named attribute of a record: a CDC key or attribute column,
+// the CDC operation or LSN, or a source-specific field. Attrs keep their
+// order so that encodings are deterministic.
+type Attr struct {
+	Key   string
+	Value string
+}
+
+// Record is one input value: a log line, or the mined column of a CDC row.
+type Record struct {
+	// TS is the record time in Unix nanoseconds: the read time of a line,
+	// the commit time of a CDC change.
+	TS int64
+	// Text is the value the miner mines. It may hold any bytes; the miner
+	// decides what it can mine and dead-letters the rest.
+	Text string
+	// Attrs are carried to the lake unchanged.
+	Attrs []Attr
+}
+
+// Frame is a batch of records from one source for one tenant, published as
+// one WAL message (format "frame/1"). Offsets are source positions: for a
+// file the byte offset of the first record and the offset just after the
+// last; a restarted producer resumes at NextOffset of the last acked frame.
+type Frame struct {
+	Source      string
+	Tenant      string
+	FirstOffset uint64
+	NextOffset  uint64
+	Records     []Record
+}
+
+const frameVersion = 1
+
+// AppendFrame appends the "frame/1" encoding of f to b.
+//
+// Layout: 'Q' 'F' version:u8, source:str, tenant:str, first:uvarint,
+// next:uvarint, n:uvarint, then n records of ts:varint, text:str,
+// attrs:(n:uvarint, (key:str, value:str)*). str is uvarint length + bytes.
+func AppendFrame(b []byte, f *Frame) []byte {
+	e := enc{b: b}
+	e.u8('Q')
+	e.u8('F')
+	e.u8(frameVersion)
+	e.str(f.Source)
+	e.str(f.Tenant)
+	e.uvarint(f.FirstOffset)
+	e.uvarint(f.NextOffset)
+	e.uvarint(uint64(len(f.Records)))
+	for i := range f.Records {
+		r := &f.Records[i]
+		e.varint(r.TS)
+		e.str(r.Text)
+		e.attrs(r.Attrs)
+	}
+	return e.b
+}
+
+// EncodedRecordSize is an upper bound of the bytes r adds to a frame, for
+// producers that cut frames by size.
+func EncodedRecordSize(r *Record) int {
+	n := 10 + 10 + len(r.Text) + 10
+	for _, a := range r.Attrs {
+		n += 20 + len(a.Key) + len(a.Value)
+	}
+	return n
+}
+
+// DecodeFrame decodes a "frame/1" payload. Errors wrap ErrMalformed.
+func DecodeFrame(b []byte) (*Frame, error) {
+	d := dec{b: b}
+	d.header('Q', 'F', frameVersion, "frame")
+	f := &Frame{}
+	f.Source = d.str("source")
+	f.Tenant = d.str("tenant")
+	f.FirstOffset = d.uvarint("first offset")
+	f.NextOffset = d.uvarint("next offset")
+	n := d.count("records", 3)
+	if n > 0 {
+		f.Records = make([]Record, n)
+		for i := range f.Records {
+			r := &f.Records[i]
+			r.TS = d.varint("ts")
+			r.Text = d.str("text")
+			r.Attrs = d.attrs("attrs")
+		}
+	}
+	if err := d.end("frame"); err != nil {
+		return nil, err
+	}
+	if f.NextOffset < f.FirstOffset {
+		return nil, fmt.Errorf("%w: next offset %d before first offset %d", ErrMalformed, f.NextOffset, f.FirstOffset)
+	}
+	if err := CheckToken(f.Tenant); err != nil {
+		return nil, fmt.Errorf("%w: tenant: %v", ErrMalformed, err)
+	}
+	return f, nil
+}

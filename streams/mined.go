@@ -1,0 +1,207 @@
+package streams
+
+import "fmt"
+
+// MinedRecord is one record after mining. The original text is
+// Render(template text of (TemplateID, TemplateVersion), Params).
+type MinedRecord struct {
+	// Index is the record's position in its frame.
+	Index           uint32
+	TS              int64
+	TemplateID      uint64
+	TemplateVersion uint32
+	Params          []string
+	Attrs           []Attr
+}
+
+// TemplateKind says whether a template was born or changed.
+type TemplateKind uint8
+
+// Template kinds.
+const (
+	TemplateCreated TemplateKind = 1
+	TemplateChanged TemplateKind = 2
+	// TemplateMerged retires template ID into template Into: the miner found
+	// them to be one. It adds no version: records keep the (ID, Version) they
+	// were mined with, and that version's text stays valid.
+	TemplateMerged TemplateKind = 3
+)
+
+func (k TemplateKind) String() string {
+	switch k {
+	case TemplateCreated:
+		return "created"
+	case TemplateChanged:
+		return "changed"
+	case TemplateMerged:
+		return "merged"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// TemplateDef is a template version born in a batch, or a merge: every
+// created or changed (ID, Version) appears in exactly one mined batch, the
+// one whose frame created it; a merge of ID appears once, in the batch whose
+// frame caused it.
+type TemplateDef struct {
+	Kind     TemplateKind
+	ID       uint64
+	Tenant   string
+	Version  uint32 // for TemplateMerged: ID's last version
+	Text     string // parameters written as <*>; for TemplateMerged, Into's text
+	Previous string // the text of Version-1 for TemplateChanged; ID's text for TemplateMerged
+	Into     uint64 // TemplateMerged: the surviving template
+}
+
+// MinedBatch is the miner's output for one WAL frame (format "mined/1"),
+// published on MinedSubject(Tenant) with Nats-Msg-Id MinedMsgID(WALSeq).
+//
+// Every WAL message yields exactly one batch, possibly with no records (a
+// frame that was dead-lettered whole has Quarantined set and no records).
+// PrevSeq is the WAL sequence of the batch the miner produced before this
+// one (0 for the first): the committer's drain barrier follows this chain, so
+// gaps in WAL sequences never stall it.
+type MinedBatch struct {
+	WALSeq      uint64
+	PrevSeq     uint64
+	Tenant      string
+	Source      string
+	Subject     string // the WAL subject of the frame
+	FirstOffset uint64
+	NextOffset  uint64
+	Records     []MinedRecord
+	Templates   []TemplateDef
+	// Quarantined counts records of the frame sent to the dead-letter stream.
+	Quarantined uint32
+}
+
+// minedVersion is the version AppendMinedBatch writes; DecodeMinedBatch also
+// reads version 1 (no merges, no into field).
+const minedVersion = 2
+
+// AppendMinedBatch appends the "mined/1" encoding of m to b.
+//
+// Layout: 'Q' 'M' version:u8, walseq:uvarint, prevseq:uvarint, tenant:str,
+// source:str, subject:str, first:uvarint, next:uvarint, quarantined:uvarint,
+// n:uvarint records of (index:uvarint, ts:varint, id:uvarint,
+// version:uvarint, params:(n:uvarint, str*), attrs), then
+// n:uvarint templates of (kind:u8, id:uvarint, tenant:str, version:uvarint,
+// text:str, previous:str, into:uvarint). Version 1 had no into.
+func AppendMinedBatch(b []byte, m *MinedBatch) []byte {
+	e := enc{b: b}
+	e.u8('Q')
+	e.u8('M')
+	e.u8(minedVersion)
+	e.uvarint(m.WALSeq)
+	e.uvarint(m.PrevSeq)
+	e.str(m.Tenant)
+	e.str(m.Source)
+	e.str(m.Subject)
+	e.uvarint(m.FirstOffset)
+	e.uvarint(m.NextOffset)
+	e.uvarint(uint64(m.Quarantined))
+	e.uvarint(uint64(len(m.Records)))
+	for i := range m.Records {
+		r := &m.Records[i]
+		e.uvarint(uint64(r.Index))
+		e.varint(r.TS)
+		e.uvarint(r.TemplateID)
+		e.uvarint(uint64(r.TemplateVersion))
+		e.uvarint(uint64(len(r.Params)))
+		for _, p := range r.Params {
+			e.str(p)
+		}
+		e.attrs(r.Attrs)
+	}
+	e.uvarint(uint64(len(m.Templates)))
+	for i := range m.Templates {
+		t := &m.Templates[i]
+		e.u8(uint8(t.Kind))
+		e.uvarint(t.ID)
+		e.str(t.Tenant)
+		e.uvarint(uint64(t.Version))
+		e.str(t.Text)
+		e.str(t.Previous)
+		e.uvarint(t.Into)
+	}
+	return e.b
+}
+
+// DecodeMinedBatch decodes a "mined/1" payload. Errors wrap ErrMalformed.
+func DecodeMinedBatch(b []byte) (*MinedBatch, error) {
+	d := dec{b: b}
+	version := d.versionedHeader('Q', 'M', 1, minedVersion, "mined batch")
+	m := &MinedBatch{}
+	m.WALSeq = d.uvarint("wal seq")
+	m.PrevSeq = d.uvarint("prev seq")
+	m.Tenant = d.str("tenant")
+	m.Source = d.str("source")
+	m.Subject = d.str("subject")
+	m.FirstOffset = d.uvarint("first offset")
+	m.NextOffset = d.uvarint("next offset")
+	q := d.uvarint("quarantined")
+	if q > 1<<32-1 {
+		d.fail("quarantined count overflows")
+	}
+	m.Quarantined = uint32(q)
+	if n := d.count("records", 6); n > 0 {
+		m.Records = make([]MinedRecord, n)
+		for i := range m.Records {
+			r := &m.Records[i]
+			idx := d.uvarint("index")
+			r.TS = d.varint("ts")
+			r.TemplateID = d.uvarint("template id")
+			ver := d.uvarint("template version")
+			if idx > 1<<32-1 || ver > 1<<32-1 {
+				d.fail("index or version overflows")
+			}
+			r.Index, r.TemplateVersion = uint32(idx), uint32(ver)
+			if np := d.count("params", 1); np > 0 {
+				r.Params = make([]string, np)
+				for j := range r.Params {
+					r.Params[j] = d.str("param")
+				}
+			}
+			r.Attrs = d.attrs("attrs")
+		}
+	}
+	if n := d.count("templates", 6); n > 0 {
+		m.Templates = make([]TemplateDef, n)
+		for i := range m.Templates {
+			t := &m.Templates[i]
+			t.Kind = TemplateKind(d.u8("template kind"))
+			t.ID = d.uvarint("template id")
+			t.Tenant = d.str("template tenant")
+			ver := d.uvarint("template version")
+			if ver > 1<<32-1 {
+				d.fail("template version overflows")
+			}
+			t.Version = uint32(ver)
+			t.Text = d.str("template text")
+			t.Previous = d.str("template previous")
+			if version >= 2 {
+				t.Into = d.uvarint("template into")
+			}
+			switch {
+			case d.err != nil:
+			case t.Kind == TemplateCreated || t.Kind == TemplateChanged:
+				if t.Into != 0 {
+					d.fail(fmt.Sprintf("template %d of kind %s merged into %d", t.ID, t.Kind, t.Into))
+				}
+			case t.Kind == TemplateMerged:
+				if t.Into == 0 || t.Into == t.ID {
+					d.fail(fmt.Sprintf("template %d merged into %d", t.ID, t.Into))
+				}
+			default:
+				d.fail(fmt.Sprintf("template kind %d", t.Kind))
+			}
+		}
+	}
+	if err := d.end("mined batch"); err != nil {
+		return nil, err
+	}
+	if m.WALSeq == 0 || m.PrevSeq >= m.WALSeq {
+		return nil, fmt.Errorf("%w: wal seq %d, prev seq %d", ErrMalformed, m.WALSeq, m.PrevSeq)
+	}
+	return m, nil
+}

@@ -1,0 +1,84 @@
+package streams
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+// appendMinedV1 is the mined/1 encoder as it was, for the compatibility test.
+func appendMinedV1(m *MinedBatch) []byte {
+	e := enc{}
+	e.u8('Q')
+	e.u8('M')
+	e.u8(1)
+	e.uvarint(m.WALSeq)
+	e.uvarint(m.PrevSeq)
+	e.str(m.Tenant)
+	e.str(m.Source)
+	e.str(m.Subject)
+	e.uvarint(m.FirstOffset)
+	e.uvarint(m.NextOffset)
+	e.uvarint(uint64(m.Quarantined))
+	e.uvarint(uint64(len(m.Records)))
+	for _, r := range m.Records {
+		e.uvarint(uint64(r.Index))
+		e.varint(r.TS)
+		e.uvarint(r.TemplateID)
+		e.uvarint(uint64(r.TemplateVersion))
+		e.uvarint(uint64(len(r.Params)))
+		for _, p := range r.Params {
+			e.str(p)
+		}
+		e.attrs(r.Attrs)
+	}
+	e.uvarint(uint64(len(m.Templates)))
+	for _, t := range m.Templates {
+		e.u8(uint8(t.Kind))
+		e.uvarint(t.ID)
+		e.str(t.Tenant)
+		e.uvarint(uint64(t.Version))
+		e.str(t.Text)
+		e.str(t.Previous)
+	}
+	return e.b
+}
+
+func TestMinedV1StillDecodes(t *testing.T) {
+	m := MinedBatch{WALSeq: 9, PrevSeq: 8, Tenant: "acme", Records: []MinedRecord{{TemplateID: 1, TemplateVersion: 2, Params: []string{"x"}}},
+		Templates: []TemplateDef{{Kind: TemplateChanged, ID: 1, Tenant: "acme", Version: 2, Text: "a <*>", Previous: "a b"}}}
+	got, err := DecodeMinedBatch(appendMinedV1(&m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(*got, m) {
+		t.Fatalf("v1 decode:\n got %+v\nwant %+v", *got, m)
+	}
+}
+
+func TestMinedMerge(t *testing.T) {
+	m := MinedBatch{WALSeq: 9, PrevSeq: 8, Tenant: "acme",
+		Templates: []TemplateDef{{Kind: TemplateMerged, ID: 3, Tenant: "acme", Version: 1, Text: "a <*>", Previous: "a c", Into: 1}}}
+	got, err := DecodeMinedBatch(AppendMinedBatch(nil, &m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(*got, m) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", *got, m)
+	}
+	for name, def := range map[string]TemplateDef{
+		"merge without survivor":  {Kind: TemplateMerged, ID: 3, Tenant: "acme", Version: 1},
+		"merge into itself":       {Kind: TemplateMerged, ID: 3, Tenant: "acme", Version: 1, Into: 3},
+		"created with a survivor": {Kind: TemplateCreated, ID: 3, Tenant: "acme", Version: 1, Into: 1},
+		"unknown kind":            {Kind: 9, ID: 3, Tenant: "acme", Version: 1},
+	} {
+		bad := m
+		bad.Templates = []TemplateDef{def}
+		if _, err := DecodeMinedBatch(AppendMinedBatch(nil, &bad)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: got %v, want ErrMalformed", name, err)
+		}
+	}
+	if !KnownMinedFormat("mined/1") || !KnownMinedFormat(FormatMined) || KnownMinedFormat("mined/3") {
+		t.Error("KnownMinedFormat")
+	}
+}

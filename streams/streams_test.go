@@ -1,0 +1,217 @@
+package streams_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quarrylake/quarry/internal/natstest"
+	"github.com/quarrylake/quarry/streams"
+)
+
+func TestFrameRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		f    streams.Frame
+	}{
+		{"empty", streams.Frame{Source: "s", Tenant: "t"}},
+		{"lines", streams.Frame{Source: "file-a", Tenant: "acme", FirstOffset: 10, NextOffset: 99, Records: []streams.Record{
+			{TS: 1, Text: "hello world"}, {TS: -5, Text: "", Attrs: []streams.Attr{{"op", "insert"}, {"", ""}}},
+			{TS: 1 << 62, Text: "\xff\x00bin\n"},
+		}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := streams.AppendFrame(nil, &tt.f)
+			got, err := streams.DecodeFrame(b)
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if !reflect.DeepEqual(*got, tt.f) {
+				t.Fatalf("round trip:\n got %+v\nwant %+v", *got, tt.f)
+			}
+		})
+	}
+}
+
+func TestDecodeFrameRejects(t *testing.T) {
+	good := streams.AppendFrame(nil, &streams.Frame{Source: "s", Tenant: "t", NextOffset: 3, Records: []streams.Record{{Text: "abc"}}})
+	tests := []struct {
+		name string
+		b    []byte
+	}{
+		{"nil", nil},
+		{"bad magic", append([]byte("XX"), good[2:]...)},
+		{"bad version", append([]byte{'Q', 'F', 9}, good[3:]...)},
+		{"truncated", good[:len(good)-1]},
+		{"trailing", append(append([]byte{}, good...), 0)},
+		{"bad tenant", streams.AppendFrame(nil, &streams.Frame{Source: "s", Tenant: "a.b"})},
+		{"offsets backwards", streams.AppendFrame(nil, &streams.Frame{Source: "s", Tenant: "t", FirstOffset: 5, NextOffset: 4})},
+		{"huge count", []byte{'Q', 'F', 1, 0, 1, 't', 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := streams.DecodeFrame(tt.b); !errors.Is(err, streams.ErrMalformed) {
+				t.Fatalf("got %v, want ErrMalformed", err)
+			}
+		})
+	}
+}
+
+func TestMinedBatchRoundTrip(t *testing.T) {
+	m := streams.MinedBatch{
+		WALSeq: 42, PrevSeq: 40, Tenant: "acme", Source: "gen", Subject: "quarry.wal.lines.acme",
+		FirstOffset: 1, NextOffset: 9, Quarantined: 2,
+		Records: []streams.MinedRecord{
+			{Index: 0, TS: 7, TemplateID: 3, TemplateVersion: 2, Params: []string{"a", ""}, Attrs: []streams.Attr{{"k", "v"}}},
+			{Index: 3, TS: 8, TemplateID: 4, TemplateVersion: 1},
+		},
+		Templates: []streams.TemplateDef{{Kind: streams.TemplateChanged, ID: 3, Tenant: "acme", Version: 2, Text: "x <*>", Previous: "x y"}},
+	}
+	got, err := streams.DecodeMinedBatch(streams.AppendMinedBatch(nil, &m))
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if !reflect.DeepEqual(*got, m) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", *got, m)
+	}
+	bad := m
+	bad.PrevSeq = 42
+	if _, err := streams.DecodeMinedBatch(streams.AppendMinedBatch(nil, &bad)); !errors.Is(err, streams.ErrMalformed) {
+		t.Fatalf("prev >= seq: got %v, want ErrMalformed", err)
+	}
+}
+
+func TestCheckToken(t *testing.T) {
+	for _, ok := range []string{"a", "acme-1", "A_b"} {
+		if err := streams.CheckToken(ok); err != nil {
+			t.Errorf("CheckToken(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "a.b", "a b", "a*", ">", "é", string(make([]byte, 129))} {
+		if err := streams.CheckToken(bad); !errors.Is(err, streams.ErrBadToken) {
+			t.Errorf("CheckToken(%q) = %v, want ErrBadToken", bad, err)
+		}
+	}
+	if got := streams.SanitizeToken("/var/log/a.log"); got != "_var_log_a_log" {
+		t.Errorf("SanitizeToken = %q", got)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := (streams.Config{}).Defaults().Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	err := streams.Config{Replicas: 7, DuplicateWindow: 1, MaxMsgSize: 1, DeadLetterMaxAge: 1, VerdictTTL: 1}.Validate()
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 5 {
+		t.Fatalf("want every problem reported (5), got %d: %v", n, err)
+	}
+}
+
+func TestEnsureCreatesAndChecks(t *testing.T) {
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s.URL(), streams.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, c := range (streams.Config{}).Defaults().StreamConfigs() {
+		st, err := js.Stream(ctx, c.Name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", c.Name, err)
+		}
+		if st.CachedInfo().Config.Retention != c.Retention {
+			t.Fatalf("stream %s retention %v", c.Name, st.CachedInfo().Config.Retention)
+		}
+	}
+	// Idempotent.
+	if err := streams.Ensure(ctx, js, streams.Config{}.Defaults()); err != nil {
+		t.Fatalf("second ensure: %v", err)
+	}
+	// A WAL created with memory storage is reported, not used.
+	if err := js.DeleteStream(ctx, streams.WALStream); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: streams.WALStream, Subjects: []string{streams.WALSubjects}, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	err := streams.Ensure(ctx, js, streams.Config{}.Defaults())
+	if !errors.Is(err, streams.ErrMismatch) {
+		t.Fatalf("got %v, want ErrMismatch", err)
+	}
+}
+
+// TestEnsureReportsEveryDifference: an existing stream whose settings
+// differ from what quarry needs is reported with every difference named,
+// and left unchanged.
+func TestEnsureReportsEveryDifference(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  jetstream.StreamConfig
+		want []string
+	}{
+		{"memory storage", jetstream.StreamConfig{Storage: jetstream.MemoryStorage, Discard: jetstream.DiscardNew}, []string{"storage is Memory"}},
+		{"discard old", jetstream.StreamConfig{Storage: jetstream.FileStorage, Discard: jetstream.DiscardOld}, []string{"discard policy is DiscardOld, want DiscardNew"}},
+		{"deny purge and delete", jetstream.StreamConfig{Storage: jetstream.FileStorage, Discard: jetstream.DiscardNew, DenyPurge: true, DenyDelete: true}, []string{"deny_purge", "deny_delete"}},
+		{"work queue", jetstream.StreamConfig{Storage: jetstream.FileStorage, Discard: jetstream.DiscardNew, Retention: jetstream.WorkQueuePolicy}, []string{"retention is WorkQueue"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := natstest.RunServer(t)
+			_, js := natstest.Connect(t, s.URL(), streams.Config{})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if err := js.DeleteStream(ctx, streams.WALStream); err != nil {
+				t.Fatal(err)
+			}
+			cfg := tc.cfg
+			cfg.Name, cfg.Subjects = streams.WALStream, []string{streams.WALSubjects}
+			if _, err := js.CreateStream(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			err := streams.Ensure(ctx, js, streams.Config{}.Defaults())
+			if !errors.Is(err, streams.ErrMismatch) {
+				t.Fatalf("got %v, want ErrMismatch", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			st, err := js.Stream(ctx, streams.WALStream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st.CachedInfo().Config; got.Discard != cfg.Discard || got.DenyPurge != cfg.DenyPurge || got.Storage != cfg.Storage {
+				t.Errorf("Ensure changed the mismatching stream: %+v", got)
+			}
+		})
+	}
+}
+
+func TestDecodeTemplateEventKinds(t *testing.T) {
+	tests := []struct {
+		in string
+		ok bool
+	}{
+		{`{"kind":"created","template_id":1,"tenant":"t","version":1,"template":"a"}`, true},
+		{`{"kind":"changed","template_id":1,"tenant":"t","version":2,"template":"<*>","previous":"a"}`, true},
+		{`{"kind":"merged","template_id":3,"tenant":"t","version":1,"template":"a <*>","previous":"a b","into":2}`, true},
+		{`{"kind":"merged","template_id":3,"tenant":"t","version":1}`, false},
+		{`{"kind":"merged","template_id":3,"into":3}`, false},
+		{`{"kind":"deleted","template_id":3}`, false},
+		{`not json`, false},
+	}
+	for _, tt := range tests {
+		_, err := streams.DecodeTemplateEvent([]byte(tt.in))
+		if (err == nil) != tt.ok {
+			t.Errorf("DecodeTemplateEvent(%s) = %v, want ok=%v", tt.in, err, tt.ok)
+		}
+	}
+}
