@@ -1,0 +1,116 @@
+package lake
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteRaw writes the record's original line and a newline, nothing else.
+func WriteRaw(w io.Writer, r Record) error {
+	_, err := io.WriteString(w, r.Line+"\n")
+	return err
+}
+
+// WriteJSONL writes the record as one JSON object and a newline.
+func WriteJSONL(w io.Writer, r Record) error {
+	if r.Params == nil {
+		r.Params = []string{}
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	_, err = w.Write(b)
+	return err
+}
+
+// TableHeader is the header line WriteTable's columns follow.
+const TableHeader = "WAL_SEQ\tINDEX\tTS\tTENANT\tTEMPLATE\tSOURCE\tLINE"
+
+// WriteTable writes the record as one tab-separated row of TableHeader's
+// columns (TEMPLATE is id.version); wrap w in a text/tabwriter to align.
+// Tabs and newlines inside the line are escaped so a row stays one line.
+func WriteTable(w io.Writer, r Record) error {
+	_, err := fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%d.%d\t%s\t%s\n", r.WALSeq, r.Index,
+		r.TS.UTC().Format(time.RFC3339Nano), cell(r.Tenant), r.TemplateID, r.TemplateVersion, cell(r.Source), cell(r.Line))
+	return err
+}
+
+var cellEscaper = strings.NewReplacer("\t", `\t`, "\n", `\n`, "\r", `\r`)
+
+func cell(s string) string { return cellEscaper.Replace(s) }
+
+// Formats are the output formats NewFormatter accepts.
+var Formats = []string{"raw", "jsonl", "table"}
+
+// Formatter writes records in one format; call Flush at the end.
+type Formatter struct {
+	write func(io.Writer, Record) error
+	w     io.Writer
+	tw    *tabwriter.Writer
+}
+
+// NewFormatter returns a formatter for format ("raw", "jsonl" or "table";
+// table writes TableHeader first and aligns columns).
+func NewFormatter(w io.Writer, format string) (*Formatter, error) {
+	switch format {
+	case "raw":
+		return &Formatter{write: WriteRaw, w: w}, nil
+	case "jsonl":
+		return &Formatter{write: WriteJSONL, w: w}, nil
+	case "table":
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		if _, err := io.WriteString(tw, TableHeader+"\n"); err != nil {
+			return nil, err
+		}
+		return &Formatter{write: WriteTable, w: tw, tw: tw}, nil
+	}
+	return nil, fmt.Errorf("output format %q: want one of %s", format, strings.Join(Formats, ", "))
+}
+
+// Write writes one record.
+func (f *Formatter) Write(r Record) error { return f.write(f.w, r) }
+
+// Flush flushes buffered output (the aligned table).
+func (f *Formatter) Flush() error {
+	if f.tw != nil {
+		return f.tw.Flush()
+	}
+	return nil
+}
+
+// WriteTemplates writes template infos as "table" (aligned columns) or
+// "jsonl".
+func WriteTemplates(w io.Writer, format string, infos []TemplateInfo) error {
+	switch format {
+	case "jsonl":
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		for _, t := range infos {
+			if err := enc.Encode(t); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "table", "":
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "TENANT\tID\tVERSION\tRECORDS\tKIND\tMERGED INTO\tTEMPLATE")
+		sorted := append([]TemplateInfo(nil), infos...)
+		sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Tenant < sorted[j].Tenant })
+		for _, t := range sorted {
+			into := "-"
+			if t.MergedInto != 0 {
+				into = fmt.Sprint(t.MergedInto)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\n", cell(t.Tenant), t.TemplateID, t.Version, t.Records, t.Kind, into, cell(t.Text))
+		}
+		return tw.Flush()
+	}
+	return fmt.Errorf("templates format %q: want table or jsonl", format)
+}

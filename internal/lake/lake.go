@@ -1,0 +1,157 @@
+package lake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/objstore"
+)
+
+// AppID is the Delta txn appId under which the committer records the
+// high-water: txn(AppID).version = W means every WAL batch at or below W is
+// in the table.
+const AppID = "quarry"
+
+// ErrTemplateMissing: a committed record names a template version the
+// committed templates table does not have.
+var ErrTemplateMissing = errors.New("template version not in the templates table")
+
+// Lake reads quarry's lake: only what the Delta logs have committed.
+type Lake struct {
+	store     objstore.Store
+	records   *delta.Table
+	templates *delta.Table
+}
+
+// Open returns a reader of the lake in store. It does no I/O.
+func Open(store objstore.Store) *Lake {
+	return &Lake{
+		store:     store,
+		records:   delta.OpenTable(store, RecordsTable),
+		templates: delta.OpenTable(store, TemplatesTable),
+	}
+}
+
+// Records is the records table.
+func (l *Lake) Records() *delta.Table { return l.records }
+
+// TemplatesTable is the templates table.
+func (l *Lake) TemplatesTable() *delta.Table { return l.templates }
+
+// HighWater is the records table's txn version for appId "quarry": the WAL
+// sequence at or below which every batch is committed. 0 when nothing is.
+func (l *Lake) HighWater(ctx context.Context) (uint64, error) {
+	snap, err := l.records.Snapshot(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("records snapshot: %w", err)
+	}
+	v, ok := snap.Txns[AppID]
+	if !ok || v < 0 {
+		return 0, nil
+	}
+	return uint64(v), nil
+}
+
+// HighWater is (*Lake).HighWater for a store.
+func HighWater(ctx context.Context, store objstore.Store) (uint64, error) {
+	return Open(store).HighWater(ctx)
+}
+
+// openParquet opens a committed data file for parquet-go, returning a reader
+// of T rows. T may be a projection of the file's columns.
+func openParquet[T any](ctx context.Context, t *delta.Table, rel string) (r *parquet.GenericReader[T], closeFn func() error, err error) {
+	key := t.FileKey(rel)
+	ra, size, err := t.Store().Open(ctx, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s: %w", key, err)
+	}
+	f, err := parquet.OpenFile(ra, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	if err != nil {
+		ra.Close()
+		return nil, nil, fmt.Errorf("parquet %s: %w", key, err)
+	}
+	defer func() {
+		// parquet-go panics on schemas it cannot convert to T.
+		if p := recover(); p != nil {
+			ra.Close()
+			r, closeFn, err = nil, nil, fmt.Errorf("parquet %s: %v", key, p)
+		}
+	}()
+	gr := parquet.NewGenericReader[T](f)
+	return gr, func() error {
+		gr.Close()
+		return ra.Close()
+	}, nil
+}
+
+// readAll reads every row of a committed file.
+func readAll[T any](ctx context.Context, t *delta.Table, rel string) ([]T, error) {
+	r, closeFn, err := openParquet[T](ctx, t, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFn()
+	out := make([]T, 0, r.NumRows())
+	buf := make([]T, 1024)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n, err := r.Read(buf)
+		out = append(out, buf[:n]...)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", t.FileKey(rel), err)
+		}
+	}
+}
+
+// statRange returns the min and max of an integer column from an add's
+// stats, if present.
+func statRange(stats, col string) (lo, hi int64, ok bool) {
+	st, err := delta.ParseStats(stats)
+	if err != nil {
+		return 0, 0, false
+	}
+	lo, ok1 := asInt(st.MinValues[col])
+	hi, ok2 := asInt(st.MaxValues[col])
+	return lo, hi, ok1 && ok2
+}
+
+func asInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return int64(x), x == float64(int64(x))
+	case string:
+		n, err := strconv.ParseInt(x, 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+// fileSeqRange is the WAL sequence range a records file covers, from its
+// stats or, failing that, its name (part-<first>-<last>-<writer>...).
+func fileSeqRange(a delta.Add) (lo, hi int64, ok bool) {
+	if lo, hi, ok := statRange(a.Stats, "wal_seq"); ok {
+		return lo, hi, true
+	}
+	name := a.Path[strings.LastIndex(a.Path, "/")+1:]
+	parts := strings.SplitN(name, "-", 4)
+	if len(parts) == 4 && parts[0] == "part" {
+		f, err1 := strconv.ParseInt(parts[1], 10, 64)
+		l, err2 := strconv.ParseInt(parts[2], 10, 64)
+		if err1 == nil && err2 == nil && f <= l {
+			return f, l, true
+		}
+	}
+	return 0, 0, false
+}

@@ -1,0 +1,152 @@
+package lake
+
+import (
+	"context"
+	"fmt"
+	"sort"
+)
+
+// TemplateInfo is one committed template version and how many committed
+// records use it.
+type TemplateInfo struct {
+	TemplateID uint64 `json:"template_id"`
+	Tenant     string `json:"tenant"`
+	Version    uint32 `json:"version"`
+	Text       string `json:"text"`
+	Kind       string `json:"kind"`
+	Previous   string `json:"previous,omitempty"`
+	WALSeq     uint64 `json:"wal_seq"`
+	Records    int64  `json:"records"`
+	// MergedInto is the template this one was retired into (following
+	// merges to the survivor), 0 while it is live.
+	MergedInto uint64 `json:"merged_into,omitempty"`
+}
+
+type tplKey struct {
+	id      int64
+	version int32
+}
+
+// templateSet is the committed templates table: the versions by (id,
+// version), and the merges (retired id -> the id it was merged into).
+type templateSet struct {
+	rows   map[tplKey]TemplateRow
+	merges map[int64]int64
+}
+
+// loadTemplates reads every committed templates file (tenant "" = all).
+func (l *Lake) loadTemplates(ctx context.Context, tenant string) (templateSet, error) {
+	set := templateSet{rows: map[tplKey]TemplateRow{}, merges: map[int64]int64{}}
+	snap, err := l.templates.Snapshot(ctx)
+	if err != nil {
+		return set, fmt.Errorf("templates snapshot: %w", err)
+	}
+	for _, f := range snap.Files {
+		rows, err := readAll[TemplateRow](ctx, l.templates, f.Path)
+		if err != nil {
+			return set, err
+		}
+		for _, r := range rows {
+			if tenant != "" && r.Tenant != tenant {
+				continue
+			}
+			if r.Kind == "merged" {
+				set.merges[r.TemplateID] = r.MergedInto
+				continue
+			}
+			k := tplKey{r.TemplateID, r.Version}
+			if old, dup := set.rows[k]; dup && old.Template != r.Template {
+				return set, fmt.Errorf("template %d version %d has two texts (%q in an earlier file, %q in %s)",
+					r.TemplateID, r.Version, old.Template, r.Template, f.Path)
+			}
+			set.rows[k] = r
+		}
+	}
+	return set, nil
+}
+
+// canonical follows merges from id to the surviving template.
+func (s templateSet) canonical(id int64) int64 {
+	for range len(s.merges) + 1 { // a cycle cannot happen; bound the walk anyway
+		into, ok := s.merges[id]
+		if !ok || into == 0 {
+			return id
+		}
+		id = into
+	}
+	return id
+}
+
+// family is every template id whose canonical template is id's.
+func (s templateSet) family(id int64) map[int64]bool {
+	c := s.canonical(id)
+	out := map[int64]bool{c: true}
+	for retired := range s.merges {
+		if s.canonical(retired) == c {
+			out[retired] = true
+		}
+	}
+	return out
+}
+
+// templateCount is the projection of a records file Templates reads.
+type templateCount struct {
+	TemplateID      int64 `parquet:"template_id"`
+	TemplateVersion int32 `parquet:"template_version"`
+}
+
+// Templates lists every committed template version of tenant ("" = every
+// tenant), sorted by (tenant, template id, version), with the number of
+// committed records of each. The records table is read first so every
+// template its records use is already committed in the templates table.
+func (l *Lake) Templates(ctx context.Context, tenant string) ([]TemplateInfo, error) {
+	recSnap, err := l.records.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("records snapshot: %w", err)
+	}
+	set, err := l.loadTemplates(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[tplKey]int64{}
+	for _, f := range recSnap.Files {
+		if tenant != "" && f.PartitionValues["tenant"] != tenant {
+			continue
+		}
+		rows, err := readAll[templateCount](ctx, l.records, f.Path)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			counts[tplKey{r.TemplateID, r.TemplateVersion}]++
+		}
+	}
+	out := make([]TemplateInfo, 0, len(set.rows))
+	for k, r := range set.rows {
+		ti := TemplateInfo{
+			TemplateID: uint64(r.TemplateID), Tenant: r.Tenant, Version: uint32(r.Version), Text: r.Template,
+			Kind: r.Kind, Previous: r.Previous, WALSeq: uint64(r.WALSeq), Records: counts[k],
+		}
+		if c := set.canonical(r.TemplateID); c != r.TemplateID {
+			ti.MergedInto = uint64(c)
+		}
+		out = append(out, ti)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Tenant != b.Tenant {
+			return a.Tenant < b.Tenant
+		}
+		if a.TemplateID != b.TemplateID {
+			return a.TemplateID < b.TemplateID
+		}
+		return a.Version < b.Version
+	})
+	return out, nil
+}
+
+// text looks up the template text of (id, version).
+func (s templateSet) text(id int64, version int32) (string, bool) {
+	r, ok := s.rows[tplKey{id, version}]
+	return r.Template, ok
+}

@@ -1,0 +1,391 @@
+package mining
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// mustNew returns a model or fails the test.
+func mustNew(t testing.TB, cfg Config) *Model {
+	t.Helper()
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return m
+}
+
+// checkRoundTrip mines line and verifies that it renders back exactly with
+// the text of the version it was assigned.
+func checkRoundTrip(t testing.TB, m *Model, tenant, line string) Result {
+	t.Helper()
+	res, _ := m.Mine(tenant, line, nil)
+	text, ok := m.TemplateVersion(res.ID, res.Version)
+	if !ok {
+		t.Fatalf("TemplateVersion(%d, %d) missing for %q", res.ID, res.Version, line)
+	}
+	got, err := Render(text, res.Params)
+	if err != nil {
+		t.Fatalf("Render(%q, %q): %v (line %q)", text, res.Params, err, line)
+	}
+	if got != line {
+		t.Fatalf("round trip mismatch:\n line %q\n got  %q\n tmpl %q params %q", line, got, text, res.Params)
+	}
+	return res
+}
+
+func TestRender(t *testing.T) {
+	tests := []struct {
+		name     string
+		template string
+		params   []string
+		want     string
+		wantErr  bool
+	}{
+		{"no params", "hello world", nil, "hello world", false},
+		{"two params", "a <*> b <*>", []string{"1", "2"}, "a 1 b 2", false},
+		{"adjacent", "<*><*>", []string{"x", "y"}, "xy", false},
+		{"param is wildcard", "<*>", []string{"<*>"}, "<*>", false},
+		{"too few", "a <*> <*>", []string{"1"}, "", true},
+		{"too many", "a", []string{"1"}, "", true},
+		{"empty", "", nil, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Render(tt.template, tt.params)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfig(t *testing.T) {
+	d := DefaultConfig()
+	if err := d.Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	bad := Config{MaxTemplatesPerTenant: -1, MaxLineBytes: -1, MaxTokens: -5, Similarity: 2}
+	err := bad.Validate()
+	if err == nil {
+		t.Fatal("want error")
+	}
+	for _, w := range []string{"max_templates_per_tenant", "max_line_bytes", "max_tokens", "similarity"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %s", err, w)
+		}
+	}
+	if _, err := New(bad); err == nil {
+		t.Fatal("New accepted a bad config")
+	}
+}
+
+func TestGroupingAndEvolution(t *testing.T) {
+	m := mustNew(t, Config{VariableAfter: 1})
+	var ev []Event
+	r1, ev := m.Mine("t", "PacketResponder 1 for block blk_38865049064139660 terminating", ev)
+	r2, ev := m.Mine("t", "PacketResponder 0 for block blk_-6952295868487656571 terminating", ev)
+	if r1.ID != 1 || r2.ID != 1 || r1.Version != 1 || r2.Version != 1 {
+		t.Fatalf("got %+v %+v", r1, r2)
+	}
+	if len(ev) != 1 || ev[0].Kind != EventCreated || ev[0].Template != "PacketResponder <*> for block blk_<*> terminating" {
+		t.Fatalf("events %+v", ev)
+	}
+	ev = ev[:0]
+	r3, ev := m.Mine("t", "Verification succeeded for blk_10", ev)
+	r4, ev := m.Mine("t", "Verification failed for blk_20", ev)
+	if r3.ID != 2 || r4.ID != 2 || r4.Version != 2 {
+		t.Fatalf("got %+v %+v", r3, r4)
+	}
+	if len(ev) != 2 || ev[1].Kind != EventChanged || ev[1].Previous != "Verification succeeded for blk_<*>" || ev[1].Template != "Verification <*> for blk_<*>" || ev[1].Version != 2 {
+		t.Fatalf("events %+v", ev)
+	}
+	if s, ok := m.TemplateVersion(2, 1); !ok || s != "Verification succeeded for blk_<*>" {
+		t.Fatalf("version 1 text %q %v", s, ok)
+	}
+	if tn, v, s, ok := m.Template(2); !ok || tn != "t" || v != 2 || s != "Verification <*> for blk_<*>" {
+		t.Fatalf("Template(2) = %q %d %q %v", tn, v, s, ok)
+	}
+	// The same text in another tenant is another template.
+	r5, _ := m.Mine("u", "PacketResponder 1 for block blk_3 terminating", nil)
+	if r5.ID != 3 {
+		t.Fatalf("other tenant got id %d", r5.ID)
+	}
+}
+
+func TestEnumerationsAndMerge(t *testing.T) {
+	m := mustNew(t, Config{VariableAfter: 3})
+	var ev []Event
+	r1, ev := m.Mine("t", "cupsd startup succeeded", ev)
+	r2, ev := m.Mine("t", "cupsd shutdown succeeded", ev)
+	if r1.ID == r2.ID {
+		t.Fatalf("two values of a word position share template %d", r1.ID)
+	}
+	r3, ev := m.Mine("t", "cupsd restart succeeded", ev)
+	if r3.ID != r1.ID || r3.Version != 2 {
+		t.Fatalf("third value: %+v, want id %d v2", r3, r1.ID)
+	}
+	if m.Canonical(r2.ID) != r1.ID {
+		t.Fatalf("Canonical(%d) = %d, want %d", r2.ID, m.Canonical(r2.ID), r1.ID)
+	}
+	kinds := []EventKind{}
+	for _, e := range ev {
+		kinds = append(kinds, e.Kind)
+	}
+	if fmt.Sprint(kinds) != fmt.Sprint([]EventKind{EventCreated, EventCreated, EventChanged, EventMerged}) {
+		t.Fatalf("events %v", ev)
+	}
+	if e := ev[3]; e.ID != r2.ID || e.Into != r1.ID || e.Template != "cupsd <*> succeeded" || e.Previous != "cupsd shutdown succeeded" {
+		t.Fatalf("merge event %+v", e)
+	}
+	// The merged template keeps its text; new "shutdown" lines go to the survivor.
+	if s, ok := m.TemplateVersion(r2.ID, 1); !ok || s != "cupsd shutdown succeeded" {
+		t.Fatalf("merged template text %q %v", s, ok)
+	}
+	if r, _ := m.Mine("t", "cupsd shutdown succeeded", nil); r.ID != r1.ID {
+		t.Fatalf("after merge got id %d", r.ID)
+	}
+}
+
+func TestRoundTripTable(t *testing.T) {
+	lines := []string{
+		"",
+		" ",
+		"\t\tleading tabs and trailing spaces   ",
+		"a  b   c\t d",
+		"literal <*> in a line",
+		"<*><*><*>",
+		"<<*>> <*<*>*> <* *> <*",
+		"x=<*>,y=<*>",
+		"NUL\x00byte and \xff\xfe invalid utf8 \xc3",
+		"user=root uid=0 path=/var/log/x.log.",
+		"done...",
+		"...",
+		".",
+		"ends with dots 12.",
+		"punct!?;:,()[]{}\"'|<>",
+		"\r\n",
+	}
+	m := mustNew(t, Config{})
+	for _, l := range lines {
+		checkRoundTrip(t, m, "t", l)
+	}
+	// Feed them again in another order to exercise widening.
+	for i := len(lines) - 1; i >= 0; i-- {
+		checkRoundTrip(t, m, "t", lines[i])
+	}
+}
+
+func TestPathological(t *testing.T) {
+	huge := strings.Repeat("x", 1<<20)
+	manyTokens := strings.Repeat("a ", 10000)
+	junk := make([]byte, 4096)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range junk {
+		junk[i] = byte(r.UintN(256))
+	}
+	tests := []struct {
+		name      string
+		line      string
+		oversized bool
+	}{
+		{"1MB line", huge, true},
+		{"10k tokens", manyTokens, true},
+		{"binary junk", string(junk), false},
+		{"binary junk over limit", strings.Repeat(string(junk), 17), true},
+		{"invalid utf8", "\xff\xfe\xfd abc \x80", false},
+		{"only NULs", "\x00\x00\x00", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := mustNew(t, Config{})
+			res := checkRoundTrip(t, m, "t", tt.line)
+			text, _ := m.TemplateVersion(res.ID, res.Version)
+			if tt.oversized != (text == Wildcard && len(res.Params) == 1 && res.Params[0] == tt.line) {
+				t.Fatalf("oversized=%v but template %.80q", tt.oversized, text)
+			}
+			if got := m.Stats().Oversized > 0; got != tt.oversized {
+				t.Fatalf("Stats.Oversized>0 = %v, want %v", got, tt.oversized)
+			}
+			// The prepared path agrees.
+			m2 := mustNew(t, Config{})
+			p := Prepare(tt.line)
+			res2, _ := m2.MinePrepared("t", p, nil)
+			if res2.ID != res.ID || res2.Version != res.Version || len(res2.Params) != len(res.Params) {
+				t.Fatalf("MinePrepared %+v vs Mine %+v", res2.ID, res.ID)
+			}
+		})
+	}
+}
+
+func TestEviction(t *testing.T) {
+	m := mustNew(t, Config{MaxTemplatesPerTenant: 3})
+	ids := map[uint64]bool{}
+	for i := 0; i < 10; i++ {
+		line := fmt.Sprintf("event%c happened", 'a'+i)
+		res := checkRoundTrip(t, m, "t", line)
+		if ids[res.ID] {
+			t.Fatalf("id %d reused", res.ID)
+		}
+		ids[res.ID] = true
+		if i == 1 {
+			// keep "eventa" hot
+			checkRoundTrip(t, m, "t", "eventa happened")
+		}
+	}
+	st := m.Stats()
+	if st.Templates != 3 || st.Evictions != 7 || len(st.Tenants) != 1 || st.Tenants[0].Templates != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+	if _, _, _, ok := m.Template(1); ok {
+		t.Fatal("evicted template still live")
+	}
+}
+
+func TestSnapshotRestore(t *testing.T) {
+	lines := genCorpus(3000, 7)
+	cfg := Config{MaxTemplatesPerTenant: 40}
+	a := mustNew(t, cfg)
+	for i, l := range lines[:1500] {
+		a.Mine(fmt.Sprint("t", i%3), l, nil)
+	}
+	var buf bytes.Buffer
+	if err := a.Snapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Restore(cfg, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range lines[1500:] {
+		ten := fmt.Sprint("t", i%3)
+		ra, ea := a.Mine(ten, l, nil)
+		rb, eb := b.Mine(ten, l, nil)
+		if fmt.Sprint(ra, ea) != fmt.Sprint(rb, eb) {
+			t.Fatalf("line %d diverged: %v %v vs %v %v", i, ra, ea, rb, eb)
+		}
+	}
+	if fmt.Sprint(a.Stats()) != fmt.Sprint(b.Stats()) {
+		t.Fatalf("stats differ: %+v vs %+v", a.Stats(), b.Stats())
+	}
+	if _, err := Restore(cfg, strings.NewReader("junk")); err == nil {
+		t.Fatal("restore of junk succeeded")
+	}
+}
+
+// genCorpus returns a synthetic log corpus (deterministic for a seed).
+func genCorpus(n int, seed uint64) []string {
+	r := rand.New(rand.NewPCG(seed, seed*31+1))
+	users := []string{"root", "admin", "bob", "alice", "guest"}
+	verbs := []string{"opened", "closed", "reset", "refused"}
+	out := make([]string, n)
+	for i := range out {
+		switch r.IntN(8) {
+		case 0:
+			out[i] = fmt.Sprintf("Accepted password for %s from 10.%d.%d.%d port %d ssh2", users[r.IntN(5)], r.IntN(256), r.IntN(256), r.IntN(256), 1024+r.IntN(60000))
+		case 1:
+			out[i] = fmt.Sprintf("PacketResponder %d for block blk_%d terminating", r.IntN(3), r.Int64())
+		case 2:
+			out[i] = fmt.Sprintf("Connection %s by peer %s:%d", verbs[r.IntN(4)], users[r.IntN(5)], r.IntN(65536))
+		case 3:
+			out[i] = fmt.Sprintf("session %x took %dms  status=%s", r.Uint32(), r.IntN(1000), verbs[r.IntN(4)])
+		case 4:
+			out[i] = fmt.Sprintf("[client %d.%d.%d.%d] Directory index forbidden by rule: /var/www/%s/", r.IntN(256), r.IntN(256), r.IntN(256), r.IntN(256), users[r.IntN(5)])
+		case 5:
+			out[i] = fmt.Sprintf("job_%d_%04d finished in %d.%ds", r.IntN(1e9), r.IntN(1e4), r.IntN(100), r.IntN(10))
+		case 6:
+			out[i] = fmt.Sprintf("kind%d event %s happened", r.IntN(100), users[r.IntN(5)])
+		default:
+			out[i] = fmt.Sprintf("Unique message number %s %s", users[r.IntN(5)], verbs[r.IntN(4)])
+		}
+	}
+	return out
+}
+
+// TestJunkLines mines random lines made of structural characters (the
+// worst case for alignment and template growth): every line round-trips
+// and the work per line stays bounded (the test finishes quickly).
+func TestJunkLines(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	alpha := []byte("ab1 .:=()<*>[]/-_\t\x00\xff")
+	m := mustNew(t, Config{MaxTemplatesPerTenant: 500})
+	var recs []record
+	for i := 0; i < 1500; i++ {
+		b := make([]byte, r.IntN(300))
+		for j := range b {
+			b[j] = alpha[r.IntN(len(alpha))]
+		}
+		res, _ := m.Mine("t", string(b), nil)
+		recs = append(recs, record{"t", string(b), res})
+	}
+	// Evicted templates cannot be checked; check the live ones.
+	live := recs[:0]
+	for _, rc := range recs {
+		if _, ok := m.TemplateVersion(rc.res.ID, rc.res.Version); ok {
+			live = append(live, rc)
+		}
+	}
+	checkRecords(t, m, live)
+	if st := m.Stats(); st.Templates > 500 {
+		t.Fatalf("cap exceeded: %+v", st)
+	}
+}
+
+// TestPreparedLimits: Mine and MinePrepared agree at the MaxTokens edge,
+// also when dates and id lists shorten the token list.
+func TestPreparedLimits(t *testing.T) {
+	lines := []string{
+		"at Sat Jun 18 02:08:10 2005 ok",
+		"delete blk_10 blk_20 blk_30 blk_40",
+		"a b c d e",
+		"a b c d e f",
+	}
+	for max := 1; max <= 16; max++ {
+		cfg := Config{MaxTokens: max}
+		a, b := mustNew(t, cfg), mustNew(t, cfg)
+		for _, l := range lines {
+			ra, ea := a.Mine("t", l, nil)
+			rb, eb := b.MinePrepared("t", Prepare(l), nil)
+			if fmt.Sprint(ra, ea) != fmt.Sprint(rb, eb) {
+				t.Fatalf("MaxTokens %d, %q: Mine %v %v, MinePrepared %v %v", max, l, ra, ea, rb, eb)
+			}
+		}
+	}
+}
+
+// TestWhitespaceAfterWidening: a line whose extra whitespace was absorbed
+// by the parameter before it still renders after the word after it widens.
+func TestWhitespaceAfterWidening(t *testing.T) {
+	m := mustNew(t, Config{VariableAfter: 1})
+	var recs []record
+	for _, l := range []string{"id 42 foo end", "id 43\t bar end", "id 44\t foo end", "id 45 baz end", "id 46  qux end"} {
+		r, _ := m.Mine("t", l, nil)
+		recs = append(recs, record{"t", l, r})
+	}
+	checkRecords(t, m, recs)
+}
+
+// TestHugeLinesWithinLimits: with limits raised, 10k-token and 1 MB lines
+// are mined normally (no oversized template) and still round-trip.
+func TestHugeLinesWithinLimits(t *testing.T) {
+	m := mustNew(t, Config{MaxLineBytes: 2 << 20, MaxTokens: HardMaxTokens})
+	var recs []record
+	for i := 0; i < 3; i++ {
+		many := "start " + strings.Repeat(fmt.Sprintf("w%d x ", i), 5000)
+		long := "blob " + strings.Repeat(string(rune('a'+i)), 1<<20)
+		for _, l := range []string{many, long} {
+			r, _ := m.Mine("t", l, nil)
+			recs = append(recs, record{"t", l, r})
+		}
+	}
+	checkRecords(t, m, recs)
+	if st := m.Stats(); st.Oversized != 0 {
+		t.Fatalf("oversized lines: %+v", st)
+	}
+}

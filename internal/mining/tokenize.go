@@ -1,0 +1,515 @@
+package mining
+
+import "strings"
+
+// Token classes. The tokenizer is a hand-written byte scanner: it never
+// allocates per token and never fails, whatever the input bytes are.
+//
+//   - kSpace: a maximal run of ASCII whitespace (space, \t, \n, \r, \v, \f).
+//   - kPunct: one "hard" delimiter byte (see isHardDelim).
+//   - kWord:  a maximal run of any other bytes that does not look variable.
+//   - kVar:   such a run that looks variable (numbers, hex, ids with digit
+//     runs), or the literal three bytes "<*>".
+//
+// Space and punctuation tokens are structural: a line only matches a
+// template whose structural tokens are byte-identical. Word and variable
+// tokens ("chunks") are the positions that may become parameters.
+type tokKind uint8
+
+const (
+	kSpace tokKind = iota
+	kPunct
+	kWord
+	kVar
+)
+
+// token is a byte range of a line.
+type token struct {
+	start, end int32
+	kind       tokKind
+}
+
+// Byte classes. Chunk bytes are cChunk or cLetter (>= cChunk).
+const (
+	cSpace uint8 = iota
+	cHard
+	cChunk  // any other byte
+	cLetter // an ASCII letter (a chunk byte)
+)
+
+var byteClass = func() (t [256]uint8) {
+	for c := range t {
+		t[c] = cChunk
+		if byte(c)|0x20 >= 'a' && byte(c)|0x20 <= 'z' {
+			t[c] = cLetter
+		}
+	}
+	for _, c := range []byte(" \t\n\r\v\f") {
+		t[c] = cSpace
+	}
+	for _, c := range []byte("=,;:()[]{}\"'|!?<>") {
+		t[c] = cHard
+	}
+	return t
+}()
+
+func closer(c byte) byte {
+	switch c {
+	case '(':
+		return ')'
+	case '[':
+		return ']'
+	}
+	return '}'
+}
+
+// isNullOrBool reports whether w is true, false or null in any case: such
+// values are parameters (Loghub's BL rule).
+func isNullOrBool(w string) bool {
+	switch len(w) {
+	case 4:
+		a, b, c, d := w[0]|0x20, w[1]|0x20, w[2]|0x20, w[3]|0x20
+		return a == 't' && b == 'r' && c == 'u' && d == 'e' || a == 'n' && b == 'u' && c == 'l' && d == 'l'
+	case 5:
+		return w[0]|0x20 == 'f' && w[1]|0x20 == 'a' && w[2]|0x20 == 'l' && w[3]|0x20 == 's' && w[4]|0x20 == 'e'
+	}
+	return false
+}
+
+// isSymbols reports whether w has only ASCII symbols (no letters, digits,
+// control or non-ASCII bytes).
+func isSymbols(w string) bool {
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if c <= ' ' || c >= 0x7f || byteClass[c] == cLetter || isDigit(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// isURLEnd reports whether c ends the variable part of a URL.
+func isURLEnd(c byte) bool {
+	switch c {
+	case ']', ')', '}', '"', '\'', '>', ',', ';', '|':
+		return true
+	}
+	return false
+}
+
+// isPath reports whether w is an absolute path ("/var/log/x").
+func isPath(w string) bool {
+	return len(w) >= 2 && w[0] == '/' && w[1] != '/'
+}
+
+// isDottedName reports whether w is a lower-case dotted name with at least
+// three parts: a host name ("proxy.example.com") or a package name
+// ("com.example.app"). Names with capitals (Java classes) stay words.
+func isDottedName(w string) bool {
+	dots, seg := 0, 0
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		switch {
+		case c == '.':
+			if seg == 0 {
+				return false
+			}
+			dots++
+			seg = 0
+		case c >= 'a' && c <= 'z' || isDigit(c) || c == '-' || c == '_':
+			seg++
+		default:
+			return false
+		}
+	}
+	return dots >= 2 && seg > 0
+}
+
+// isSizeUnit reports whether w is an abbreviated unit of data size or time.
+func isSizeUnit(w string) bool {
+	switch w {
+	case "B", "KB", "MB", "GB", "TB", "PB", "kB", "KiB", "MiB", "GiB", "TiB", "sec", "secs":
+		return true
+	}
+	return false
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func isHex(c byte) bool {
+	return isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}
+
+// looksVariable reports whether a chunk should be a parameter on sight:
+// it starts with a digit (optionally after a sign), it contains a run of two
+// or more digits or a digit, a dot and a digit, or it is a hexadecimal
+// string with at least one digit.
+// A lone digit inside a word ("jk2_init", "eth0") keeps the word literal.
+func looksVariable(s string) bool {
+	if len(s) == 0 {
+		return false
+	}
+	c := s[0]
+	if isDigit(c) {
+		return true
+	}
+	if (c == '-' || c == '+') && len(s) > 1 && isDigit(s[1]) {
+		return true
+	}
+	run, digits, allHex := 0, 0, true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '.' && run > 0 && i+1 < len(s) && isDigit(s[i+1]) {
+			return true // a version or decimal: "v1.7", "dquot_6.5.1"
+		}
+		if isDigit(c) {
+			run++
+			digits++
+			if run >= 2 {
+				return true
+			}
+		} else {
+			run = 0
+			if !isHex(c) {
+				allHex = false
+			}
+		}
+	}
+	return digits > 0 && allHex && len(s) >= 4
+}
+
+// tokenize appends the tokens of line to dst and returns it with the raw
+// token count (before dates and id lists are merged, which only shortens
+// the list). It stops early and reports overflow when the raw count would
+// exceed max.
+func tokenize(dst []token, line string, max int) ([]token, int, bool) {
+	n := len(line)
+	dates, lists := false, false // whether the merge passes can apply
+	i := 0
+	for i < n {
+		if len(dst) >= max {
+			return dst, len(dst), true
+		}
+		c := line[i]
+		switch byteClass[c] {
+		case cSpace:
+			j := i + 1
+			for j < n && byteClass[line[j]] == cSpace {
+				j++
+			}
+			dst = append(dst, token{int32(i), int32(j), kSpace})
+			i = j
+		case cHard:
+			if c == '<' && i+2 < n && line[i+1] == '*' && line[i+2] == '>' {
+				// A literal "<*>" is always a parameter so that template
+				// texts stay unambiguous.
+				dst = append(dst, token{int32(i), int32(i + 3), kVar})
+				i += 3
+				continue
+			}
+			// URL: scheme "://" rest. The scheme and "://" are literal, the
+			// rest (up to whitespace or a closing bracket or quote) is one
+			// parameter.
+			if c == ':' && i+2 < n && line[i+1] == '/' && line[i+2] == '/' && len(dst) > 0 &&
+				dst[len(dst)-1].kind == kWord && int(dst[len(dst)-1].end) == i {
+				dst = append(dst, token{int32(i), int32(i + 1), kPunct}, token{int32(i + 1), int32(i + 3), kPunct})
+				j := i + 3
+				for j < n && byteClass[line[j]] != cSpace && !isURLEnd(line[j]) {
+					j++
+				}
+				if j > i+3 {
+					dst = append(dst, token{int32(i + 3), int32(j), kVar})
+				}
+				i = j
+				continue
+			}
+			dst = append(dst, token{int32(i), int32(i + 1), kPunct})
+			// A standalone empty pair "()", "[]" or "{}" is an empty
+			// value: give it an empty parameter so that it lines up with
+			// non-empty values ("(host)").
+			if (c == '(' || c == '[' || c == '{') && i+1 < n && line[i+1] == closer(c) &&
+				(i == 0 || byteClass[line[i-1]] == cSpace) {
+				dst = append(dst, token{int32(i + 1), int32(i + 1), kVar})
+			}
+			i++
+		default:
+			j := i + 1
+			letters := byteClass[c] == cLetter // all bytes so far are letters
+			for j < n {
+				cl := byteClass[line[j]]
+				if cl < cChunk {
+					break
+				}
+				if cl == cChunk {
+					letters = false
+					// A run of two or more dots ("instruction......0")
+					// is punctuation between chunks.
+					if line[j] == '.' && j+1 < n && line[j+1] == '.' {
+						break
+					}
+				}
+				j++
+			}
+			if line[i] == '.' && j == i+1 && i+1 < n && line[i+1] == '.' {
+				for j < n && line[j] == '.' {
+					j++
+				}
+				dst = append(dst, token{int32(i), int32(j), kPunct})
+				i = j
+				continue
+			}
+			// Trailing full stops end a sentence rather than belong to the
+			// word: "done." is "done" + ".".
+			// Paths and URLs keep them.
+			e := j
+			if line[j-1] == '.' && strings.IndexByte(line[i:j], '/') < 0 {
+				for e > i+1 && line[e-1] == '.' {
+					e--
+				}
+			}
+			w := line[i:e]
+			var k tokKind
+			switch {
+			case letters && len(w) != 4 && len(w) != 5:
+				k = kWord // letters only: never variable but for true/false/null
+			case letters:
+				k = kWord
+				if isNullOrBool(w) {
+					k = kVar
+				}
+			default:
+				k = chunkKind(w)
+				if k == kWord && isSymbols(w) {
+					k = kPunct // "****", "->": structure, not a value
+				}
+			}
+			if k == kWord {
+				if len(w) == 3 && w[0] >= 'A' && w[0] <= 'Z' && isMonthOrDay(w) {
+					dates = true
+				} else if len(w) <= 4 && (w[0] < 'a' || w[0] == 'k' || w[0] == 's') && isSizeUnit(w) {
+					lists = true
+				}
+			} else if w[0]|0x20 >= 'a' && w[0]|0x20 <= 'z' {
+				lists = true // maybe an id list ("blk_1 blk_2")
+			}
+			dst = append(dst, token{int32(i), int32(e), k})
+			for p := e; p < j; p++ {
+				if len(dst) >= max {
+					return dst, len(dst), true
+				}
+				dst = append(dst, token{int32(p), int32(p + 1), kPunct})
+			}
+			i = j
+		}
+	}
+	if len(dst) > max {
+		return dst, len(dst), true
+	}
+	raw := len(dst)
+	if dates {
+		dst = mergeDates(line, dst)
+	}
+	if lists {
+		dst = mergeLists(line, dst)
+	}
+	return dst, raw, false
+}
+
+// Character flags for chunkKind.
+const (
+	fDigit = 1 << iota
+	fHex
+	fNameChar // a-z - _ (digits are handled apart)
+)
+
+var charFlags = func() (t [256]uint8) {
+	for c := 0; c < 256; c++ {
+		b := byte(c)
+		if isDigit(b) {
+			t[c] |= fDigit
+		}
+		if isHex(b) {
+			t[c] |= fHex
+		}
+		if b >= 'a' && b <= 'z' || b == '-' || b == '_' {
+			t[c] |= fNameChar
+		}
+	}
+	return t
+}()
+
+// chunkKind classifies a chunk in one pass: it is a parameter on sight
+// (kVar) when looksVariable, isPath, isDottedName or isNullOrBool holds.
+func chunkKind(w string) tokKind {
+	n := len(w)
+	c := w[0]
+	if isDigit(c) || c == '/' && n >= 2 && w[1] != '/' {
+		return kVar
+	}
+	if (c == '-' || c == '+') && n > 1 && isDigit(w[1]) {
+		return kVar
+	}
+	run, digits, dots, seg := 0, 0, 0, 0
+	allHex, dotted := true, true
+	for i := 0; i < n; i++ {
+		c := w[i]
+		f := charFlags[c]
+		if f&fDigit != 0 {
+			run++
+			digits++
+			if run >= 2 {
+				return kVar
+			}
+			seg++
+			continue
+		}
+		if f&fNameChar != 0 {
+			seg++
+		} else if c == '.' {
+			if run > 0 && i+1 < n && isDigit(w[i+1]) {
+				return kVar
+			}
+			if seg == 0 {
+				dotted = false
+			}
+			dots++
+			seg = 0
+		} else {
+			dotted = false
+		}
+		run = 0
+		if f&fHex == 0 {
+			allHex = false
+		}
+	}
+	if digits > 0 && allHex && n >= 4 || dotted && dots >= 2 && seg > 0 || (n == 4 || n == 5) && isNullOrBool(w) {
+		return kVar
+	}
+	return kWord
+}
+
+// idPrefix returns the alphabetic prefix of an id-like token including its
+// separator ("blk_" of "blk_-123", "node-" of "node-12"), or "".
+func idPrefix(s string) string {
+	i := 0
+	for i < len(s) && (s[i]|0x20 >= 'a' && s[i]|0x20 <= 'z') {
+		i++
+	}
+	if i < 2 || i >= len(s) || (s[i] != '_' && s[i] != '-') {
+		return ""
+	}
+	return s[:i+1]
+}
+
+// mergeLists turns a space-separated list of variable tokens that share an
+// id prefix ("blk_1 blk_2 blk_3") into one variable token, so that lists of
+// any length fit one template.
+//
+// It also joins a number and its unit ("12.5 KB", "3 ms") into one
+// variable token.
+func mergeLists(line string, toks []token) []token {
+	out := 0
+	for i := 0; i < len(toks); i++ {
+		tk := toks[i]
+		if tk.kind == kVar && isDigit(line[tk.start]) && i+2 < len(toks) && toks[i+1].kind == kSpace &&
+			toks[i+1].end-toks[i+1].start == 1 && toks[i+2].kind == kWord && isSizeUnit(line[toks[i+2].start:toks[i+2].end]) {
+			toks[out] = token{tk.start, toks[i+2].end, kVar}
+			out++
+			i += 2
+			continue
+		}
+		if tk.kind == kVar && tk.end > tk.start {
+			if p := idPrefix(line[tk.start:tk.end]); p != "" {
+				j := i
+				for j+2 < len(toks) && toks[j+1].kind == kSpace && toks[j+1].end-toks[j+1].start == 1 &&
+					toks[j+2].kind == kVar && strings.HasPrefix(line[toks[j+2].start:toks[j+2].end], p) {
+					j += 2
+				}
+				if j > i {
+					toks[out] = token{tk.start, toks[j].end, kVar}
+					out++
+					i = j
+					continue
+				}
+			}
+		}
+		toks[out] = tk
+		out++
+	}
+	return toks[:out]
+}
+
+// isMonthOrDay reports whether w is an English month or weekday
+// abbreviation ("Jan", "Sat").
+func isMonthOrDay(w string) bool {
+	if len(w) != 3 || w[0] < 'A' || w[0] > 'Z' {
+		return false
+	}
+	switch w {
+	case "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+		"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun":
+		return true
+	}
+	return false
+}
+
+func isDigits(s string, min, max int) bool {
+	if len(s) < min || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isDigit(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeDates rewrites a syslog-style date ("[Sat ]Jun 18 02:08:10[ 2005]")
+// so that the calendar part and the hour form one variable token ("Sat Jun
+// 18 02"), followed by ":" minutes ":" seconds (with the year, if any), as
+// the Loghub ground truth writes it ("<*>:<*>:<*>"). The tokens are
+// compacted in place.
+func mergeDates(line string, toks []token) []token {
+	out := 0
+	for i := 0; i < len(toks); i++ {
+		tk := toks[i]
+		if tk.kind == kWord && isMonthOrDay(line[tk.start:tk.end]) {
+			if j, ok := matchDate(line, toks, i); ok {
+				toks[out] = token{tk.start, toks[j].end, kVar}
+				out++
+				// minutes, colon, seconds; a year after the seconds joins them
+				copy(toks[out:], toks[j+1:j+5])
+				out += 4
+				i = j + 4
+				if i+2 < len(toks) && toks[i+1].kind == kSpace && toks[i+1].end-toks[i+1].start == 1 &&
+					isDigits(line[toks[i+2].start:toks[i+2].end], 4, 4) {
+					toks[out-1].end = toks[i+2].end
+					i += 2
+				}
+				continue
+			}
+		}
+		toks[out] = tk
+		out++
+	}
+	return toks[:out]
+}
+
+// matchDate matches [Day SP] Mon SP DD SP HH ":" MM ":" SS at toks[i] and
+// returns the index of the HH token.
+func matchDate(line string, toks []token, i int) (int, bool) {
+	text := func(k int) string { return line[toks[k].start:toks[k].end] }
+	isSpace := func(k int) bool { return k < len(toks) && toks[k].kind == kSpace }
+	isNum := func(k, min, max int) bool { return k < len(toks) && isDigits(text(k), min, max) }
+	isColon := func(k int) bool { return k < len(toks) && toks[k].kind == kPunct && text(k) == ":" }
+	k := i
+	if isSpace(k+1) && k+2 < len(toks) && toks[k+2].kind == kWord && isMonthOrDay(text(k+2)) {
+		k += 2 // weekday then month
+	}
+	if !(isSpace(k+1) && isNum(k+2, 1, 2) && isSpace(k+3) && isNum(k+4, 1, 2) &&
+		isColon(k+5) && isNum(k+6, 2, 2) && isColon(k+7) && isNum(k+8, 2, 2)) {
+		return 0, false
+	}
+	return k + 4, true
+}

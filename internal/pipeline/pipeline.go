@@ -1,0 +1,311 @@
+// Package pipeline composes quarry's four stages in one process around an
+// embedded NATS JetStream server (sync-always) and a lake: what `quarry run`
+// runs and what the in-process integration tests and benchmarks drive.
+//
+// The stages still talk only through JetStream and the object store, exactly
+// as they do when each runs as its own process; this package only starts
+// them, restarts one on demand and waits for the drain barrier.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quarrylake/quarry/committer"
+	"github.com/quarrylake/quarry/encoder"
+	"github.com/quarrylake/quarry/internal/natsutil"
+	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/miner"
+	"github.com/quarrylake/quarry/streams"
+)
+
+// Config configures an embedded pipeline.
+type Config struct {
+	// DataDir holds the NATS store (DataDir/nats) and, unless LakeURL says
+	// otherwise, the lake (DataDir/lake).
+	DataDir string `yaml:"data_dir"`
+	LakeURL string `yaml:"lake"`
+	// NATSPort is the embedded server's client port; -1 picks a free one.
+	NATSPort  int              `yaml:"nats_port"`
+	Streams   streams.Config   `yaml:"streams"`
+	Miner     miner.Config     `yaml:"miner"`
+	Encoder   encoder.Config   `yaml:"encoder"`
+	Committer committer.Config `yaml:"committer"`
+	// Encoders is the number of encoder instances in the process.
+	Encoders int `yaml:"encoders"`
+}
+
+// Defaults returns c with unset fields set for a single-process run.
+func (c Config) Defaults() Config {
+	if c.DataDir == "" {
+		c.DataDir = "./data"
+	}
+	if c.LakeURL == "" {
+		c.LakeURL = filepath.Join(c.DataDir, "lake")
+	}
+	if c.NATSPort == 0 {
+		c.NATSPort = -1
+	}
+	if c.Encoders == 0 {
+		c.Encoders = 1
+	}
+	if c.Encoder.MaxAge == 0 {
+		c.Encoder.MaxAge = time.Second
+	}
+	if c.Committer.CommitInterval == 0 {
+		c.Committer.CommitInterval = 500 * time.Millisecond
+	}
+	c.Streams = c.Streams.Defaults()
+	return c
+}
+
+// Validate reports every problem with c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data_dir: required"))
+	}
+	if c.Encoders < 1 || c.Encoders > 64 {
+		errs = append(errs, fmt.Errorf("encoders %d: must be 1 to 64", c.Encoders))
+	}
+	errs = append(errs, c.Streams.Validate())
+	return errors.Join(errs...)
+}
+
+// Pipeline is a running embedded server with the miner, encoders and
+// committer. Producers are run by the caller against JS.
+type Pipeline struct {
+	cfg    Config
+	log    *slog.Logger
+	reg    prometheus.Registerer
+	Server *server.Server
+	NC     *nats.Conn
+	JS     jetstream.JetStream
+	Store  objstore.Store
+
+	mu        sync.Mutex
+	miner     *stage
+	encoders  []*stage
+	committer *committer.Committer
+	commStage *stage
+	minerRuns int
+	closed    bool
+}
+
+type stage struct {
+	name   string
+	cancel context.CancelFunc
+	done   chan error
+	ready  func() error
+}
+
+// Start starts the embedded server, creates the streams, opens the lake and
+// starts the miner, the encoders and the committer.
+func Start(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Pipeline, error) {
+	cfg = cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	srv, err := natsutil.StartServer(natsutil.ServerConfig{
+		StoreDir: filepath.Join(cfg.DataDir, "nats"), Port: cfg.NATSPort, SyncAlways: true,
+		MaxPayload: cfg.Streams.MaxMsgSize,
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pipeline{cfg: cfg, log: log, reg: reg, Server: srv}
+	nc, js, err := natsutil.Connect(ctx, natsutil.ConnConfig{URL: srv.ClientURL(), Name: "quarry-run"}, log)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.NC, p.JS = nc, js
+	if err := streams.Ensure(ctx, js, cfg.Streams); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("ensure streams: %w", err)
+	}
+	store, err := objstore.Open(ctx, cfg.LakeURL, objstore.S3Options{})
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("open lake: %w", err)
+	}
+	p.Store = store
+
+	cm, err := committer.New(cfg.Committer, committer.Deps{JS: js, Store: store, Log: log, Registerer: reg})
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.committer = cm
+	p.commStage = p.start("committer", cm.Run, cm.Ready)
+	for i := 0; i < cfg.Encoders; i++ {
+		ecfg := cfg.Encoder
+		if ecfg.Name == "" {
+			ecfg.Name = fmt.Sprintf("enc%d", i)
+		}
+		var r prometheus.Registerer
+		if i == 0 {
+			r = reg
+		}
+		enc, err := encoder.New(ecfg, encoder.Deps{JS: js, Store: store, Log: log.With("encoder", i), Registerer: r})
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		p.encoders = append(p.encoders, p.start(fmt.Sprintf("encoder-%d", i), enc.Run, enc.Ready))
+	}
+	if err := p.StartMiner(); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Pipeline) start(name string, run func(context.Context) error, ready func() error) *stage {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &stage{name: name, cancel: cancel, done: make(chan error, 1), ready: ready}
+	go func() {
+		err := run(ctx)
+		if err != nil && ctx.Err() == nil {
+			p.log.Error("stage stopped", "stage", name, "err", err)
+		}
+		s.done <- err
+	}()
+	return s
+}
+
+// StartMiner starts a miner (restoring its newest snapshot).
+func (p *Pipeline) StartMiner() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.miner != nil {
+		return errors.New("miner already running")
+	}
+	reg := p.reg
+	if reg != nil && p.minerRuns > 0 {
+		// A restarted miner would register its metrics a second time:
+		// only the first one's are exported.
+		reg = prometheus.NewRegistry()
+	}
+	m, err := miner.New(p.cfg.Miner, miner.Deps{JS: p.JS, Log: p.log, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	p.miner = p.start("miner", m.Run, m.Ready)
+	p.minerRuns++
+	return nil
+}
+
+// StopMiner stops the miner (it drains and snapshots) and waits for it.
+func (p *Pipeline) StopMiner() error {
+	p.mu.Lock()
+	s := p.miner
+	p.miner = nil
+	p.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	s.cancel()
+	return <-s.done
+}
+
+// Ready reports what any stage waits for.
+func (p *Pipeline) Ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for _, s := range append([]*stage{p.miner, p.commStage}, p.encoders...) {
+		if s == nil {
+			continue
+		}
+		if err := s.ready(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// HighWater is the committer's high-water: every WAL sequence at or below it
+// is committed to the lake.
+func (p *Pipeline) HighWater() uint64 { return p.committer.HighWater() }
+
+// WALLastSeq is the WAL's last sequence.
+func (p *Pipeline) WALLastSeq(ctx context.Context) (uint64, error) {
+	s, err := p.JS.Stream(ctx, streams.WALStream)
+	if err != nil {
+		return 0, fmt.Errorf("wal info: %w", err)
+	}
+	return s.CachedInfo().State.LastSeq, nil
+}
+
+// WaitCommitted waits until the high-water reaches seq, calling tick (if not
+// nil) about every interval while it waits.
+func (p *Pipeline) WaitCommitted(ctx context.Context, seq uint64, interval time.Duration, tick func()) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	last := time.Now()
+	for p.HighWater() < seq {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for high-water %d (at %d): %w", seq, p.HighWater(), ctx.Err())
+		case <-t.C:
+		}
+		if tick != nil && interval > 0 && time.Since(last) >= interval {
+			tick()
+			last = time.Now()
+		}
+	}
+	return nil
+}
+
+// Close stops every stage (miner first, then encoders, then the committer,
+// so that what is in flight drains downstream) and the server. It is safe to
+// call twice.
+func (p *Pipeline) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	p.mu.Unlock()
+	var errs []error
+	if err := p.StopMiner(); err != nil {
+		errs = append(errs, fmt.Errorf("miner: %w", err))
+	}
+	for _, s := range p.encoders {
+		s.cancel()
+	}
+	for _, s := range p.encoders {
+		if err := <-s.done; err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
+		}
+	}
+	if p.commStage != nil {
+		p.commStage.cancel()
+		if err := <-p.commStage.done; err != nil {
+			errs = append(errs, fmt.Errorf("committer: %w", err))
+		}
+	}
+	if p.NC != nil {
+		p.NC.Close()
+	}
+	if p.Server != nil {
+		p.Server.Shutdown()
+		p.Server.WaitForShutdown()
+	}
+	return errors.Join(errs...)
+}
