@@ -1,0 +1,55 @@
+// Package producer turns inputs into frames in the WAL (streams.WALStream):
+// line sources (a file, stdin, the core NATS subject IngestSubject(tenant),
+// a generator) and, in the cdc files, SQL Server change data capture. All of
+// them publish through one frame Publisher.
+//
+// Delivery contract of the line sources (NewFile, NewReader, NewSubject,
+// NewGenerate):
+//
+//   - Lines are split at '\n' and kept byte for byte otherwise ('\r',
+//     invalid UTF-8, empty lines). They are batched into frames by bytes
+//     (FrameMaxBytes), count (FrameMaxRecords) and linger time (Linger after
+//     a frame's first line). A frame's offsets are source positions: byte
+//     offsets for a file, stdin and the generator, a line counter for the
+//     NATS subject. Frames of a source are contiguous: each starts where the
+//     previous one ended. Its Nats-Msg-Id is streams.FrameMsgID(source,
+//     FirstOffset), and every frame carries its NextOffset in the
+//     HeaderNextOffset header.
+//   - A frame is written only when JetStream acked it. Frames go out
+//     asynchronously with at most PublisherConfig.MaxInFlight unacked; the
+//     acks are processed in publish order.
+//   - The position, KV quarry_positions key PositionKey(source) =
+//     "producer.<source>", is the NextOffset of the last frame acked after
+//     every earlier frame was acked, saved after the ack (coalesced). It
+//     never runs ahead of the acks; a frame that fails after its retries
+//     stops the source and the position stays before it.
+//   - Restart: frames beyond the saved position may already be in the WAL
+//     (a crash between ack and save, or frames acked after an earlier one
+//     was lost), and the restarted source may cut its frames elsewhere (the
+//     linger timer makes cuts timing-dependent), so ids alone would not
+//     de-duplicate them. A restarting source therefore scans the headers of
+//     the WAL messages on its subject stored since shortly before its
+//     position was saved (15 minutes back without a position) for its own
+//     frames, skips the offset ranges they cover and cuts its frames at
+//     their boundaries: no line is written twice, none is lost. The NATS
+//     subject source instead continues its counter after the highest offset
+//     found, so its ids never repeat.
+//   - A line longer than Config.MaxRecordBytes is dead-lettered (stage
+//     "producer", headers Quarry-Source and Quarry-Offset, a deterministic
+//     Nats-Msg-Id, payload its first 64 KiB, the reason states its length)
+//     before any later frame is published; the position passes it with the
+//     next frame or at the end.
+//
+// Crash at each step: before a publish, nothing is written and the source
+// re-reads from the saved position; after a publish and before its ack, or
+// after the ack and before the position save, the restart finds the frame
+// in the WAL (or JetStream de-duplicates the republished id) and skips its
+// lines; after the save, nothing is repeated.
+//
+// Per source kind: a file resumes at its position (see NewFile for follow
+// mode, truncation and rotation). Stdin does not resume: its offsets count
+// from the start of the run and its source id carries a run id. The
+// generator's streams are deterministic, so it resumes like a file. The
+// NATS subject is at most once up to the source (core NATS cannot replay):
+// lines received but not yet acked when the process dies are lost.
+package producer

@@ -1,0 +1,247 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/quarrylake/quarry/internal/natstest"
+	"github.com/quarrylake/quarry/streams"
+)
+
+func testJS(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s.URL(), streams.Config{})
+	return js
+}
+
+func testFrame(source string, first uint64, n int) *streams.Frame {
+	f := &streams.Frame{Source: source, Tenant: "acme", FirstOffset: first, NextOffset: first + uint64(n)}
+	for i := 0; i < n; i++ {
+		f.Records = append(f.Records, streams.Record{TS: int64(i), Text: fmt.Sprintf("line %d", first+uint64(i))})
+	}
+	return f
+}
+
+func TestPublisherOrderAndDuplicates(t *testing.T) {
+	js := testJS(t)
+	p := NewPublisher(js, PublisherConfig{MaxInFlight: 4}, nil, NewPublisherMetrics(nil))
+	ctx := context.Background()
+	var mu sync.Mutex
+	var order []uint64
+	var seqs []uint64
+	const n = 50
+	for i := 0; i < n; i++ {
+		f := testFrame("src", uint64(i*10), 10)
+		off := f.FirstOffset
+		if err := p.Publish(ctx, streams.LineSubject("acme"), streams.FrameMsgID("src", off), f, func(seq uint64, err error) {
+			if err != nil {
+				t.Errorf("frame %d: %v", off, err)
+			}
+			if p.InFlight() > 4 {
+				t.Errorf("in flight %d > 4", p.InFlight())
+			}
+			mu.Lock()
+			order = append(order, off)
+			seqs = append(seqs, seq)
+			mu.Unlock()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(order) != n {
+		t.Fatalf("done called %d times, want %d", len(order), n)
+	}
+	for i := range order {
+		if order[i] != uint64(i*10) {
+			t.Fatalf("done order %v", order)
+		}
+		if seqs[i] != uint64(i+1) {
+			t.Fatalf("seq of frame %d = %d, want %d", i, seqs[i], i+1)
+		}
+	}
+	if p.LastSeq() != n {
+		t.Fatalf("LastSeq %d, want %d", p.LastSeq(), n)
+	}
+	// Republishing the same ids is de-duplicated and reports the original sequence.
+	var dupSeq uint64
+	if err := p.Publish(ctx, streams.LineSubject("acme"), streams.FrameMsgID("src", 30), testFrame("src", 30, 10), func(seq uint64, err error) {
+		if err != nil {
+			t.Errorf("duplicate: %v", err)
+		}
+		dupSeq = seq
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if dupSeq != 4 {
+		t.Fatalf("duplicate acked with seq %d, want 4", dupSeq)
+	}
+	info, err := js.Stream(ctx, streams.WALStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.CachedInfo().State.Msgs; got != n {
+		t.Fatalf("WAL holds %d messages, want %d", got, n)
+	}
+	msg, err := info.GetMsg(ctx, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Header.Get(streams.HeaderFormat) != streams.FormatFrame || msg.Header.Get(streams.HeaderMsgID) != "src:60" || msg.Header.Get(HeaderNextOffset) != "70" {
+		t.Fatalf("headers %v", msg.Header)
+	}
+	f, err := streams.DecodeFrame(msg.Data)
+	if err != nil || f.FirstOffset != 60 || len(f.Records) != 10 {
+		t.Fatalf("frame %+v, %v", f, err)
+	}
+	if p.AckLatency().Count() != n+1 {
+		t.Fatalf("latency count %d", p.AckLatency().Count())
+	}
+}
+
+func TestPublisherFailsAfterRetries(t *testing.T) {
+	js := testJS(t)
+	p := NewPublisher(js, PublisherConfig{MaxInFlight: 2, AckTimeout: 200 * time.Millisecond, MaxAttempts: 2, RetryBackoff: time.Millisecond}, nil, nil)
+	ctx := context.Background()
+	var errs []error
+	for i := 0; i < 3; i++ {
+		// No stream listens on this subject: no responders, then a final error.
+		if err := p.Publish(ctx, "nowhere.x", fmt.Sprintf("x:%d", i), testFrame("x", uint64(i), 1), func(_ uint64, err error) {
+			errs = append(errs, err)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) != 3 {
+		t.Fatalf("%d callbacks", len(errs))
+	}
+	for _, err := range errs {
+		if err == nil {
+			t.Fatal("publish to a subject without stream succeeded")
+		}
+	}
+}
+
+func TestPublisherBlocksAndClose(t *testing.T) {
+	js := testJS(t)
+	p := NewPublisher(js, PublisherConfig{MaxInFlight: 1, AckTimeout: 50 * time.Millisecond, MaxAttempts: 1000, RetryBackoff: 10 * time.Millisecond}, nil, nil)
+	got := make(chan error, 1)
+	if err := p.Publish(context.Background(), "nowhere.y", "y:0", testFrame("y", 0, 1), func(_ uint64, err error) { got <- err }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := p.Publish(ctx, "nowhere.y", "y:1", testFrame("y", 1, 1), nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("publish above max in flight: %v", err)
+	}
+	fctx, fcancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer fcancel()
+	if err := p.Flush(fctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("flush: %v", err)
+	}
+	p.Close()
+	if err := <-got; !errors.Is(err, ErrPublisherClosed) {
+		t.Fatalf("done after close: %v", err)
+	}
+	if err := p.Publish(context.Background(), "nowhere.y", "y:2", testFrame("y", 2, 1), nil); !errors.Is(err, ErrPublisherClosed) {
+		t.Fatalf("publish after close: %v", err)
+	}
+}
+
+func TestLatencyHistogram(t *testing.T) {
+	h := NewLatencyHistogram()
+	for i := 1; i <= 1000; i++ {
+		h.Record(time.Duration(i) * time.Microsecond)
+	}
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Microsecond}, {0.99, 990 * time.Microsecond}, {1, 1000 * time.Microsecond}} {
+		got := h.Quantile(tc.q)
+		if got > tc.want || float64(got) < 0.96*float64(tc.want) {
+			t.Errorf("q%.2f = %s, want about %s", tc.q, got, tc.want)
+		}
+	}
+	if h.Count() != 1000 || h.Max() != time.Millisecond {
+		t.Fatalf("count %d max %s", h.Count(), h.Max())
+	}
+}
+
+// Frames published while the server is down are retried under their ids
+// once it is back, and land in the WAL exactly once.
+func TestPublisherSurvivesServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := natstest.RunServerAt(t, dir, -1)
+	port := s.Addr().(*net.TCPAddr).Port
+	_, js := natstest.Connect(t, s.URL(), streams.Config{})
+	m := NewPublisherMetrics(nil)
+	p := NewPublisher(js, PublisherConfig{MaxInFlight: 8, AckTimeout: 300 * time.Millisecond, MaxAttempts: 60, RetryBackoff: 50 * time.Millisecond}, nil, m)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var order []uint64
+	publish := func(i int) {
+		f := testFrame("r", uint64(i), 1)
+		if err := p.Publish(ctx, streams.LineSubject("acme"), streams.FrameMsgID("r", uint64(i)), f, func(_ uint64, err error) {
+			if err != nil {
+				t.Errorf("frame %d: %v", i, err)
+			}
+			mu.Lock()
+			order = append(order, uint64(i))
+			mu.Unlock()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 5; i++ {
+		publish(i)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Shutdown()
+	s.WaitForShutdown()
+	for i := 5; i < 12; i++ {
+		publish(i)
+	}
+	time.Sleep(700 * time.Millisecond) // let first attempts time out
+	natstest.RunServerAt(t, dir, port)
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := p.Flush(fctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range order {
+		if o != uint64(i) {
+			t.Fatalf("done order %v", order)
+		}
+	}
+	if n := testutil.ToFloat64(m.Retries); n == 0 {
+		t.Fatal("no publish was retried; the test did not exercise the outage")
+	}
+	seen := map[uint64]int{}
+	for _, f := range walFrames(t, js, streams.LineSubject("acme")) {
+		seen[f.FirstOffset]++
+	}
+	for i := uint64(0); i < 12; i++ {
+		if seen[i] != 1 {
+			t.Fatalf("frame %d in the WAL %d times (%v)", i, seen[i], seen)
+		}
+	}
+}
