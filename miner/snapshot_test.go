@@ -1,0 +1,113 @@
+package miner
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/quarrylake/quarry/internal/mining"
+)
+
+func testModel(t testing.TB, lines ...string) *mining.Model {
+	t.Helper()
+	m, err := mining.New(mining.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines {
+		m.Mine("acme", l, nil)
+	}
+	return m
+}
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	st := &State{WALSeq: 42, PrevSeq: 42, Frames: 40, Records: 1000, Quarantined: 3,
+		Tenants:      map[string]*TenantCounters{"acme": {Frames: 30, Records: 900, Quarantined: 1}, "globex": {Frames: 10, Records: 100, Quarantined: 2}},
+		MiningConfig: miningConfigJSON(mining.DefaultConfig())}
+	model := testModel(t, "user alice logged in", "user bob logged in", "disk full")
+	blob, err := encodeSnapshot(st, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := encodeSnapshot(st, model)
+	if err != nil || !bytes.Equal(blob, again) {
+		t.Fatalf("snapshot encoding is not deterministic (%v)", err)
+	}
+	got, mb, err := DecodeSnapshot(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, st) {
+		t.Fatalf("state %+v, want %+v", got, st)
+	}
+	restored, err := mining.Restore(mining.Config{}, bytes.NewReader(mb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := model.Mine("acme", "user carol logged in", nil)
+	b, _ := restored.Mine("acme", "user carol logged in", nil)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("restored model mines %+v, original %+v", b, a)
+	}
+
+	// Every single-byte corruption and every truncation is detected.
+	for i := range blob {
+		bad := bytes.Clone(blob)
+		bad[i] ^= 0x55
+		if _, _, err := DecodeSnapshot(bad); !errors.Is(err, ErrBadSnapshot) {
+			t.Fatalf("flipped byte %d: err %v", i, err)
+		}
+		if _, _, err := DecodeSnapshot(blob[:i]); !errors.Is(err, ErrBadSnapshot) {
+			t.Fatalf("truncated to %d: err %v", i, err)
+		}
+	}
+}
+
+func TestSnapshotName(t *testing.T) {
+	tests := []struct {
+		name string
+		seq  uint64
+		ok   bool
+	}{
+		{SnapshotName(0), 0, true},
+		{SnapshotName(12345), 12345, true},
+		{SnapshotName(1<<64 - 1), 1<<64 - 1, true},
+		{"miner-123", 0, false},
+		{"miner-0000000000000000001x", 0, false},
+		{"other-00000000000000000001", 0, false},
+	}
+	for _, tt := range tests {
+		seq, ok := parseSnapshotName(tt.name)
+		if seq != tt.seq || ok != tt.ok {
+			t.Errorf("parse %q = %d %v, want %d %v", tt.name, seq, ok, tt.seq, tt.ok)
+		}
+	}
+	if !(SnapshotName(9) < SnapshotName(10)) {
+		t.Error("snapshot names do not sort by sequence")
+	}
+}
+
+func FuzzDecodeSnapshot(f *testing.F) {
+	st := &State{WALSeq: 7, PrevSeq: 7, Frames: 7, Records: 70,
+		Tenants: map[string]*TenantCounters{"acme": {Frames: 7, Records: 70}}}
+	blob, err := encodeSnapshot(st, testModel(f, "a b c", "a b d"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(blob)
+	f.Add([]byte("QS\x01"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, mb, err := DecodeSnapshot(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadSnapshot) {
+				t.Fatalf("error %v does not wrap ErrBadSnapshot", err)
+			}
+			return
+		}
+		if st.PrevSeq > st.WALSeq || len(mb) > len(b) {
+			t.Fatalf("accepted inconsistent snapshot %+v", st)
+		}
+	})
+}
