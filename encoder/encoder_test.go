@@ -1,0 +1,598 @@
+package encoder
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/streams"
+)
+
+// metricSum is the sum of a registered counter or gauge over its series.
+func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			var v float64
+			for _, m := range mf.GetMetric() {
+				v += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+			return v
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return 0
+}
+
+// expectedRows builds the records rows of bs independently of the encoder.
+func expectedRows(bs []*streams.MinedBatch) []lake.RecordRow {
+	var out []lake.RecordRow
+	for _, b := range bs {
+		for _, r := range b.Records {
+			attrs := map[string]string{}
+			for _, a := range r.Attrs {
+				attrs[a.Key] = a.Value
+			}
+			out = append(out, lake.RecordRow{WALSeq: int64(b.WALSeq), RecordIndex: int32(r.Index), TS: r.TS / 1000,
+				TemplateID: int64(r.TemplateID), TemplateVersion: int32(r.TemplateVersion), Params: r.Params, Source: b.Source, Attrs: attrs})
+		}
+	}
+	return out
+}
+
+func readRecords(t *testing.T, st objstore.Store, key string) []lake.RecordRow {
+	t.Helper()
+	data, err := st.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	rows, err := parquet.Read[lake.RecordRow](bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatalf("read %s: %v", key, err)
+	}
+	return rows
+}
+
+func checkParquetMeta(t *testing.T, data []byte, key string) {
+	t.Helper()
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatalf("open %s: %v", key, err)
+	}
+	for _, rg := range f.Metadata().RowGroups {
+		for _, c := range rg.Columns {
+			if c.MetaData.Codec != format.Zstd {
+				t.Errorf("%s column %v: codec %v, want zstd", key, c.MetaData.PathInSchema, c.MetaData.Codec)
+			}
+			if c.MetaData.Statistics.MinValue == nil && c.MetaData.NumValues > 0 && c.MetaData.PathInSchema[0] != "attrs" {
+				t.Errorf("%s column %v: no statistics", key, c.MetaData.PathInSchema)
+			}
+		}
+	}
+}
+
+func TestFilesRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	c := e.committer(nil)
+	near := time.Date(2026, 11, 29, 23, 59, 57, 0, time.UTC).UnixNano() // crosses midnight
+	bs := []*streams.MinedBatch{
+		batch(3, 0, "acme", near, 5),
+		batch(5, 3, "beta", near, 2),
+		{WALSeq: 8, PrevSeq: 5, Tenant: "acme", Source: "src-acme", Quarantined: 4}, // empty batch
+		batch(9, 8, "acme", near+int64(10*time.Second), 3),
+		batch(12, 9, "beta", near-int64(24*time.Hour), 1),
+	}
+	bs[1].Records[0].Attrs = nil // no attributes: a null map
+	e.publish(bs...)
+	cfg := fastConfig()
+	cfg.MaxAge = 300 * time.Millisecond
+	e.reg = prometheus.NewRegistry()
+	e.start(cfg, nil, nil)
+	cfg.Name = "idle" // a second encoder registering the same metrics
+	e.start(cfg, nil, nil)
+	waitFor(t, 20*time.Second, "work queue empty", func() bool { return e.queueLen() == 0 })
+	c.checkExactlyOnce(t, seqsOf(bs))
+	waitFor(t, 5*time.Second, "inflight gauge zero", func() bool { return metricSum(t, e.reg, "quarry_encoder_inflight_batches") == 0 })
+	for name, want := range map[string]float64{"quarry_encoder_batches_total": 5, "quarry_encoder_records_total": 11} {
+		if got := metricSum(t, e.reg, name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if n, err := testutil.GatherAndCount(e.reg, "quarry_encoder_files_total", "quarry_encoder_bytes_total", "quarry_encoder_flush_seconds", "quarry_encoder_verdicts_total"); err != nil || n < 4 {
+		t.Errorf("gathered %d metric series: %v", n, err)
+	}
+
+	var got []lake.RecordRow
+	var gotTpl []lake.TemplateRow
+	for _, r := range c.accepted() {
+		for _, fi := range r.Files {
+			key := fi.Table + "/" + fi.Path
+			data, err := e.store.Get(context.Background(), key)
+			if err != nil {
+				t.Fatalf("file %s of report %s: %v", key, r.ID, err)
+			}
+			if int64(len(data)) != fi.Size || fi.ModificationTime == 0 {
+				t.Errorf("%s: size %d mtime %d, file has %d bytes", key, fi.Size, fi.ModificationTime, len(data))
+			}
+			checkParquetMeta(t, data, key)
+			st, err := delta.ParseStats(fi.Stats)
+			if err != nil {
+				t.Fatalf("%s stats %q: %v", key, fi.Stats, err)
+			}
+			if st.NumRecords != fi.NumRecords {
+				t.Errorf("%s: stats numRecords %d, file info %d", key, st.NumRecords, fi.NumRecords)
+			}
+			switch fi.Table {
+			case streams.TableRecords:
+				rows := readRecords(t, e.store, key)
+				if int64(len(rows)) != fi.NumRecords {
+					t.Errorf("%s: %d rows, report says %d", key, len(rows), fi.NumRecords)
+				}
+				lo, hi := rows[0].WALSeq, rows[0].WALSeq
+				for i, row := range rows {
+					lo, hi = min(lo, row.WALSeq), max(hi, row.WALSeq)
+					tenant := strings.TrimPrefix(row.Source, "src-")
+					if fi.PartitionValues["tenant"] != tenant || fi.PartitionValues["date"] != lake.Date(row.TS*1000) {
+						t.Errorf("%s: row %+v in partition %v", key, row, fi.PartitionValues)
+					}
+					if i > 0 && (rows[i-1].WALSeq > row.WALSeq || rows[i-1].WALSeq == row.WALSeq && rows[i-1].RecordIndex >= row.RecordIndex) {
+						t.Errorf("%s: rows not sorted at %d", key, i)
+					}
+				}
+				wantPath := lake.RecordsFilePath(fi.PartitionValues["tenant"], fi.PartitionValues["date"],
+					lake.FileName(uint64(lo), uint64(hi), r.Encoder+"-"+strings.TrimPrefix(r.ID, r.Encoder+".")))
+				if fi.Path != wantPath {
+					t.Errorf("path %s, want %s", fi.Path, wantPath)
+				}
+				if st.MinValues["wal_seq"] != float64(lo) || st.MaxValues["wal_seq"] != float64(hi) {
+					t.Errorf("%s: stats %s, want wal_seq %d..%d", key, fi.Stats, lo, hi)
+				}
+				got = append(got, rows...)
+			case streams.TableTemplates:
+				if len(fi.PartitionValues) != 0 || path.Dir(fi.Path) != "." {
+					t.Errorf("templates file %s partition %v", fi.Path, fi.PartitionValues)
+				}
+				rows, err := parquet.Read[lake.TemplateRow](bytes.NewReader(data), int64(len(data)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				gotTpl = append(gotTpl, rows...)
+			}
+		}
+	}
+	want := expectedRows(bs)
+	norm := func(rows []lake.RecordRow) {
+		for i := range rows {
+			if len(rows[i].Attrs) == 0 {
+				rows[i].Attrs = nil
+			}
+		}
+		sortRecordRows(rows)
+	}
+	norm(got)
+	norm(want)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("rows differ:\n got %+v\nwant %+v", got, want)
+	}
+	var wantTpl []lake.TemplateRow
+	for _, b := range bs {
+		for _, d := range b.Templates {
+			wantTpl = append(wantTpl, lake.TemplateRow{TemplateID: int64(d.ID), Tenant: d.Tenant, Version: int32(d.Version),
+				Template: d.Text, Kind: "created", WALSeq: int64(b.WALSeq)})
+		}
+	}
+	sortTemplateRows(gotTpl)
+	if !reflect.DeepEqual(gotTpl, wantTpl) {
+		t.Errorf("template rows differ:\n got %+v\nwant %+v", gotTpl, wantTpl)
+	}
+	// Two dates of acme near midnight, one date per other partition.
+	parts := map[string]bool{}
+	for _, r := range got {
+		parts[strings.TrimPrefix(r.Source, "src-")+"/"+lake.Date(r.TS*1000)] = true
+	}
+	if len(parts) != 4 {
+		t.Errorf("partitions %v, want 4", parts)
+	}
+	for _, r := range c.accepted() {
+		for _, b := range r.Batches {
+			if b.Seq == 8 && b.Records != 0 {
+				t.Errorf("empty batch reported with %d records", b.Records)
+			}
+		}
+	}
+}
+
+func TestFlushTriggers(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     func(*Config)
+		publish int
+		check   func(t *testing.T, r *streams.Report, waited time.Duration)
+	}{
+		{name: "age", publish: 1, cfg: func(c *Config) { c.MaxAge = 400 * time.Millisecond },
+			check: func(t *testing.T, r *streams.Report, waited time.Duration) {
+				if waited < 400*time.Millisecond {
+					t.Errorf("flushed after %s, before max age", waited)
+				}
+			}},
+		{name: "size", publish: 20, cfg: func(c *Config) { c.MaxAge = 5 * time.Minute; c.AckWait = time.Minute; c.TargetFileBytes = 4 << 10 },
+			check: func(t *testing.T, r *streams.Report, _ time.Duration) {
+				if len(r.Batches) >= 20 {
+					t.Errorf("report covers %d batches, want a size flush before all 20", len(r.Batches))
+				}
+			}},
+		{name: "count", publish: 7, cfg: func(c *Config) { c.MaxAge = 5 * time.Minute; c.AckWait = time.Minute; c.MaxBatches = 3 },
+			check: func(t *testing.T, r *streams.Report, _ time.Duration) {
+				if len(r.Batches) != 3 {
+					t.Errorf("report covers %d batches, want 3", len(r.Batches))
+				}
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			c := e.committer(nil)
+			cfg := fastConfig()
+			tc.cfg(&cfg)
+			bs := chain(1, tc.publish, 10)
+			e.start(cfg, nil, nil)
+			start := time.Now()
+			e.publish(bs...)
+			waitFor(t, 20*time.Second, "a report", func() bool { return len(c.reports()) > 0 })
+			tc.check(t, c.reports()[0], time.Since(start))
+		})
+	}
+}
+
+func TestRejectedReport(t *testing.T) {
+	e := newEnv(t)
+	var first atomic.Pointer[streams.Report]
+	c := e.committer(func(r *streams.Report, v *streams.Verdict) {
+		if first.CompareAndSwap(nil, r) {
+			// Pretend another report owns the first batch.
+			v.Accepted, v.Duplicates, v.Reason = false, []uint64{r.Batches[0].Seq}, "test"
+		}
+	})
+	bs := chain(1, 6, 3)
+	e.publish(bs...)
+	e.start(fastConfig(), nil, nil)
+	waitFor(t, 20*time.Second, "work queue empty", func() bool { return e.queueLen() == 0 })
+	r1 := first.Load()
+	for _, f := range r1.Files {
+		if _, err := e.store.Stat(context.Background(), f.Table+"/"+f.Path); !errors.Is(err, objstore.ErrNotFound) {
+			t.Errorf("file %s of the rejected report: stat err %v, want not found", f.Path, err)
+		}
+	}
+	dup := r1.Batches[0].Seq
+	var rest []uint64
+	for _, s := range seqsOf(bs) {
+		if s != dup {
+			rest = append(rest, s)
+		}
+	}
+	// The duplicate was acked, not re-encoded; the others were re-encoded.
+	c.checkExactlyOnce(t, rest)
+	var reencoded []uint64
+	for _, r := range c.accepted() {
+		for _, b := range r.Batches {
+			reencoded = append(reencoded, b.Seq)
+		}
+		for _, f := range r.Files {
+			if _, err := e.store.Stat(context.Background(), f.Table+"/"+f.Path); err != nil {
+				t.Errorf("accepted file %s: %v", f.Path, err)
+			}
+		}
+	}
+	slices.Sort(reencoded)
+	if !slices.Equal(reencoded, rest) {
+		t.Errorf("re-encoded %v, want %v", reencoded, rest)
+	}
+}
+
+func TestSharedConsumer(t *testing.T) {
+	e := newEnv(t)
+	c := e.committer(nil)
+	cfg := fastConfig()
+	cfg.Workers = 2
+	cfg.FetchBatch = 4
+	cfg.Name = "one"
+	e.start(cfg, e.conn(), nil)
+	cfg.Name = "two"
+	e.start(cfg, e.conn(), nil)
+	bs := chain(1, 120, 2)
+	e.publish(bs...)
+	waitFor(t, 30*time.Second, "work queue empty", func() bool { return e.queueLen() == 0 })
+	c.checkExactlyOnce(t, seqsOf(bs))
+	writers := map[string]bool{}
+	for _, r := range c.accepted() {
+		writers[r.Encoder] = true
+	}
+	t.Logf("%d accepted reports from %d writers", len(c.accepted()), len(writers))
+	if len(c.reports()) != len(c.accepted()) {
+		t.Errorf("%d reports, %d accepted: no batch should be reported twice", len(c.reports()), len(c.accepted()))
+	}
+}
+
+func TestWorkerKilledBeforeVerdict(t *testing.T) {
+	tests := []struct {
+		name string
+		kill func(e *Encoder)
+	}{
+		{name: "crash", kill: func(e *Encoder) { e.crashNow() }},
+		{name: "shutdown without drain", kill: func(e *Encoder) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			go e.Shutdown(ctx) //nolint:errcheck // forced at once: everything held is nak'ed
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			hold := make(chan struct{})
+			c := e.committer(func(r *streams.Report, v *streams.Verdict) {
+				if strings.HasPrefix(r.Encoder, "victim-") {
+					<-hold // the victim dies before its verdict
+				}
+			})
+			cfg := fastConfig()
+			cfg.Name = "victim"
+			cfg.AckWait = time.Second
+			reported := make(chan struct{})
+			var once atomic.Bool
+			e.start(cfg, e.conn(), nil, func(enc *Encoder) {
+				enc.afterReport = func(w *worker, id string) {
+					if once.CompareAndSwap(false, true) {
+						tc.kill(w.e)
+						close(reported)
+					}
+				}
+			})
+			bs := chain(1, 10, 3)
+			e.publish(bs...)
+			<-reported
+			close(hold)
+			cfg.Name = "heir"
+			e.start(cfg, e.conn(), nil)
+			waitFor(t, 30*time.Second, "work queue empty", func() bool { return e.queueLen() == 0 })
+			c.checkExactlyOnce(t, seqsOf(bs))
+			var heir int
+			for _, r := range c.reports() {
+				if strings.HasPrefix(r.Encoder, "heir-") {
+					heir++
+				}
+			}
+			if heir == 0 {
+				t.Error("the heir never reported: the victim's batches were not redelivered")
+			}
+		})
+	}
+}
+
+func TestUploadFaultRetried(t *testing.T) {
+	e := newEnv(t)
+	c := e.committer(nil)
+	faults := objstore.NewFaults(1)
+	faults.Add(objstore.Rule{Op: objstore.OpPut, Times: 3})
+	faults.Add(objstore.Rule{Op: objstore.OpPut, Nth: 6, LoseReply: true})
+	bs := chain(1, 8, 4)
+	e.publish(bs...)
+	e.start(fastConfig(), nil, objstore.NewFaulty(e.store, faults))
+	waitFor(t, 30*time.Second, "work queue empty", func() bool { return e.queueLen() == 0 })
+	c.checkExactlyOnce(t, seqsOf(bs))
+	if n := faults.Fired(objstore.OpPut); n < 4 {
+		t.Errorf("%d faults fired, want 4", n)
+	}
+	var rows int
+	for _, r := range c.accepted() {
+		for _, f := range r.Files {
+			if f.Table == streams.TableRecords {
+				rows += len(readRecords(t, e.store, f.Table+"/"+f.Path))
+			}
+		}
+	}
+	if rows != 8*4 {
+		t.Errorf("%d rows in accepted files, want 32", rows)
+	}
+}
+
+func TestMalformedDeadLettered(t *testing.T) {
+	e := newEnv(t)
+	c := e.committer(nil)
+	bad := []struct {
+		data   []byte
+		format string
+		reason string
+	}{
+		{data: []byte("not a batch"), format: streams.FormatMined, reason: "malformed"},
+		{data: streams.AppendMinedBatch(nil, &streams.MinedBatch{WALSeq: 9, PrevSeq: 1, Tenant: "bad tenant"}), format: streams.FormatMined, reason: "tenant"},
+		{data: streams.AppendMinedBatch(nil, batch(10, 9, "a", 1, 1)), format: streams.FormatFrame, reason: "format"},
+	}
+	for i, b := range bad {
+		m := nats.NewMsg(streams.MinedSubject("a"))
+		m.Header.Set(streams.HeaderMsgID, fmt.Sprintf("bad-%d", i))
+		m.Header.Set(streams.HeaderFormat, b.format)
+		m.Data = b.data
+		if _, err := e.js.PublishMsg(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := chain(1, 2, 1)
+	e.publish(good...)
+	e.start(fastConfig(), nil, nil)
+	waitFor(t, 20*time.Second, "work queue empty", func() bool { return e.queueLen() == 0 })
+	c.checkExactlyOnce(t, seqsOf(good))
+
+	cons, err := e.js.OrderedConsumer(context.Background(), streams.DeadLetterStream, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := cons.Fetch(10, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []jetstream.Msg
+	for m := range mb.Messages() {
+		got = append(got, m)
+	}
+	if len(got) != len(bad) {
+		t.Fatalf("%d dead letters, want %d", len(got), len(bad))
+	}
+	for i, m := range got {
+		h := m.Headers()
+		if h.Get(streams.HeaderStage) != Stage || h.Get(streams.HeaderOrigSubject) != streams.MinedSubject("a") || h.Get(streams.HeaderOrigSeq) == "" {
+			t.Errorf("dead letter %d headers %v", i, h)
+		}
+		if r := h.Get(streams.HeaderReason); !strings.Contains(r, bad[i].reason) {
+			t.Errorf("dead letter %d reason %q, want it to mention %q", i, r, bad[i].reason)
+		}
+		if !bytes.Equal(m.Data(), bad[i].data) {
+			t.Errorf("dead letter %d payload changed", i)
+		}
+	}
+}
+
+func TestDrainOnShutdown(t *testing.T) {
+	e := newEnv(t)
+	c := e.committer(nil)
+	cfg := fastConfig()
+	cfg.MaxAge = time.Minute // only the drain flushes
+	cfg.AckWait = 30 * time.Second
+	enc, err := New(cfg, Deps{JS: e.js, Store: e.store, Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := chain(1, 5, 2)
+	e.publish(bs...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- enc.Run(ctx) }()
+	waitFor(t, 10*time.Second, "batches buffered", func() bool {
+		info, err := e.js.Consumer(ctx, streams.MinedStream, streams.EncoderConsumer)
+		return err == nil && info.CachedInfo().NumAckPending == len(bs)
+	})
+	if err := enc.Ready(); err != nil {
+		t.Errorf("ready: %v", err)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer scancel()
+	if err := enc.Shutdown(sctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if err := enc.Shutdown(sctx); err != nil {
+		t.Fatalf("second shutdown: %v", err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if e.queueLen() != 0 {
+		t.Errorf("%d batches left after drain", e.queueLen())
+	}
+	c.checkExactlyOnce(t, seqsOf(bs))
+	if enc.Ready() == nil {
+		t.Error("ready after shutdown")
+	}
+	if err := enc.Run(ctx); !errors.Is(err, ErrRunning) {
+		t.Errorf("second run: %v", err)
+	}
+}
+
+func TestDrainDeadlineNaks(t *testing.T) {
+	e := newEnv(t) // no committer: verdicts never come
+	cfg := fastConfig()
+	cfg.DrainTimeout = 500 * time.Millisecond
+	cfg.VerdictTimeout = time.Second
+	cfg.AckWait = time.Minute
+	enc, stop := e.start(cfg, nil, nil)
+	bs := chain(1, 4, 2)
+	e.publish(bs...)
+	waitFor(t, 10*time.Second, "verdict overdue in Ready", func() bool {
+		err := enc.Ready()
+		return err != nil && strings.Contains(err.Error(), "verdict")
+	})
+	stop()
+	// Nak'ed: the batches are redelivered at once, not after the minute of
+	// ack wait (a nak'ed message counts as ack pending until redelivered).
+	if n := e.queueLen(); n != uint64(len(bs)) {
+		t.Errorf("%d batches in the queue after the drain deadline, want %d", n, len(bs))
+	}
+	// A new encoder with a committer finishes the work.
+	c := e.committer(nil)
+	cfg.Name = "next"
+	e.start(cfg, nil, nil)
+	waitFor(t, 20*time.Second, "work queue empty well before the ack wait", func() bool { return e.queueLen() == 0 })
+	// The first encoder's reports came first in the stream, so the
+	// committer accepted them; the next encoder's copies were duplicates.
+	c.checkExactlyOnce(t, seqsOf(bs))
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := (Config{}).Defaults().Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	bad := Config{Name: "a.b", Workers: -1, TargetFileBytes: 10, MaxBatches: -1, MaxAge: time.Hour, AckWait: time.Millisecond,
+		MaxAckPending: -1, MaxDeliver: 1, FetchBatch: -1, FetchWait: time.Nanosecond, MaxPendingReports: -1,
+		VerdictTimeout: time.Millisecond, VerdictPoll: time.Nanosecond, UploadTimeout: time.Millisecond, DrainTimeout: -1}
+	err := bad.Validate()
+	if err == nil {
+		t.Fatal("bad config accepted")
+	}
+	for _, field := range []string{"name", "workers", "target_file_bytes", "max_batches", "ack_wait", "max_ack_pending",
+		"max_deliver", "fetch_batch", "fetch_wait", "max_pending_reports", "verdict_timeout", "verdict_poll", "upload_timeout", "drain_timeout"} {
+		if !strings.Contains(err.Error(), "encoder."+field+" ") && !strings.Contains(err.Error(), "encoder."+field+":") {
+			t.Errorf("error does not mention %s: %v", field, err)
+		}
+	}
+	if _, err := New(Config{Workers: -3}, Deps{}); err == nil || !strings.Contains(err.Error(), "workers") ||
+		!strings.Contains(err.Error(), "JS") || !strings.Contains(err.Error(), "Store") {
+		t.Errorf("New with bad config and deps: %v", err)
+	}
+	long := Config{Name: strings.Repeat("x", 97)}.Defaults()
+	if err := long.Validate(); err == nil {
+		t.Error("97-byte name accepted")
+	}
+}
+
+func TestWriterIDs(t *testing.T) {
+	a, err := New(Config{Name: "enc", Workers: 3}, Deps{JS: fakeJS{}, Store: &objstore.Local{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := New(Config{Name: "enc", Workers: 3}, Deps{JS: fakeJS{}, Store: &objstore.Local{}})
+	if a.Instance() == b.Instance() {
+		t.Errorf("two runs share the instance id %s", a.Instance())
+	}
+	for _, id := range append(a.WriterIDs(), b.WriterIDs()...) {
+		if err := streams.CheckToken(id); err != nil {
+			t.Errorf("writer id %q: %v", id, err)
+		}
+	}
+	if err := a.Ready(); err == nil {
+		t.Error("ready before run")
+	}
+}
+
+// fakeJS satisfies the interface for tests that never call it.
+type fakeJS struct{ jetstream.JetStream }

@@ -1,0 +1,220 @@
+package encoder
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/streams"
+)
+
+// statsStringPrefix is the length Delta truncates string statistics to.
+const statsStringPrefix = 32
+
+// writerOptions are the Parquet settings of every data file: zstd, page and
+// column-chunk statistics, one row group per file (files are bounded by
+// Config.TargetFileBytes).
+func writerOptions() []parquet.WriterOption {
+	return []parquet.WriterOption{
+		parquet.Compression(&parquet.Zstd),
+		parquet.DataPageStatistics(true),
+		parquet.CreatedBy("quarry", "1", ""),
+	}
+}
+
+// recordRows converts a batch's records to rows of its partitions, appended
+// to parts.
+func recordRows(b *streams.MinedBatch, add func(date string, row lake.RecordRow)) {
+	for i := range b.Records {
+		r := &b.Records[i]
+		var attrs map[string]string
+		if len(r.Attrs) > 0 {
+			attrs = make(map[string]string, len(r.Attrs))
+			for _, a := range r.Attrs {
+				attrs[a.Key] = a.Value
+			}
+		}
+		add(lake.Date(r.TS), lake.RecordRow{
+			WALSeq:          int64(b.WALSeq),
+			RecordIndex:     int32(r.Index),
+			TS:              floorDiv(r.TS, 1000),
+			TemplateID:      int64(r.TemplateID),
+			TemplateVersion: int32(r.TemplateVersion),
+			Params:          r.Params,
+			Source:          b.Source,
+			Attrs:           attrs,
+		})
+	}
+}
+
+// templateRows converts a batch's template definitions to template rows.
+func templateRows(b *streams.MinedBatch) []lake.TemplateRow {
+	out := make([]lake.TemplateRow, 0, len(b.Templates))
+	for _, t := range b.Templates {
+		out = append(out, lake.TemplateRow{
+			TemplateID: int64(t.ID),
+			Tenant:     t.Tenant,
+			Version:    int32(t.Version),
+			Template:   t.Text,
+			Kind:       t.Kind.String(),
+			Previous:   t.Previous,
+			MergedInto: int64(t.Into),
+			WALSeq:     int64(b.WALSeq),
+		})
+	}
+	return out
+}
+
+// sortRecordRows orders rows by (wal_seq, record_index).
+func sortRecordRows(rows []lake.RecordRow) {
+	slices.SortFunc(rows, func(a, b lake.RecordRow) int {
+		if a.WALSeq != b.WALSeq {
+			return cmpInt(a.WALSeq, b.WALSeq)
+		}
+		return cmpInt(a.RecordIndex, b.RecordIndex)
+	})
+}
+
+// sortTemplateRows orders rows by (wal_seq, template_id, version).
+func sortTemplateRows(rows []lake.TemplateRow) {
+	slices.SortFunc(rows, func(a, b lake.TemplateRow) int {
+		if a.WALSeq != b.WALSeq {
+			return cmpInt(a.WALSeq, b.WALSeq)
+		}
+		if a.TemplateID != b.TemplateID {
+			return cmpInt(a.TemplateID, b.TemplateID)
+		}
+		return cmpInt(a.Version, b.Version)
+	})
+}
+
+func cmpInt[T int32 | int64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// encodeParquet writes rows as one Parquet file.
+func encodeParquet[T any](rows []T) ([]byte, error) {
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[T](&buf, writerOptions()...)
+	if _, err := w.Write(rows); err != nil {
+		return nil, fmt.Errorf("write parquet rows: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("close parquet writer: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// fileStats collects the Delta statistics of one data file.
+type fileStats struct {
+	NumRecords int64
+	MinValues  map[string]any
+	MaxValues  map[string]any
+	NullCount  map[string]int64
+}
+
+func (s *fileStats) json() string {
+	return delta.StatsJSON(s.NumRecords, s.MinValues, s.MaxValues, s.NullCount)
+}
+
+// recordStats computes the Delta stats of a records file: wal_seq,
+// record_index, ts, template_id, template_version and source. Timestamps are
+// ISO-8601 UTC with milliseconds; the maximum is rounded up to the next
+// millisecond so it stays an upper bound. Strings keep Delta's 32-character
+// prefix for the minimum; a longer maximum is left out, since a truncated
+// maximum would not bound the column.
+func recordStats(rows []lake.RecordRow) string {
+	s := fileStats{NumRecords: int64(len(rows)), MinValues: map[string]any{}, MaxValues: map[string]any{},
+		NullCount: map[string]int64{"wal_seq": 0, "record_index": 0, "ts": 0, "template_id": 0, "template_version": 0, "source": 0}}
+	if len(rows) == 0 {
+		return s.json()
+	}
+	r0 := rows[0]
+	minSeq, maxSeq := r0.WALSeq, r0.WALSeq
+	minIdx, maxIdx := r0.RecordIndex, r0.RecordIndex
+	minTS, maxTS := r0.TS, r0.TS
+	minTpl, maxTpl := r0.TemplateID, r0.TemplateID
+	minVer, maxVer := r0.TemplateVersion, r0.TemplateVersion
+	minSrc, maxSrc := r0.Source, r0.Source
+	for _, r := range rows[1:] {
+		minSeq, maxSeq = min(minSeq, r.WALSeq), max(maxSeq, r.WALSeq)
+		minIdx, maxIdx = min(minIdx, r.RecordIndex), max(maxIdx, r.RecordIndex)
+		minTS, maxTS = min(minTS, r.TS), max(maxTS, r.TS)
+		minTpl, maxTpl = min(minTpl, r.TemplateID), max(maxTpl, r.TemplateID)
+		minVer, maxVer = min(minVer, r.TemplateVersion), max(maxVer, r.TemplateVersion)
+		minSrc, maxSrc = min(minSrc, r.Source), max(maxSrc, r.Source)
+	}
+	s.MinValues["wal_seq"], s.MaxValues["wal_seq"] = minSeq, maxSeq
+	s.MinValues["record_index"], s.MaxValues["record_index"] = minIdx, maxIdx
+	s.MinValues["ts"], s.MaxValues["ts"] = time.UnixMicro(minTS), time.UnixMicro(ceilDiv(maxTS, 1000)*1000)
+	s.MinValues["template_id"], s.MaxValues["template_id"] = minTpl, maxTpl
+	s.MinValues["template_version"], s.MaxValues["template_version"] = minVer, maxVer
+	setStringStats(&s, "source", minSrc, maxSrc)
+	return s.json()
+}
+
+// templateStats computes the Delta stats of a templates file.
+func templateStats(rows []lake.TemplateRow) string {
+	s := fileStats{NumRecords: int64(len(rows)), MinValues: map[string]any{}, MaxValues: map[string]any{},
+		NullCount: map[string]int64{"template_id": 0, "tenant": 0, "version": 0, "wal_seq": 0}}
+	if len(rows) == 0 {
+		return s.json()
+	}
+	r0 := rows[0]
+	minID, maxID := r0.TemplateID, r0.TemplateID
+	minVer, maxVer := r0.Version, r0.Version
+	minSeq, maxSeq := r0.WALSeq, r0.WALSeq
+	minTen, maxTen := r0.Tenant, r0.Tenant
+	for _, r := range rows[1:] {
+		minID, maxID = min(minID, r.TemplateID), max(maxID, r.TemplateID)
+		minVer, maxVer = min(minVer, r.Version), max(maxVer, r.Version)
+		minSeq, maxSeq = min(minSeq, r.WALSeq), max(maxSeq, r.WALSeq)
+		minTen, maxTen = min(minTen, r.Tenant), max(maxTen, r.Tenant)
+	}
+	s.MinValues["template_id"], s.MaxValues["template_id"] = minID, maxID
+	s.MinValues["version"], s.MaxValues["version"] = minVer, maxVer
+	s.MinValues["wal_seq"], s.MaxValues["wal_seq"] = minSeq, maxSeq
+	setStringStats(&s, "tenant", minTen, maxTen)
+	return s.json()
+}
+
+func setStringStats(s *fileStats, col, lo, hi string) {
+	s.MinValues[col] = truncatePrefix(lo, statsStringPrefix)
+	if utf8.RuneCountInString(hi) <= statsStringPrefix {
+		s.MaxValues[col] = hi
+	}
+}
+
+// truncatePrefix returns the first n runes of s.
+func truncatePrefix(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }

@@ -1,0 +1,201 @@
+package encoder
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/streams"
+)
+
+func TestRecordStats(t *testing.T) {
+	long := strings.Repeat("é", 40)
+	tests := []struct {
+		name string
+		rows []lake.RecordRow
+		want string
+	}{
+		{name: "empty", want: `{"numRecords":0,"nullCount":{"record_index":0,"source":0,"template_id":0,"template_version":0,"ts":0,"wal_seq":0}}`},
+		{name: "bounds", rows: []lake.RecordRow{
+			{WALSeq: 7, RecordIndex: 3, TS: 1_000_500, TemplateID: 9, TemplateVersion: 2, Source: "b"},
+			{WALSeq: 5, RecordIndex: 0, TS: 2_000_001, TemplateID: 4, TemplateVersion: 1, Source: "a"},
+		}, want: `{"numRecords":2,` +
+			`"minValues":{"record_index":0,"source":"a","template_id":4,"template_version":1,"ts":"1970-01-01T00:00:01.000Z","wal_seq":5},` +
+			`"maxValues":{"record_index":3,"source":"b","template_id":9,"template_version":2,"ts":"1970-01-01T00:00:02.001Z","wal_seq":7},` +
+			`"nullCount":{"record_index":0,"source":0,"template_id":0,"template_version":0,"ts":0,"wal_seq":0}}`},
+		{name: "exact millis and negative", rows: []lake.RecordRow{{WALSeq: 1, TS: -1500, Source: "s"}, {WALSeq: 1, TS: 3000, Source: "s"}},
+			want: `{"numRecords":2,` +
+				`"minValues":{"record_index":0,"source":"s","template_id":0,"template_version":0,"ts":"1969-12-31T23:59:59.998Z","wal_seq":1},` +
+				`"maxValues":{"record_index":0,"source":"s","template_id":0,"template_version":0,"ts":"1970-01-01T00:00:00.003Z","wal_seq":1},` +
+				`"nullCount":{"record_index":0,"source":0,"template_id":0,"template_version":0,"ts":0,"wal_seq":0}}`},
+		{name: "long string: prefix min, no max", rows: []lake.RecordRow{{WALSeq: 1, Source: long}},
+			want: `{"numRecords":1,` +
+				`"minValues":{"record_index":0,"source":"` + strings.Repeat("é", 32) + `","template_id":0,"template_version":0,"ts":"1970-01-01T00:00:00.000Z","wal_seq":1},` +
+				`"maxValues":{"record_index":0,"template_id":0,"template_version":0,"ts":"1970-01-01T00:00:00.000Z","wal_seq":1},` +
+				`"nullCount":{"record_index":0,"source":0,"template_id":0,"template_version":0,"ts":0,"wal_seq":0}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := recordStats(tc.rows)
+			if got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+			if _, err := delta.ParseStats(got); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestTemplateStats(t *testing.T) {
+	got := templateStats([]lake.TemplateRow{{TemplateID: 3, Tenant: "b", Version: 2, WALSeq: 9}, {TemplateID: 1, Tenant: "a", Version: 1, WALSeq: 4}})
+	want := `{"numRecords":2,"minValues":{"template_id":1,"tenant":"a","version":1,"wal_seq":4},` +
+		`"maxValues":{"template_id":3,"tenant":"b","version":2,"wal_seq":9},"nullCount":{"template_id":0,"tenant":0,"version":0,"wal_seq":0}}`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestTimestampUnit checks that the ts column holds microseconds a reader
+// sees as the record time.
+func TestTimestampUnit(t *testing.T) {
+	at := time.Date(2026, 11, 29, 14, 1, 2, 123456789, time.UTC)
+	b := batch(1, 0, "a", at.UnixNano(), 1)
+	var rows []lake.RecordRow
+	recordRows(b, func(date string, r lake.RecordRow) {
+		if date != "2026-11-29" {
+			t.Errorf("date %s", date)
+		}
+		rows = append(rows, r)
+	})
+	data, err := encodeParquet(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type tsOnly struct {
+		TS time.Time `parquet:"ts,timestamp(microsecond:utc)"`
+	}
+	got, err := parquet.Read[tsOnly](bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := at.Add(123456).Truncate(time.Microsecond) // batch() adds 123456ns
+	if len(got) != 1 || !got[0].TS.Equal(want) {
+		t.Errorf("ts read back as %v, want %v", got, want)
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, ok := f.Schema().Lookup("ts")
+	if !ok || !strings.Contains(fmt.Sprint(col.Node.Type().LogicalType()), "TIMESTAMP") {
+		t.Errorf("ts column type %v", col.Node.Type().LogicalType())
+	}
+}
+
+func TestTruncatePrefix(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{{"abc", 2, "ab"}, {"abc", 3, "abc"}, {"", 1, ""}, {"ééé", 2, "éé"}} {
+		if got := truncatePrefix(tc.in, tc.n); got != tc.want {
+			t.Errorf("truncatePrefix(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkEncode measures records/s from decoded mined batches to one
+// zstd Parquet file in memory (row conversion, sort, encode, stats).
+func BenchmarkEncode(b *testing.B) {
+	const perBatch = 1000
+	bs := chain(1, 16, perBatch)
+	for _, mb := range bs {
+		mb.Tenant = "a"
+		for i := range mb.Records {
+			r := &mb.Records[i]
+			r.Params = []string{fmt.Sprintf("user%d", i%97), fmt.Sprintf("10.0.%d.%d", i%7, i%251), fmt.Sprint(i * 31)}
+		}
+	}
+	n := len(bs) * perBatch
+	b.ReportAllocs()
+	b.ResetTimer()
+	var size int
+	for b.Loop() {
+		var rows []lake.RecordRow
+		for _, mb := range bs {
+			recordRows(mb, func(_ string, r lake.RecordRow) { rows = append(rows, r) })
+		}
+		sortRecordRows(rows)
+		data, err := encodeParquet(rows)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = recordStats(rows)
+		size = len(data)
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	b.ReportMetric(float64(size)/float64(n), "bytes/record")
+}
+
+// FuzzRecordStats checks that any rows give parseable stats whose bounds
+// hold every row.
+func FuzzRecordStats(f *testing.F) {
+	f.Add(int64(1), int64(2), int64(-5), int64(1e15), "a", "b")
+	f.Fuzz(func(t *testing.T, s1, s2, ts1, ts2 int64, src1, src2 string) {
+		rows := []lake.RecordRow{{WALSeq: s1, TS: ts1, Source: src1}, {WALSeq: s2, TS: ts2, Source: src2}}
+		if ts1 < -62135596800000000 || ts2 < -62135596800000000 || ts1 > 253402300799000000 || ts2 > 253402300799000000 {
+			return // outside years 1..9999, which ISO-8601 stats cannot hold
+		}
+		st, err := delta.ParseStats(recordStats(rows))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo, err1 := time.Parse(time.RFC3339Nano, st.MinValues["ts"].(string))
+		hi, err2 := time.Parse(time.RFC3339Nano, st.MaxValues["ts"].(string))
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		for _, r := range rows {
+			at := time.UnixMicro(r.TS)
+			if at.Before(lo) || at.After(hi) {
+				t.Fatalf("ts %v outside stats %v..%v", at, lo, hi)
+			}
+		}
+		if streams.CheckToken(src1) == nil && len(src1) > 0 && st.MinValues["source"].(string) > src1 {
+			t.Fatalf("min source %q above %q", st.MinValues["source"], src1)
+		}
+	})
+}
+
+// BenchmarkPipeline measures records/s end to end on an embedded server:
+// fetch, decode, encode, upload to a temp folder, report, verdict, ack.
+func BenchmarkPipeline(b *testing.B) {
+	const batches, perBatch = 200, 500
+	var busy time.Duration
+	for range b.N {
+		e := newEnv(b)
+		c := e.committer(nil)
+		e.publish(chain(1, batches, perBatch)...)
+		cfg := fastConfig()
+		cfg.MaxAge = time.Second
+		cfg.FetchBatch = 64
+		start := time.Now()
+		_, stop := e.start(cfg, nil, nil)
+		for e.queueLen() != 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		busy += time.Since(start)
+		stop()
+		if len(c.accepted()) == 0 {
+			b.Fatal("no accepted report")
+		}
+	}
+	b.ReportMetric(float64(b.N*batches*perBatch)/busy.Seconds(), "records/s")
+}

@@ -1,0 +1,708 @@
+package encoder
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quarrylake/quarry/internal/crashpoint"
+	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/streams"
+)
+
+// held is one mined batch a worker holds unacked. Msgs has more than one
+// message when the work queue holds the same WAL sequence twice (a miner
+// replay beyond the duplicate window, or a redelivery after a stall): the
+// batch is encoded once and every copy is acked or nak'ed with it.
+type held struct {
+	seq, prev uint64
+	records   int
+	size      int
+	msgs      []ackRef
+	received  time.Time
+	flight    *flight // nil while buffered
+}
+
+type partKey struct{ tenant, date string }
+
+type partition struct {
+	rows           []lake.RecordRow
+	minSeq, maxSeq uint64
+}
+
+// buffer is what a worker holds before a flush.
+type buffer struct {
+	batches   []*held
+	parts     map[partKey]*partition
+	templates []lake.TemplateRow
+	tplMin    uint64
+	tplMax    uint64
+	bytes     int64
+}
+
+func (b *buffer) reset() { *b = buffer{parts: map[partKey]*partition{}} }
+
+// flight is a report waiting for its verdict.
+type flight struct {
+	report   streams.Report
+	batches  []*held
+	keys     []string // store keys of its files
+	sent     time.Time
+	lastPoll time.Time
+	warned   time.Time
+}
+
+type worker struct {
+	e    *Encoder
+	idx  int
+	id   string
+	cons jetstream.Consumer
+	kv   jetstream.KeyValue
+	log  *slog.Logger
+
+	buf       buffer
+	bySeq     map[uint64]*held
+	flights   map[string]*flight
+	flushes   uint64
+	lastTouch time.Time
+
+	fetch      jetstream.MessageBatch
+	msgs       <-chan jetstream.Msg
+	fetchAfter time.Time
+
+	watcher    jetstream.KeyWatcher
+	watchAfter time.Time
+
+	statusMu sync.Mutex
+	status   map[string]string
+}
+
+func newWorker(e *Encoder, idx int, id string, cons jetstream.Consumer, kv jetstream.KeyValue) *worker {
+	w := &worker{e: e, idx: idx, id: id, cons: cons, kv: kv, log: e.log.With("writer", id),
+		bySeq: map[uint64]*held{}, flights: map[string]*flight{}, status: map[string]string{}}
+	w.buf.reset()
+	return w
+}
+
+func (w *worker) setStatus(key, s string) {
+	w.statusMu.Lock()
+	if s == "" {
+		delete(w.status, key)
+	} else {
+		w.status[key] = s
+	}
+	w.statusMu.Unlock()
+}
+
+func (w *worker) getStatus() string {
+	w.statusMu.Lock()
+	defer w.statusMu.Unlock()
+	var out string
+	for _, k := range slices.Sorted(maps.Keys(w.status)) {
+		if out != "" {
+			out += "; "
+		}
+		out += w.status[k]
+	}
+	return out
+}
+
+func (w *worker) tickEvery() time.Duration {
+	c := w.e.cfg
+	d := min(c.AckWait/3, c.MaxAge/4, c.VerdictPoll/2, 500*time.Millisecond)
+	return max(d, 5*time.Millisecond)
+}
+
+// run is the worker's loop. soft ends fetching; hard ends everything.
+func (w *worker) run(soft, hard context.Context) {
+	cfg := w.e.cfg
+	tick := time.NewTicker(w.tickEvery())
+	defer tick.Stop()
+	defer w.stopWatch()
+	w.lastTouch = time.Now()
+	softDone := soft.Done()
+	draining := false
+	for {
+		if hard.Err() != nil {
+			if !w.e.isCrashed() {
+				w.abandon()
+			}
+			return
+		}
+		if !draining && soft.Err() != nil {
+			draining, softDone = true, nil
+			w.log.Info("encoder worker draining", "buffered", len(w.buf.batches), "reports", len(w.flights))
+		}
+		if draining && w.msgs == nil && len(w.buf.batches) == 0 && len(w.flights) == 0 {
+			return
+		}
+		now := time.Now()
+		if w.shouldFlush(now) || (draining && w.msgs == nil && len(w.buf.batches) > 0) {
+			if err := w.flush(hard); err != nil {
+				w.log.Error("flush abandoned", "err", err)
+			}
+			continue
+		}
+		if w.watcher == nil && now.After(w.watchAfter) {
+			w.startWatch(hard)
+		}
+		if !draining && w.msgs == nil && len(w.flights) < cfg.MaxPendingReports && now.After(w.fetchAfter) {
+			w.startFetch()
+		}
+		var updates <-chan jetstream.KeyValueEntry
+		if w.watcher != nil {
+			updates = w.watcher.Updates()
+		}
+		select {
+		case m, ok := <-w.msgs:
+			if !ok {
+				w.endFetch()
+				continue
+			}
+			w.receive(hard, m)
+		case ent, ok := <-updates:
+			if !ok {
+				w.log.Warn("verdict watch ended", "err", "updates channel closed")
+				w.stopWatch()
+				w.watchAfter = time.Now().Add(cfg.VerdictPoll)
+				continue
+			}
+			w.onEntry(hard, ent)
+		case <-tick.C:
+			w.keepAlive(false)
+			w.pollVerdicts(hard)
+		case <-softDone:
+		case <-hard.Done():
+		}
+	}
+}
+
+func (w *worker) startFetch() {
+	cfg := w.e.cfg
+	b, err := w.cons.Fetch(cfg.FetchBatch, jetstream.FetchMaxWait(cfg.FetchWait))
+	if err != nil {
+		w.fetchFailed(err)
+		return
+	}
+	w.fetch, w.msgs = b, b.Messages()
+}
+
+func (w *worker) endFetch() {
+	if err := w.fetch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+		w.fetchFailed(err)
+	} else {
+		w.setStatus("fetch", "")
+	}
+	w.fetch, w.msgs = nil, nil
+}
+
+// fetchFailed backs off fetching for a second and re-creates the consumer
+// if it was deleted.
+func (w *worker) fetchFailed(err error) {
+	w.log.Warn("fetch", "err", err)
+	w.setStatus("fetch", "fetch: "+err.Error())
+	w.fetchAfter = time.Now().Add(time.Second)
+	if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if c, err := EnsureConsumer(ctx, w.e.js, w.e.cfg); err != nil {
+			w.log.Error("re-create consumer", "err", err)
+		} else {
+			w.cons = c
+		}
+	}
+}
+
+func (w *worker) shouldFlush(now time.Time) bool {
+	b := &w.buf
+	if len(b.batches) == 0 {
+		return false
+	}
+	cfg := w.e.cfg
+	return b.bytes >= cfg.TargetFileBytes || len(b.batches) >= cfg.MaxBatches || now.Sub(b.batches[0].received) >= cfg.MaxAge
+}
+
+// receive decodes one message and buffers its batch, or dead-letters it.
+func (w *worker) receive(ctx context.Context, m jetstream.Msg) {
+	var streamSeq uint64
+	var delivered uint64
+	if md, err := m.Metadata(); err == nil {
+		streamSeq, delivered = md.Sequence.Stream, md.NumDelivered
+	}
+	if f := m.Headers().Get(streams.HeaderFormat); f != "" && !streams.KnownMinedFormat(f) {
+		w.deadLetter(ctx, m, streamSeq, fmt.Sprintf("format %q, want %s", f, streams.FormatMined))
+		return
+	}
+	b, err := streams.DecodeMinedBatch(m.Data())
+	if err == nil {
+		if terr := streams.CheckToken(b.Tenant); terr != nil {
+			err = fmt.Errorf("%w: batch %d tenant: %v", streams.ErrMalformed, b.WALSeq, terr)
+		}
+	}
+	if err != nil {
+		w.deadLetter(ctx, m, streamSeq, "decode mined batch: "+err.Error())
+		return
+	}
+	switch {
+	case delivered >= 10 && delivered%10 == 0:
+		w.log.Warn("batch delivered many times", "wal_seq", b.WALSeq, "stream_seq", streamSeq, "delivered", delivered)
+	case delivered > 1:
+		w.log.Debug("batch redelivered", "wal_seq", b.WALSeq, "delivered", delivered)
+	}
+	w.e.m.inflight.Inc()
+	if h, ok := w.bySeq[b.WALSeq]; ok {
+		// The same WAL batch again: encode it once, settle every copy with it.
+		h.msgs = append(h.msgs, newAckRef(w.e.js.Conn(), m))
+		if h.flight == nil {
+			w.buf.bytes += int64(len(m.Data()))
+		}
+		w.log.Info("duplicate batch joined", "wal_seq", b.WALSeq, "stream_seq", streamSeq)
+		return
+	}
+	w.e.m.batches.Inc()
+	h := &held{seq: b.WALSeq, prev: b.PrevSeq, records: len(b.Records), size: len(m.Data()), msgs: []ackRef{newAckRef(w.e.js.Conn(), m)}, received: time.Now()}
+	w.bySeq[h.seq] = h
+	buf := &w.buf
+	buf.batches = append(buf.batches, h)
+	buf.bytes += int64(h.size)
+	recordRows(b, func(date string, row lake.RecordRow) {
+		k := partKey{b.Tenant, date}
+		p := buf.parts[k]
+		if p == nil {
+			p = &partition{minSeq: b.WALSeq, maxSeq: b.WALSeq}
+			buf.parts[k] = p
+		}
+		p.rows = append(p.rows, row)
+		p.minSeq, p.maxSeq = min(p.minSeq, b.WALSeq), max(p.maxSeq, b.WALSeq)
+	})
+	if len(b.Templates) > 0 {
+		if len(buf.templates) == 0 {
+			buf.tplMin, buf.tplMax = b.WALSeq, b.WALSeq
+		}
+		buf.templates = append(buf.templates, templateRows(b)...)
+		buf.tplMin, buf.tplMax = min(buf.tplMin, b.WALSeq), max(buf.tplMax, b.WALSeq)
+	}
+}
+
+// deadLetter sends a message that cannot be decoded to the dead-letter
+// stream with the reason, then acks it. If the dead letter cannot be
+// written the message is nak'ed for a later attempt: nothing is dropped.
+func (w *worker) deadLetter(ctx context.Context, m jetstream.Msg, streamSeq uint64, reason string) {
+	w.log.Warn("dead-lettering batch", "stream_seq", streamSeq, "subject", m.Subject(), "reason", reason)
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := streams.DeadLetter(dctx, w.e.js, Stage, m.Subject(), streamSeq, m.Data(), reason, nil); err != nil {
+		w.log.Error("dead-letter", "stream_seq", streamSeq, "err", err)
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	w.e.m.deadLetters.Inc()
+	if err := m.DoubleAck(dctx); err != nil {
+		w.log.Warn("ack dead-lettered batch", "stream_seq", streamSeq, "err", err)
+	}
+}
+
+// keepAlive sends InProgress for every held message once per AckWait/3
+// (or now, if force).
+func (w *worker) keepAlive(force bool) {
+	now := time.Now()
+	if !force && now.Sub(w.lastTouch) < w.e.cfg.AckWait/3 {
+		return
+	}
+	w.lastTouch = now
+	for _, h := range w.bySeq {
+		for _, a := range h.msgs {
+			_ = a.inProgress()
+		}
+	}
+}
+
+// flush encodes, uploads and reports the buffer; the batches move to a
+// flight waiting for its verdict. It returns an error only when ctx ended
+// before the report was published; the batches are then still buffered.
+func (w *worker) flush(ctx context.Context) error {
+	start := time.Now()
+	w.flushes++
+	reportID := w.id + "." + strconv.FormatUint(w.flushes, 10)
+	// The flush number is part of the writer token of file names: a name is
+	// never reused by a later flush, so deleting a rejected report's files
+	// can never remove a file another report owns.
+	writer := w.id + "-" + strconv.FormatUint(w.flushes, 10)
+	buf := &w.buf
+	f := &flight{report: streams.Report{ID: reportID, Encoder: w.id}}
+
+	type out struct {
+		table, path string
+		data        []byte
+		info        streams.FileInfo
+	}
+	var files []out
+	var records int64
+	keys := slices.SortedFunc(maps.Keys(buf.parts), func(a, b partKey) int {
+		if a.tenant != b.tenant {
+			if a.tenant < b.tenant {
+				return -1
+			}
+			return 1
+		}
+		if a.date < b.date {
+			return -1
+		} else if a.date > b.date {
+			return 1
+		}
+		return 0
+	})
+	for _, k := range keys {
+		p := buf.parts[k]
+		sortRecordRows(p.rows)
+		data, err := encodeParquet(p.rows)
+		if err != nil {
+			// Encoding in-memory rows fails only on a bug; keep the batches
+			// and let them be redelivered after a nak.
+			return w.failFlush(ctx, fmt.Errorf("encode %s/%s: %w", k.tenant, k.date, err), nil, false)
+		}
+		path := lake.RecordsFilePath(k.tenant, k.date, lake.FileName(p.minSeq, p.maxSeq, writer))
+		files = append(files, out{table: streams.TableRecords, path: path, data: data, info: streams.FileInfo{
+			Table: streams.TableRecords, Path: path, Size: int64(len(data)),
+			PartitionValues: map[string]string{"tenant": k.tenant, "date": k.date},
+			NumRecords:      int64(len(p.rows)), Stats: recordStats(p.rows),
+		}})
+		records += int64(len(p.rows))
+		w.keepAlive(false)
+	}
+	if len(buf.templates) > 0 {
+		sortTemplateRows(buf.templates)
+		data, err := encodeParquet(buf.templates)
+		if err != nil {
+			return w.failFlush(ctx, fmt.Errorf("encode templates: %w", err), nil, false)
+		}
+		path := lake.FileName(buf.tplMin, buf.tplMax, writer)
+		files = append(files, out{table: streams.TableTemplates, path: path, data: data, info: streams.FileInfo{
+			Table: streams.TableTemplates, Path: path, Size: int64(len(data)), PartitionValues: map[string]string{},
+			NumRecords: int64(len(buf.templates)), Stats: templateStats(buf.templates),
+		}})
+	}
+
+	var uploaded []string
+	for _, o := range files {
+		key := o.table + "/" + o.path
+		err := w.retry(ctx, "upload", func(ctx context.Context) error {
+			uctx, cancel := context.WithTimeout(ctx, w.e.cfg.UploadTimeout)
+			defer cancel()
+			if err := w.e.store.Put(uctx, key, o.data); err != nil {
+				return fmt.Errorf("upload %s: %w", key, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return w.failFlush(ctx, err, uploaded, false)
+		}
+		uploaded = append(uploaded, key)
+		o.info.ModificationTime = time.Now().UnixMilli()
+		f.report.Files = append(f.report.Files, o.info)
+		w.e.m.files.Inc()
+		w.e.m.bytes.Add(float64(len(o.data)))
+	}
+	f.keys = uploaded
+	crashpoint.Hit("encoder.after-upload")
+
+	for _, h := range buf.batches {
+		f.report.Batches = append(f.report.Batches, streams.BatchRef{Seq: h.seq, Prev: h.prev, Records: h.records})
+	}
+	slices.SortFunc(f.report.Batches, func(a, b streams.BatchRef) int { return cmpInt(int64(a.Seq), int64(b.Seq)) })
+	f.report.CreatedAt = time.Now().UTC()
+	payload, err := json.Marshal(&f.report)
+	if err != nil {
+		return w.failFlush(ctx, fmt.Errorf("marshal report %s: %w", reportID, err), uploaded, false)
+	}
+	err = w.retry(ctx, "report", func(ctx context.Context) error {
+		msg := nats.NewMsg(streams.ReportSubject(w.id))
+		msg.Header.Set(streams.HeaderMsgID, reportID)
+		msg.Header.Set(streams.HeaderFormat, streams.FormatReport)
+		msg.Data = payload
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := w.e.js.PublishMsg(pctx, msg); err != nil {
+			return fmt.Errorf("publish report %s: %w", reportID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		// The report may have been stored even though no ack came back: its
+		// files must stay (they may be accepted); if not, vacuum removes them.
+		return w.failFlush(ctx, err, uploaded, true)
+	}
+
+	crashpoint.Hit("encoder.after-report")
+	now := time.Now()
+	f.batches = buf.batches
+	f.sent, f.lastPoll = now, now
+	for _, h := range f.batches {
+		h.flight = f
+	}
+	w.flights[reportID] = f
+	buf.reset()
+	w.e.m.records.Add(float64(records))
+	w.e.m.flush.Observe(time.Since(start).Seconds())
+	w.log.Debug("report published", "report", reportID, "batches", len(f.report.Batches), "files", len(f.report.Files), "records", records)
+	if hook := w.e.afterReport; hook != nil {
+		hook(w, reportID)
+	}
+	return nil
+}
+
+// failFlush handles a flush that cannot complete. On ctx end (drain deadline)
+// the batches stay buffered for abandon to nak; uploaded files of a report
+// never published are deleted (best effort). Any other error naks the
+// batches now so they are re-encoded, possibly elsewhere.
+func (w *worker) failFlush(ctx context.Context, err error, uploaded []string, published bool) error {
+	if !published {
+		w.deleteKeys(10*time.Second, uploaded)
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	w.log.Error("flush failed, batches nak'ed", "err", err, "batches", len(w.buf.batches))
+	for _, h := range w.buf.batches {
+		w.release(h, false)
+	}
+	w.buf.reset()
+	return err
+}
+
+func (w *worker) deleteKeys(timeout time.Duration, keys []string) {
+	for _, k := range keys {
+		dctx, cancel := context.WithTimeout(context.Background(), timeout)
+		if err := w.e.store.Delete(dctx, k); err != nil {
+			w.log.Warn("delete file, left for vacuum", "key", k, "err", err)
+		}
+		cancel()
+	}
+}
+
+// retry calls fn until it succeeds or ctx ends, backing off from 100ms to
+// 5s and keeping the held batches in progress meanwhile.
+func (w *worker) retry(ctx context.Context, what string, fn func(context.Context) error) error {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if err == nil {
+			if attempt > 1 {
+				w.setStatus(what, "")
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		w.log.Warn(what+" failed, retrying", "attempt", attempt, "err", err)
+		w.setStatus(what, err.Error())
+		w.keepAlive(false)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		w.keepAlive(false)
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (w *worker) startWatch(ctx context.Context) {
+	kw, err := w.kv.Watch(ctx, streams.VerdictKey(w.id)+".*")
+	if err != nil {
+		w.log.Warn("watch verdicts", "err", err)
+		w.watchAfter = time.Now().Add(5 * w.e.cfg.VerdictPoll)
+		return
+	}
+	w.watcher = kw
+}
+
+func (w *worker) stopWatch() {
+	if w.watcher != nil {
+		_ = w.watcher.Stop()
+		w.watcher = nil
+	}
+}
+
+func (w *worker) onEntry(ctx context.Context, ent jetstream.KeyValueEntry) {
+	if ent == nil || ent.Operation() != jetstream.KeyValuePut {
+		return
+	}
+	v, err := streams.DecodeVerdict(ent.Value())
+	if err != nil {
+		w.log.Error("bad verdict", "key", ent.Key(), "err", err)
+		return
+	}
+	if f := w.flights[v.ReportID]; f != nil && streams.VerdictKey(v.ReportID) == ent.Key() {
+		w.settle(ctx, f, v)
+	}
+}
+
+// pollVerdicts reads the verdicts of reports that waited VerdictPoll since
+// the last look, and warns about overdue ones.
+func (w *worker) pollVerdicts(ctx context.Context) {
+	now := time.Now()
+	every := w.e.cfg.VerdictPoll
+	if w.watcher != nil {
+		every *= 5 // the watch delivers verdicts; the poll only guards against a missed update
+	}
+	for _, f := range w.flights {
+		if now.Sub(f.lastPoll) < every {
+			continue
+		}
+		f.lastPoll = now
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ent, err := w.kv.Get(gctx, streams.VerdictKey(f.report.ID))
+		cancel()
+		switch {
+		case err == nil:
+			w.onEntry(ctx, ent)
+			continue
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		default:
+			w.log.Warn("read verdict", "report", f.report.ID, "err", err)
+		}
+	}
+	// Every waiting report counts, not only those polled on this tick: Ready
+	// must keep saying what the worker waits for between polls.
+	var overdue []string
+	for _, f := range w.flights {
+		if wait := now.Sub(f.sent); wait >= w.e.cfg.VerdictTimeout {
+			overdue = append(overdue, f.report.ID)
+			if now.Sub(f.warned) >= w.e.cfg.VerdictTimeout {
+				f.warned = now
+				w.log.Error("verdict overdue, still waiting: is the committer running?", "report", f.report.ID,
+					"waited", wait.Round(time.Second), "batches", len(f.batches))
+			}
+		}
+	}
+	if len(overdue) > 0 {
+		slices.Sort(overdue)
+		w.setStatus("verdict", fmt.Sprintf("waiting for the verdict on %d report(s) for over %s (oldest %s)", len(overdue), w.e.cfg.VerdictTimeout, overdue[0]))
+	} else {
+		w.setStatus("verdict", "")
+	}
+}
+
+// settle applies a verdict: accepted acks every batch; rejected deletes the
+// files, acks the duplicates and naks the rest.
+func (w *worker) settle(ctx context.Context, f *flight, v *streams.Verdict) {
+	delete(w.flights, f.report.ID)
+	if v.Accepted {
+		w.e.m.verdicts.WithLabelValues("accepted").Inc()
+		w.ackAll(ctx, f.batches)
+		w.log.Debug("report accepted", "report", f.report.ID, "batches", len(f.batches))
+		return
+	}
+	w.e.m.verdicts.WithLabelValues("rejected").Inc()
+	w.log.Info("report rejected", "report", f.report.ID, "reason", v.Reason, "duplicates", len(v.Duplicates), "batches", len(f.batches))
+	w.deleteKeys(w.e.cfg.UploadTimeout, f.keys)
+	dup := make(map[uint64]bool, len(v.Duplicates))
+	for _, s := range v.Duplicates {
+		dup[s] = true
+	}
+	var acks []*held
+	for _, h := range f.batches {
+		if dup[h.seq] {
+			acks = append(acks, h)
+		} else {
+			w.release(h, false)
+		}
+	}
+	w.ackAll(ctx, acks)
+}
+
+// ackAll acks the batches with confirmed acks, a few at a time.
+func (w *worker) ackAll(ctx context.Context, hs []*held) {
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		for _, a := range h.msgs {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				var err error
+				for range 3 {
+					actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					err = a.ackSync(actx)
+					cancel()
+					if err == nil || ctx.Err() != nil {
+						break
+					}
+				}
+				if err != nil {
+					// Redelivered later, re-encoded, reported and acked as a
+					// duplicate of the accepted report.
+					w.log.Warn("ack", "wal_seq", h.seq, "err", err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, h := range hs {
+		w.forget(h)
+	}
+}
+
+// release naks a batch (or only forgets it, after a crash) so it is
+// redelivered.
+func (w *worker) release(h *held, quiet bool) {
+	if !quiet {
+		for _, a := range h.msgs {
+			_ = a.nak()
+		}
+	}
+	w.forget(h)
+}
+
+func (w *worker) forget(h *held) {
+	if w.bySeq[h.seq] == h {
+		delete(w.bySeq, h.seq)
+		w.e.m.inflight.Sub(float64(len(h.msgs)))
+	}
+}
+
+// abandon ends a drain that ran out of time: everything still held is
+// nak'ed so other workers take it over. Files of waiting reports stay: they
+// may still be accepted, else vacuum removes them.
+func (w *worker) abandon() {
+	n := len(w.bySeq)
+	for _, h := range w.bySeq {
+		w.release(h, false)
+	}
+	w.buf.reset()
+	w.flights = map[string]*flight{}
+	if w.msgs != nil {
+		// Messages of the pull in progress: nak them as they arrive.
+		t := time.NewTimer(w.e.cfg.FetchWait + time.Second)
+		defer t.Stop()
+	loop:
+		for {
+			select {
+			case m, ok := <-w.msgs:
+				if !ok {
+					break loop
+				}
+				_ = m.Nak()
+				n++
+			case <-t.C:
+				break loop
+			}
+		}
+		w.fetch, w.msgs = nil, nil
+	}
+	if n > 0 {
+		w.log.Warn("drain deadline: batches nak'ed", "batches", n)
+	}
+}
