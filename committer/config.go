@@ -1,0 +1,134 @@
+package committer
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quarrylake/quarry/internal/objstore"
+)
+
+// Config configures a committer.
+type Config struct {
+	// Name identifies this committer in the lease and in commitInfo; it must
+	// be unique among running committers. Default: hostname-pid-random.
+	Name string `yaml:"name"`
+	// LeaseTTL is how long a lease lasts without renewal: a standby takes
+	// over at most about LeaseTTL after the active committer stopped
+	// renewing. The lease is renewed every LeaseTTL/3. Default 10s.
+	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	// CommitInterval is the least time between two high-water advances, so a
+	// busy lake gets one commit per interval rather than one per report.
+	// Default 1s.
+	CommitInterval time.Duration `yaml:"commit_interval"`
+	// PurgeWAL purges streams.WALStream below min(high-water, oldest stored
+	// miner snapshot sequence)+1 after each advance: the miner falls back to
+	// an older snapshot when the newest is corrupt. It never purges at or
+	// above a producer's WAL floor (see FloorMaxAge). Default false.
+	PurgeWAL bool `yaml:"purge_wal"`
+	// PurgeReports purges the prefix of streams.ReportStream whose reports
+	// cover only batches at or below the high-water. Default false.
+	PurgeReports bool `yaml:"purge_reports"`
+	// FloorMaxAge bounds how long a producer's WAL floor (streams.FloorKey)
+	// holds back the WAL purge after it was last updated: a producer that is
+	// down longer than this may, when it comes back, republish frames whose
+	// ack it never recorded (duplicates in the lake). Default 24h.
+	FloorMaxAge time.Duration `yaml:"floor_max_age"`
+	// StallAfter is how long the barrier may wait for a missing batch
+	// before Ready reports it. Default 1m.
+	StallAfter time.Duration `yaml:"stall_after"`
+	// OpTimeout bounds each key-value, object store and Delta call. Default 10s.
+	OpTimeout time.Duration `yaml:"op_timeout"`
+	// ShutdownTimeout bounds the final commit after the context is cancelled.
+	// Default 10s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// FetchBatch is how many reports one fetch from the report stream asks
+	// for. Default 256.
+	FetchBatch int `yaml:"fetch_batch"`
+}
+
+// Defaults returns c with unset fields set to their defaults.
+func (c Config) Defaults() Config {
+	if c.Name == "" {
+		c.Name = defaultName()
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 10 * time.Second
+	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = time.Second
+	}
+	if c.FloorMaxAge == 0 {
+		c.FloorMaxAge = 24 * time.Hour
+	}
+	if c.StallAfter == 0 {
+		c.StallAfter = time.Minute
+	}
+	if c.OpTimeout == 0 {
+		c.OpTimeout = 10 * time.Second
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.FetchBatch == 0 {
+		c.FetchBatch = 256
+	}
+	return c
+}
+
+func defaultName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "committer"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Validate reports every problem with c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Name == "" || len(c.Name) > 256 {
+		errs = append(errs, fmt.Errorf("committer.name %q: must be 1 to 256 bytes", c.Name))
+	}
+	if c.LeaseTTL < 100*time.Millisecond || c.LeaseTTL > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("committer.lease_ttl %s: must be 100ms to 10m", c.LeaseTTL))
+	}
+	if c.CommitInterval < 0 || c.CommitInterval > time.Hour {
+		errs = append(errs, fmt.Errorf("committer.commit_interval %s: must be 0 to 1h", c.CommitInterval))
+	}
+	if c.FloorMaxAge <= 0 {
+		errs = append(errs, fmt.Errorf("committer.floor_max_age %s: must be positive", c.FloorMaxAge))
+	}
+	if c.StallAfter <= 0 {
+		errs = append(errs, fmt.Errorf("committer.stall_after %s: must be positive", c.StallAfter))
+	}
+	if c.OpTimeout < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("committer.op_timeout %s: must be at least 10ms", c.OpTimeout))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("committer.shutdown_timeout %s: must be positive", c.ShutdownTimeout))
+	}
+	if c.FetchBatch < 1 || c.FetchBatch > 10000 {
+		errs = append(errs, fmt.Errorf("committer.fetch_batch %d: must be 1 to 10000", c.FetchBatch))
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are the committer's collaborators.
+type Deps struct {
+	JS    jetstream.JetStream
+	Store objstore.Store // the lake root
+	// Log receives the committer's logs; nil discards them.
+	Log *slog.Logger
+	// Registerer registers the committer's metrics; nil does not register.
+	Registerer prometheus.Registerer
+}

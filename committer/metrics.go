@@ -1,0 +1,46 @@
+package committer
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	highWater   prometheus.Gauge
+	commits     prometheus.Counter
+	reports     *prometheus.CounterVec
+	commitTime  prometheus.Histogram
+	leaseHeld   prometheus.Gauge
+	pending     prometheus.Gauge
+	deadLetters prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		highWater: prometheus.NewGauge(prometheus.GaugeOpts{Name: "quarry_committer_high_water",
+			Help: "Committed high-water: the WAL sequence at or below which every batch is in the lake."}),
+		commits: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_committer_commits_total",
+			Help: "High-water advances committed (one Delta commit per table each)."}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_committer_reports_total",
+			Help: "Reports judged, by verdict (accepted, rejected, malformed, conflict)."}, []string{"verdict"}),
+		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quarry_committer_commit_seconds",
+			Help:    "Time to write one advance: both Delta commits and the high-water key.",
+			Buckets: prometheus.ExponentialBuckets(0.002, 2, 14)}),
+		leaseHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: "quarry_committer_lease_held",
+			Help: "1 while this committer holds the lease and is active, else 0."}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "quarry_committer_pending_batches",
+			Help: "Accepted batches above the high-water, waiting for the barrier."}),
+		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_committer_dead_letters_total",
+			Help: "Reports sent to the dead-letter stream (malformed or conflicting)."}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.highWater, m.commits, m.reports, m.commitTime, m.leaseHeld, m.pending, m.deadLetters} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register committer metrics: %w", err)
+		}
+	}
+	return m, nil
+}
