@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quarrylake/quarry/internal/health"
+	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/pipeline"
+	"github.com/quarrylake/quarry/producer"
+	"github.com/quarrylake/quarry/streams"
+)
+
+func init() {
+	register(&command{name: "run", summary: "run the whole pipeline in one process on an embedded NATS server", run: runRun})
+}
+
+// runSource is what feeds an embedded run: a file, stdin, the ingest
+// subject or the generator.
+type runSource interface {
+	Run(ctx context.Context) error
+	Stats() producer.Stats
+	AckLatencies() *producer.LatencyHistogram
+}
+
+func runRun(ctx context.Context, e *env, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var c common
+	c.registerEmbedded(fs, true)
+	data := fs.String("data", "./data", "data directory: NATS store in DIR/nats, lake in DIR/lake unless --lake")
+	input := fs.String("input", "", "ingest FILE (or - for stdin) as one line per record; default: the built-in generator")
+	tenant := fs.String("tenant", "default", "tenant of the --input lines")
+	follow := fs.Bool("follow", false, "keep running: tail --input, or serve the ingest subject quarry.ingest.<tenant> when there is no --input")
+	lines := fs.Int("lines", 100000, "generator: lines per tenant")
+	tenants := fs.String("tenants", "acme,globex,initech", "generator: comma-separated tenants")
+	seed := fs.Int64("seed", 1, "generator: seed")
+	encoders := fs.Int("encoders", 2, "encoder instances in the process")
+	natsPort := fs.Int("nats-port", -1, "embedded NATS client port (-1: any free port)")
+	timeout := fs.Duration("timeout", 0, "give up waiting for the lake after this long (0: no limit)")
+	if _, err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	if _, err := c.resolve(fs, e); err != nil {
+		return err
+	}
+	if c.logLevel == "" {
+		c.logLevel = "warn" // the progress lines and the summary are the output
+	}
+	log, err := c.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	var cfg pipeline.Config
+	if err := loadSection(c.config, "pipeline", &cfg); err != nil {
+		return err
+	}
+	cfg.DataDir, cfg.NATSPort, cfg.Encoders = *data, *natsPort, *encoders
+	if c.lake != "" {
+		cfg.LakeURL = c.lake
+	}
+	if err := streams.CheckToken(*tenant); err != nil {
+		return errUsage{fmt.Sprintf("--tenant: %v", err)}
+	}
+	reg := prometheus.NewRegistry()
+	start := time.Now()
+	p, err := pipeline.Start(ctx, cfg, log, reg)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	hs := health.New(reg, log)
+	hs.Add("pipeline", p.Ready)
+	hctx, hcancel := context.WithCancel(ctx)
+	defer hcancel()
+	go hs.Serve(hctx, c.httpAddr)
+	fmt.Fprintf(e.stderr, "quarry: embedded NATS at %s, lake %s\n", p.Server.ClientURL(), lakeDisplay(cfg))
+
+	pdeps := producer.Deps{JS: p.JS, Log: log, Registerer: reg}
+	var src runSource
+	var tenantList []string
+	switch {
+	case *input == "-":
+		l, err := producer.NewReader(producer.Config{Tenant: *tenant}, pdeps, e.stdin)
+		if err != nil {
+			return err
+		}
+		src, tenantList = l, []string{*tenant}
+	case *input != "":
+		l, err := producer.NewFile(producer.Config{Tenant: *tenant, Follow: *follow}, pdeps, *input)
+		if err != nil {
+			return err
+		}
+		src, tenantList = l, []string{*tenant}
+	case *follow:
+		l, err := producer.NewSubject(producer.Config{Tenant: *tenant}, pdeps)
+		if err != nil {
+			return err
+		}
+		src, tenantList = l, []string{*tenant}
+		fmt.Fprintf(e.stderr, "quarry: publish lines to %s on %s\n", producer.IngestSubject(*tenant), p.Server.ClientURL())
+	default:
+		tenantList = strings.Split(*tenants, ",")
+		g, err := producer.NewGenerate(producer.GenerateConfig{Seed: *seed, Tenants: tenantList, LinesPerTenant: *lines}, pdeps)
+		if err != nil {
+			return err
+		}
+		src = g
+	}
+
+	prog := &progress{w: e.stderr, p: p, src: src, start: start}
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); prog.loop(pctx, 2*time.Second) }()
+
+	if err := src.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		pcancel()
+		wg.Wait()
+		return fmt.Errorf("producer: %w", err)
+	}
+	if ctx.Err() != nil { // interrupted (or --follow ended by a signal)
+		pcancel()
+		wg.Wait()
+		fmt.Fprintln(e.stderr, "quarry: interrupted; draining")
+		if err := p.Close(); err != nil {
+			return err
+		}
+		return printSummaryAt(context.Background(), e.stdout, p, cfg, src, time.Since(start), tenantList)
+	}
+	last, err := p.WALLastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	wctx := ctx
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	err = p.WaitCommitted(wctx, last, 0, nil)
+	pcancel()
+	wg.Wait()
+	if err != nil {
+		return fmt.Errorf("%w (waiting for: %v)", err, p.Ready())
+	}
+	elapsed := time.Since(start)
+	if err := p.Close(); err != nil {
+		return err
+	}
+	return printSummaryAt(ctx, e.stdout, p, cfg, src, elapsed, tenantList)
+}
+
+func lakeDisplay(cfg pipeline.Config) string {
+	if cfg.LakeURL != "" {
+		return cfg.LakeURL
+	}
+	return filepath.Join(cfg.DataDir, "lake")
+}
+
+type progress struct {
+	w     io.Writer
+	p     *pipeline.Pipeline
+	src   runSource
+	start time.Time
+}
+
+func (pr *progress) loop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			st := pr.src.Stats()
+			el := time.Since(pr.start).Seconds()
+			wal, _ := pr.p.WALLastSeq(ctx)
+			fmt.Fprintf(pr.w, "quarry: %6.1fs lines=%d frames=%d wal=%d high-water=%d lines/s=%.0f\n",
+				el, st.Lines, st.Frames, wal, pr.p.HighWater(), float64(st.Lines)/el)
+		}
+	}
+}
+
+func printSummaryAt(ctx context.Context, w io.Writer, p *pipeline.Pipeline, cfg pipeline.Config, src runSource, elapsed time.Duration, tenants []string) error {
+	st := src.Stats()
+	lat := src.AckLatencies()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	lk := lake.Open(p.Store)
+	tpls, err := lk.Templates(ctx, "")
+	if err != nil {
+		return fmt.Errorf("read templates: %w", err)
+	}
+	perTenant := map[string]map[uint64]bool{}
+	for _, t := range tpls {
+		if t.MergedInto != 0 {
+			continue // retired into another template: count the survivor only
+		}
+		if perTenant[t.Tenant] == nil {
+			perTenant[t.Tenant] = map[uint64]bool{}
+		}
+		perTenant[t.Tenant][t.TemplateID] = true
+	}
+	recs, err := lk.Records().Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("read records log: %w", err)
+	}
+	tsnap, err := lk.TemplatesTable().Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("read templates log: %w", err)
+	}
+	hw, err := lk.HighWater(ctx)
+	if err != nil {
+		return fmt.Errorf("read high-water: %w", err)
+	}
+	fmt.Fprintln(w, "quarry run summary")
+	fmt.Fprintf(w, "  lines in        %d (%d dead-lettered)\n", st.Lines, st.DeadLetters)
+	if st.Lines == 0 && st.Recovered == 0 {
+		fmt.Fprintln(w, "                  (nothing new: the sources resumed after their saved positions; use a new --data or more --lines)")
+	}
+	fmt.Fprintf(w, "  frames          %d\n", st.Frames)
+	names := make([]string, 0, len(perTenant))
+	for t := range perTenant {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	for _, t := range names {
+		fmt.Fprintf(w, "  templates       %-12s %d\n", t, len(perTenant[t]))
+	}
+	fmt.Fprintf(w, "  files           %d records, %d templates\n", len(recs.Files), len(tsnap.Files))
+	fmt.Fprintf(w, "  delta versions  records v%d, templates v%d\n", recs.Version, tsnap.Version)
+	fmt.Fprintf(w, "  high-water      %d\n", hw)
+	fmt.Fprintf(w, "  elapsed         %s\n", elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "  lines/s         %.0f\n", float64(st.Lines)/elapsed.Seconds())
+	if lat != nil && lat.Count() > 0 {
+		fmt.Fprintf(w, "  publish-ack     p50 %s, p99 %s over %d frames\n", lat.Quantile(0.5).Round(10*time.Microsecond), lat.Quantile(0.99).Round(10*time.Microsecond), lat.Count())
+	}
+	t := "default"
+	if len(tenants) > 0 {
+		t = tenants[0]
+	}
+	fmt.Fprintf(w, "\ntry: %s query --lake %s --tenant %s --format table | head\n", selfName(), lakeDisplay(cfg), t)
+	return nil
+}
+
+func selfName() string {
+	if len(os.Args) > 0 && strings.Contains(os.Args[0], "/") {
+		return os.Args[0]
+	}
+	return "bin/quarry"
+}
