@@ -1,0 +1,54 @@
+# quarry: make help lists the targets.
+GO        ?= go
+BIN       := bin/quarry
+DATA      ?= ./data
+PKGS      := ./...
+GOFLAGS   ?=
+TEST_TIMEOUT ?= 25m
+export TESTCONTAINERS_RYUK_DISABLED := true
+
+.PHONY: help build run test e2e e2e-mssql images bench eval lint tools chaos soak clean
+
+help: ## list the targets
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+build: ## build bin/quarry
+	$(GO) build $(GOFLAGS) -o $(BIN) ./cmd/quarry
+
+run: build ## run the whole pipeline in one process on embedded defaults (lake under ./data/lake)
+	$(BIN) run --data $(DATA)
+
+tools: ## build the test tools (the MinIO server from its Go module) into bin/tools
+	./scripts/build-minio.sh
+
+test: tools ## vet and run every unit and integration test with -race
+	$(GO) vet $(PKGS)
+	$(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
+
+images: ## build the FROM-scratch images (quarry, nats-server, MinIO) with no registry
+	./scripts/images.sh
+
+e2e: images ## container suites with testcontainers-go: NATS cluster, MinIO, faults (build tag e2e)
+	$(GO) test -tags e2e -count=1 -timeout 45m ./e2e/...
+
+chaos: build ## the seeded fault harness: every role a process, kills, pauses, store and NATS faults (short round)
+	$(GO) test -tags chaos -count=1 -timeout 30m -v ./e2e/chaos/ -args -rounds=$${ROUNDS:-3}
+
+soak: build ## a long chaos soak (ROUNDS=50 by default)
+	$(GO) test -tags chaos -count=1 -timeout 6h -v ./e2e/chaos/ -args -rounds=$${ROUNDS:-50}
+
+e2e-mssql: ## the SQL Server CDC e2e suite (needs the mcr.microsoft.com/mssql/server:2022-latest image locally; skips without it)
+	$(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/mssql/...
+
+eval: ## score template mining on Loghub-2k (LOGHUB_DIR or ../shared/loghub2k); fails below the floors
+	$(GO) run ./cmd/loghub-eval -write docs/accuracy.md
+
+bench: build ## run the benchmarks and write docs/benchmarks.md
+	./scripts/bench.sh
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+clean: ## remove build output and local data
+	rm -rf bin $(DATA)
