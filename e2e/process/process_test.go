@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/natsutil"
@@ -109,7 +110,13 @@ func (l *lockedBuffer) String() string {
 
 // TestMultiProcessEncoderKilled runs a NATS server, a committer, the miner,
 // two encoders and two producers as separate processes, SIGKILLs one encoder
-// mid-run and checks that the lake holds every input line exactly once.
+// while it holds fetched, unacknowledged batches and checks that the lake
+// holds every input line exactly once.
+//
+// "Mid-run" is made certain rather than left to timing: encoder a runs with
+// an object store whose uploads hang (QUARRY_FAULTS), so the batches it
+// fetches can only reach the lake through redelivery after the kill, and the
+// high-water cannot pass them before it.
 func TestMultiProcessEncoderKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test builds the binary and runs for about a minute")
@@ -136,8 +143,8 @@ func TestMultiProcessEncoderKilled(t *testing.T) {
 	common := []string{"--nats", url, "--config", cfgFile}
 	start(t, bin, "committer", append([]string{"committer", "--lake", lakeDir}, common...)...)
 	start(t, bin, "miner", append([]string{"miner"}, common...)...)
-	encA := start(t, bin, "encoder-a", append([]string{"encoder", "--lake", lakeDir, "--name", "a"}, common...)...)
-	start(t, bin, "encoder-b", append([]string{"encoder", "--lake", lakeDir, "--name", "b"}, common...)...)
+	encA := startEnv(t, bin, "encoder-a", []string{"QUARRY_FAULTS=put.delay=1h"},
+		append([]string{"encoder", "--lake", lakeDir, "--name", "a"}, common...)...)
 
 	tenants := []string{"acme", "globex"}
 	gen := producer.NewGenerator(3, tenants)
@@ -153,28 +160,28 @@ func TestMultiProcessEncoderKilled(t *testing.T) {
 		prods = append(prods, start(t, bin, "producer-"+tn, append([]string{"producer", "--input", f, "--tenant", tn}, common...)...))
 	}
 
-	store, err := objstore.Open(ctx, lakeDir, objstore.S3Options{})
-	if err != nil {
-		t.Fatal(err)
+	// Encoder a is the only encoder: wait until it holds batches.
+	consumerInfo := func() *jetstream.ConsumerInfo {
+		c, err := js.Consumer(ctx, streams.MinedStream, streams.EncoderConsumer)
+		if err != nil {
+			return nil
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return nil
+		}
+		return info
 	}
-	lk := lake.Open(store)
-	// Kill encoder a once something is committed, i.e. mid-run.
-	var killedAt uint64
 	for {
-		hw, err := lk.HighWater(ctx)
-		if err == nil && hw > 0 {
-			killedAt = hw
+		if info := consumerInfo(); info != nil && info.NumAckPending > 0 {
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatal("nothing committed")
+			t.Fatal("encoder a never fetched a batch")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if err := encA.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-encA.done
+	start(t, bin, "encoder-b", append([]string{"encoder", "--lake", lakeDir, "--name", "b"}, common...)...)
 	for _, p := range prods {
 		select {
 		case <-p.done:
@@ -185,6 +192,30 @@ func TestMultiProcessEncoderKilled(t *testing.T) {
 			t.Fatalf("%s did not finish", p.name)
 		}
 	}
+	store, err := objstore.Open(ctx, lakeDir, objstore.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk := lake.Open(store)
+	// Let encoder b take whatever a does not hold, then kill a.
+	for {
+		if info := consumerInfo(); info != nil && info.NumPending == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("mined batches never all delivered")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	info := consumerInfo()
+	if info == nil || info.NumAckPending == 0 {
+		t.Fatalf("encoder a holds no batch at the kill: %+v", info)
+	}
+	killedAt, _ := lk.HighWater(ctx)
+	if err := encA.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-encA.done
 	wal, err := js.Stream(ctx, streams.WALStream)
 	if err != nil {
 		t.Fatal(err)
@@ -193,6 +224,7 @@ func TestMultiProcessEncoderKilled(t *testing.T) {
 	if killedAt >= last {
 		t.Fatalf("encoder killed at high-water %d, after everything (%d) was committed: not mid-run", killedAt, last)
 	}
+	t.Logf("encoder a killed holding %d batches at high-water %d of %d", info.NumAckPending, killedAt, last)
 	for {
 		hw, _ := lk.HighWater(ctx)
 		if hw >= last {
