@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -37,6 +38,10 @@ type Config struct {
 	// PollInterval.
 	Follow       bool          `yaml:"follow"`
 	PollInterval time.Duration `yaml:"poll_interval"`
+	// Rate caps the lines read per second (0: as fast as they can be
+	// published). It paces a backfill so that it does not starve live
+	// sources sharing the WAL; frames still cut by size, count and Linger.
+	Rate float64 `yaml:"rate"`
 	// DrainTimeout bounds the wait for in-flight frames on shutdown.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	// ProgressInterval is the least time between two progress facts.
@@ -104,6 +109,9 @@ func (c Config) Validate() error {
 	}
 	if c.PollInterval < time.Millisecond {
 		errs = append(errs, fmt.Errorf("producer.poll_interval %s: must be at least 1ms", c.PollInterval))
+	}
+	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
+		errs = append(errs, fmt.Errorf("producer.rate %v: must be a finite number of lines per second, 0 or more", c.Rate))
 	}
 	if c.DrainTimeout < 0 {
 		errs = append(errs, fmt.Errorf("producer.drain_timeout %s: must not be negative", c.DrainTimeout))

@@ -43,18 +43,60 @@ type lineSource interface {
 
 // emitter hands lines from the reader goroutine to the framer in batches.
 type emitter struct {
-	ch  chan []line
-	buf []line
+	ch   chan []line
+	buf  []line
+	pace *pacer // nil: as fast as the source reads
 }
 
 const emitBatch = 256
 
 func (e *emitter) add(ctx context.Context, ln line) error {
 	e.buf = append(e.buf, ln)
+	if e.pace != nil {
+		if d := e.pace.delay(time.Now()); d > 0 {
+			// Hand over what was read before holding the reader back, so a
+			// paced line is framed when it is read, not a batch later.
+			if err := e.flush(ctx); err != nil {
+				return err
+			}
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+	}
 	if len(e.buf) >= emitBatch {
 		return e.flush(ctx)
 	}
 	return nil
+}
+
+// pacer spaces lines at a rate: line n (from 1) is due n/rate seconds after
+// the first. Lines read late are not made up by bursts beyond the schedule
+// already missed, and delays under minPause are folded into later ones.
+type pacer struct {
+	rate  float64 // lines per second, > 0
+	start time.Time
+	n     float64
+}
+
+const minPause = 2 * time.Millisecond
+
+// delay counts one more line read at now and returns how long the reader
+// should wait before the next one (0: go on).
+func (p *pacer) delay(now time.Time) time.Duration {
+	if p.start.IsZero() {
+		p.start = now
+	}
+	p.n++
+	due := p.start.Add(time.Duration(p.n / p.rate * float64(time.Second)))
+	if d := due.Sub(now); d >= minPause {
+		return d
+	}
+	return 0
 }
 
 // flush sends the buffered lines; sources call it before they may block.
@@ -270,6 +312,9 @@ func (l *Lines) Run(ctx context.Context) (err error) {
 	readDone := make(chan readResult, 1)
 	go func() {
 		e := &emitter{ch: batches, buf: make([]line, 0, emitBatch)}
+		if l.cfg.Rate > 0 {
+			e.pace = &pacer{rate: l.cfg.Rate}
+		}
 		end, err := l.src.run(rctx, e)
 		if err == nil {
 			err = e.flush(rctx)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -483,7 +484,7 @@ func TestSubjectSource(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	bad := Config{
 		Tenant: "a b", Source: "x/y", FrameMaxBytes: 10, FrameMaxRecords: -1, Linger: -time.Second,
-		MaxRecordBytes: 100 << 20, PollInterval: -1, DrainTimeout: -1, ProgressInterval: -1,
+		MaxRecordBytes: 100 << 20, PollInterval: -1, DrainTimeout: -1, ProgressInterval: -1, Rate: -5,
 		Publisher: PublisherConfig{MaxInFlight: -1, AckTimeout: time.Microsecond, MaxAttempts: -1, RetryBackoff: -1},
 	}.Defaults()
 	err := bad.Validate()
@@ -491,7 +492,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal("bad config validated")
 	}
 	for _, want := range []string{"tenant", "source", "frame_max_bytes", "frame_max_records", "linger", "max_record_bytes",
-		"poll_interval", "drain_timeout", "progress_interval", "max_in_flight", "ack_timeout", "max_attempts", "retry_backoff"} {
+		"poll_interval", "drain_timeout", "progress_interval", "rate", "max_in_flight", "ack_timeout", "max_attempts", "retry_backoff"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %s: %v", want, err)
 		}
@@ -701,5 +702,51 @@ func TestWALFloor(t *testing.T) {
 	}
 	if f, last := floorOf(l2.Source()), wal.CachedInfo().State.LastSeq; f != last+1 {
 		t.Fatalf("floor after a clean run = %d, want %d (after the last frame)", f, last+1)
+	}
+}
+
+func TestPacerSchedule(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	p := &pacer{rate: 100} // one line every 10ms
+	for _, step := range []struct {
+		at   time.Duration // since t0
+		want time.Duration
+	}{
+		{0, 10 * time.Millisecond},                     // line 1 read at once: due at 10ms
+		{10 * time.Millisecond, 10 * time.Millisecond}, // line 2 on time
+		{25 * time.Millisecond, 5 * time.Millisecond},  // line 3 late for 30ms: wait what is left
+		{29 * time.Millisecond, 11 * time.Millisecond}, // line 4 due at 40ms
+		{95 * time.Millisecond, 0},                     // line 5 far behind: no wait
+		{95 * time.Millisecond, 0},                     // line 6 due at 60ms: still behind
+		{69 * time.Millisecond, 0},                     // line 7 due at 70ms: 1ms is under minPause
+	} {
+		if got := p.delay(t0.Add(step.at)); got != step.want {
+			t.Fatalf("line %v at %s: delay %s, want %s", p.n, step.at, got, step.want)
+		}
+	}
+	if (Config{Tenant: "a", Rate: math.NaN()}).Defaults().Validate() == nil {
+		t.Fatal("NaN rate validated")
+	}
+}
+
+// A paced file source takes at least lines/rate seconds, frames as it goes
+// (Linger, not only size) and still writes every line once, in order.
+func TestRatePacesSource(t *testing.T) {
+	js := testJS(t)
+	path := filepath.Join(t.TempDir(), "paced.log")
+	want := numbered(0, 100)
+	writeFile(t, path, want, false)
+	l, err := NewFile(Config{Tenant: "paced", Rate: 200, Linger: 20 * time.Millisecond}, Deps{JS: js}, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	runLines(t, l)
+	if took := time.Since(start); took < 450*time.Millisecond {
+		t.Fatalf("100 lines at 200/s took %s, want at least 0.45s", took)
+	}
+	equalLines(t, walLines(t, js, streams.LineSubject("paced")), want)
+	if f := len(walFrames(t, js, streams.LineSubject("paced"))); f < 3 {
+		t.Fatalf("%d frames: a paced source must frame by linger as it reads", f)
 	}
 }

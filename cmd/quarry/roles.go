@@ -133,6 +133,7 @@ func runProducer(ctx context.Context, e *env, args []string) error {
 	generate := fs.Int("generate", 0, "publish this many generated lines per tenant of --tenants instead")
 	tenants := fs.String("tenants", "acme,globex,initech", "generator tenants")
 	seed := fs.Int64("seed", 1, "generator seed")
+	rate := fs.Float64("rate", 0, "read at most this many lines per second (0: unlimited; producer.rate in --config)")
 	if _, err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
@@ -147,6 +148,9 @@ func runProducer(ctx context.Context, e *env, args []string) error {
 	cfg.Tenant = *tenant
 	if *follow {
 		cfg.Follow = true
+	}
+	if *rate != 0 {
+		cfg.Rate = *rate
 	}
 	deps := producer.Deps{JS: r.js, Log: r.log, Registerer: r.reg}
 	type src interface {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/natstest"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/producer"
 )
@@ -147,5 +148,33 @@ func TestCLIUsageErrors(t *testing.T) {
 		if code != tt.code || !strings.Contains(out.String()+errb.String(), tt.msg) {
 			t.Errorf("quarry %v: exit %d, output %q; want exit %d mentioning %q", tt.args, code, out.String()+errb.String(), tt.code, tt.msg)
 		}
+	}
+}
+
+// TestProducerRateFlag runs `quarry producer --rate` against an embedded
+// server: a bad rate is a config error naming the key, a good one paces the
+// file (at least lines/rate seconds) and writes every line.
+func TestProducerRateFlag(t *testing.T) {
+	s := natstest.RunServer(t)
+	path := filepath.Join(t.TempDir(), "in.log")
+	var lines []string
+	for i := range 60 {
+		lines = append(lines, fmt.Sprintf("line %d of the paced file", i))
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+	if code := runMain(context.Background(), e, []string{"producer", "--nats", s.URL(), "--input", path, "--tenant", "paced", "--rate", "-1"}); code == 0 || !strings.Contains(errb.String(), "producer.rate") {
+		t.Fatalf("--rate -1: exit %d, stderr %q; want an error naming producer.rate", code, errb.String())
+	}
+	start := time.Now()
+	_, stderr := runCLI(t, "", "producer", "--nats", s.URL(), "--input", path, "--tenant", "paced", "--rate", "100")
+	if took := time.Since(start); took < 550*time.Millisecond {
+		t.Fatalf("60 lines at 100/s took %s, want at least 0.55s", took)
+	}
+	if !strings.Contains(stderr, "lines=60 ") {
+		t.Fatalf("producer did not report 60 lines:\n%s", stderr)
 	}
 }
