@@ -4,10 +4,10 @@
 // JetStream cluster with R3 streams, fsync always, TLS and per-role users,
 // MinIO, the miner, two encoders, an active and a standby committer) and
 // injects faults into one shared deployment, one case after the other. Each
-// case publishes a multi-tenant input through producer containers, injects
-// its fault while the producers run, then checks that the lake, read
-// through MinIO, holds every line published so far exactly once and that
-// both Delta logs are valid.
+// case publishes a multi-tenant input through paced producer containers,
+// injects its fault while the producers still publish, then checks that
+// the lake, read through MinIO, holds every line published so far exactly
+// once and that both Delta logs are valid.
 //
 //	make images && TESTCONTAINERS_RYUK_DISABLED=true go test -tags e2e -count=1 -v ./e2e/cluster/
 package cluster
@@ -38,6 +38,11 @@ func linesPerCase() int {
 	return 5000
 }
 
+// publishFor is how long a case's producers take to publish its input:
+// they are paced (quarry producer --rate) so that every fault fires while
+// they still publish.
+const publishFor = 10 * time.Second
+
 func TestCluster(t *testing.T) {
 	start := time.Now()
 	env := quarrytest.Start(t, quarrytest.Options{})
@@ -48,15 +53,17 @@ func TestCluster(t *testing.T) {
 	var want []string
 
 	// run publishes a case's input, calls fault once the case's first
-	// frames are committed (mid-stream), and checks the lake.
+	// frames are committed while every producer is still publishing
+	// (mid-stream), and checks the lake.
 	run := func(t *testing.T, fault func(t *testing.T)) {
 		caseStart := time.Now()
 		before := env.HighWater(t, store)
 		var prods []*quarrytest.Producer
+		rate := float64(linesPerCase()) / publishFor.Seconds()
 		for _, tn := range tenants {
 			lines := gen.Lines(tn, linesPerCase())
 			want = append(want, lines...)
-			prods = append(prods, env.StartProducer(t, tn, lines))
+			prods = append(prods, env.StartPacedProducer(t, tn, lines, rate))
 		}
 		if fault != nil {
 			deadline := time.Now().Add(3 * time.Minute)
@@ -66,7 +73,12 @@ func TestCluster(t *testing.T) {
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			t.Logf("fault at high-water %d (case started at %d)", env.HighWater(t, store), before)
+			for _, p := range prods {
+				if !p.Running(t) {
+					t.Fatalf("%s finished before the fault: the fault would not be mid-stream", p.Node.Name)
+				}
+			}
+			t.Logf("fault at high-water %d (case started at %d), producers publishing", env.HighWater(t, store), before)
 			fault(t)
 		}
 		var wg sync.WaitGroup

@@ -443,6 +443,14 @@ type Producer struct {
 // (as one file, a new source each call) and returns without waiting.
 func (e *Env) StartProducer(t testing.TB, tenant string, lines []string) *Producer {
 	t.Helper()
+	return e.StartPacedProducer(t, tenant, lines, 0)
+}
+
+// StartPacedProducer is StartProducer reading at most rate lines per
+// second (`quarry producer --rate`; 0: unlimited), so that a test can
+// inject a fault while lines are still being published.
+func (e *Env) StartPacedProducer(t testing.TB, tenant string, lines []string, rate float64) *Producer {
+	t.Helper()
 	e.mu.Lock()
 	e.producers++
 	name := fmt.Sprintf("producer-%d", e.producers)
@@ -451,7 +459,11 @@ func (e *Env) StartProducer(t testing.TB, tenant string, lines []string) *Produc
 	path := fmt.Sprintf("/in/%s-%s.log", name, tenant)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	n := e.role(ctx, t, name, "producer", []string{"producer", "--input", path, "--tenant", tenant},
+	args := []string{"producer", "--input", path, "--tenant", tenant}
+	if rate > 0 {
+		args = append(args, "--rate", strconv.FormatFloat(rate, 'f', -1, 64))
+	}
+	n := e.role(ctx, t, name, "producer", args,
 		testcontainers.WithFiles(testcontainers.ContainerFile{Reader: bytes.NewReader(body), ContainerFilePath: path, FileMode: 0o644}),
 		testcontainers.WithWaitStrategy(wait.ForNop(func(context.Context, wait.StrategyTarget) error { return nil })),
 	)
@@ -459,6 +471,19 @@ func (e *Env) StartProducer(t testing.TB, tenant string, lines []string) *Produc
 		t.FailNow()
 	}
 	return &Producer{Node: n, Tenant: tenant}
+}
+
+// Running reports whether the producer's container is still running: it
+// has not yet published (or not yet seen acked) every line.
+func (p *Producer) Running(t testing.TB) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := p.Node.Container.State(ctx)
+	if err != nil {
+		t.Fatalf("state of %s: %v", p.Node.Name, err)
+	}
+	return st.Running
 }
 
 // Wait waits for the producer to exit and fails the test unless it exited
