@@ -49,7 +49,10 @@
 // Per source kind: a file resumes at its position (see NewFile for follow
 // mode, truncation and rotation). Stdin does not resume: its offsets count
 // from the start of the run and its source id carries a run id. The
-// generator's streams are deterministic, so it resumes like a file. The
-// NATS subject is at most once up to the source (core NATS cannot replay):
-// lines received but not yet acked when the process dies are lost.
+// generator's streams are deterministic, so it resumes like a file. A
+// plain publish on the NATS ingest subject is at most once up to the source
+// (core NATS cannot replay): lines received but not yet acked when the
+// process dies are lost. A request on it is answered only once its lines
+// are durable, so a requester that retries until answered gets at least
+// once (see NewSubject).
 package producer

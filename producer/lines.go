@@ -23,6 +23,9 @@ type line struct {
 	text      string // without the '\n'; the first 64 KiB when long > 0
 	long      int    // > 0: the line's real length, above MaxRecordBytes
 	ts        int64  // read time, Unix nanos
+	// req is set on the last line of a request (an ingest message with a
+	// reply subject): answered once every line of it is durable.
+	req *request
 }
 
 // lineSource is where a Lines stage reads from.
@@ -184,6 +187,7 @@ type pendingFrame struct {
 	recs        []streams.Record
 	est         int
 	textBytes   int
+	reqs        []*request // answered when this frame is acked
 }
 
 func newLines(cfg Config, deps Deps, src lineSource, source string) (*Lines, error) {
@@ -250,6 +254,14 @@ func (l *Lines) fail(err error) {
 		l.failErr = err
 		close(l.failCh)
 	})
+}
+
+// failure is the error that failed the source, nil while it has not.
+func (l *Lines) failure() error {
+	if l.failed() {
+		return l.failErr
+	}
+	return nil
 }
 
 func (l *Lines) failed() bool {
@@ -388,6 +400,10 @@ loop:
 		}
 	}
 	l.pub.Close()
+	// Requests whose lines never left the framer are answered too: their
+	// senders learn at once that they must send again.
+	answerAll(l.js.Conn(), l.pf.reqs, fmt.Errorf("%w before the lines were written", ErrStopped))
+	l.pf.reqs = nil
 	var rr readResult
 	select {
 	case rr = <-readDone:
@@ -470,8 +486,30 @@ func (l *Lines) prepare(ctx context.Context) (uint64, error) {
 
 func (l *Lines) frameOverhead() int { return 3 + 20 + len(l.source) + len(l.cfg.Tenant) + 30 }
 
-// add frames one line.
+// add frames one line and, on the last line of a request, arranges its
+// answer: with the frame that holds the line, or, when the line went to
+// no frame (dead-lettered, already in the WAL) and no frame is pending,
+// once every frame published before it is acked.
 func (l *Lines) add(ctx context.Context, ln *line, lingerC *<-chan time.Time) error {
+	if err := l.addLine(ctx, ln, lingerC); err != nil {
+		if ln.req != nil {
+			ln.req.answer(l.js.Conn(), err)
+		}
+		return err
+	}
+	if ln.req == nil {
+		return nil
+	}
+	if len(l.pf.recs) > 0 {
+		l.pf.reqs = append(l.pf.reqs, ln.req)
+		return nil
+	}
+	req := ln.req
+	l.pub.AfterResolved(func() { req.answer(l.js.Conn(), l.failure()) })
+	return nil
+}
+
+func (l *Lines) addLine(ctx context.Context, ln *line, lingerC *<-chan time.Time) error {
 	for len(l.cov) > 0 && ln.off >= l.cov[0].next {
 		l.cov = l.cov[1:]
 	}
@@ -525,6 +563,8 @@ func (l *Lines) flush(ctx context.Context, lingerC *<-chan time.Time) error {
 	}
 	f := &streams.Frame{Source: l.source, Tenant: l.cfg.Tenant, FirstOffset: pf.first, NextOffset: pf.next, Records: pf.recs}
 	next, n, nbytes, lastTS := pf.next, uint64(len(pf.recs)), uint64(pf.textBytes), pf.recs[len(pf.recs)-1].TS
+	reqs := pf.reqs
+	pf.reqs = nil
 	// The frame will land above every sequence this publisher saw acked
 	// before sending it: that is its floor until the position covers it.
 	l.floorMu.Lock()
@@ -536,11 +576,12 @@ func (l *Lines) flush(ctx context.Context, lingerC *<-chan time.Time) error {
 			l.floorLBs = l.floorLBs[1:]
 		}
 		l.floorMu.Unlock()
+		if err == nil {
+			err = l.failure()
+		}
 		if err != nil {
 			l.fail(err)
-			return
-		}
-		if l.failed() {
+			answerAll(l.js.Conn(), reqs, err)
 			return // the position never passes a frame that failed
 		}
 		l.acked.Store(next)
@@ -551,12 +592,14 @@ func (l *Lines) flush(ctx context.Context, lingerC *<-chan time.Time) error {
 		l.m.lines.Add(float64(n))
 		l.m.frames.Inc()
 		l.m.bytes.Add(float64(nbytes))
+		answerAll(l.js.Conn(), reqs, nil)
 		select {
 		case l.kick <- struct{}{}:
 		default:
 		}
 	})
 	if err != nil {
+		answerAll(l.js.Conn(), reqs, err)
 		return err
 	}
 	clear(pf.recs)

@@ -3,6 +3,7 @@ package producer
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -749,4 +750,145 @@ func TestRatePacesSource(t *testing.T) {
 	if f := len(walFrames(t, js, streams.LineSubject("paced"))); f < 3 {
 		t.Fatalf("%d frames: a paced source must frame by linger as it reads", f)
 	}
+}
+
+// startSubject runs an ingest-subject source until the test ends and
+// returns it once it is ready.
+func startSubject(t *testing.T, js jetstream.JetStream, cfg Config) (*Lines, func() error) {
+	t.Helper()
+	l, err := NewSubject(cfg, Deps{JS: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	stopped := false
+	var runErr error
+	stop := func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			runErr = <-done
+		}
+		return runErr
+	}
+	t.Cleanup(func() { stop() })
+	waitFor(t, func() bool {
+		select {
+		case err := <-done:
+			stopped = true
+			t.Fatalf("run: %v", err)
+		default:
+		}
+		return l.Ready() == nil
+	})
+	return l, stop
+}
+
+// A request on the ingest subject is answered only once its lines are in
+// the WAL: right after the answer, without waiting, the WAL holds them.
+// Concurrent requests are all answered, each with its own offsets.
+func TestSubjectRequestAnsweredWhenDurable(t *testing.T) {
+	js := testJS(t)
+	nc := js.Conn()
+	_, stop := startSubject(t, js, Config{Tenant: "req", Linger: 20 * time.Millisecond, MaxRecordBytes: 100})
+	subj := streams.LineSubject("req")
+
+	m, err := nc.Request(IngestSubject("req"), []byte("alpha\nbeta\n"), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Ingested
+	if err := json.Unmarshal(m.Data, &got); err != nil || m.Header.Get(HeaderIngestError) != "" {
+		t.Fatalf("answer %q %v: %v", m.Data, m.Header, err)
+	}
+	if got != (Ingested{Source: "nats-req", FirstOffset: 0, NextOffset: 2}) {
+		t.Fatalf("answer %+v", got)
+	}
+	equalLines(t, walLines(t, js, subj), []string{"alpha", "beta"})
+
+	// Concurrent requesters, and one whose only line is too long: it is
+	// answered once the line is in the dead-letter stream.
+	const n = 40
+	answers := make(chan Ingested, n)
+	errs := make(chan error, n+1)
+	for i := range n {
+		go func() {
+			m, err := nc.Request(IngestSubject("req"), fmt.Appendf(nil, "c%d-1\nc%d-2", i, i), 10*time.Second)
+			if err != nil {
+				errs <- err
+				return
+			}
+			var a Ingested
+			if err := json.Unmarshal(m.Data, &a); err != nil {
+				errs <- fmt.Errorf("answer %q: %w", m.Data, err)
+				return
+			}
+			answers <- a
+		}()
+	}
+	long, err := nc.Request(IngestSubject("req"), bytes.Repeat([]byte("z"), 500), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if long.Header.Get(HeaderIngestError) != "" {
+		t.Fatalf("dead-lettered line answered with an error: %v", long.Header)
+	}
+	if n := dlqCount(t, js); n != 1 {
+		t.Fatalf("dead-letter stream holds %d messages right after the answer, want 1", n)
+	}
+	seen := map[uint64]bool{}
+	for range n {
+		select {
+		case a := <-answers:
+			if a.NextOffset != a.FirstOffset+2 || seen[a.FirstOffset] {
+				t.Fatalf("answer %+v (seen %v)", a, seen)
+			}
+			seen[a.FirstOffset] = true
+		case err := <-errs:
+			t.Fatal(err)
+		}
+	}
+	wal := walLines(t, js, subj)
+	if len(wal) != 2+2*n {
+		t.Fatalf("WAL holds %d lines after %d answers, want %d", len(wal), n+1, 2+2*n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A source that cannot write a request's lines answers with an error
+// instead of leaving the requester to time out.
+func TestSubjectRequestAnsweredWithError(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc, js := natstest.Connect(t, s.URL(), streams.Config{MaxMsgSize: 8 << 10})
+	_, stop := startSubject(t, js, Config{Tenant: "refused", Linger: time.Millisecond,
+		Publisher: PublisherConfig{MaxAttempts: 2, RetryBackoff: time.Millisecond}})
+	m, err := nc.Request(IngestSubject("refused"), bytes.Repeat([]byte("y"), 20<<10), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := m.Header.Get(HeaderIngestError); !strings.Contains(e, "exceeds maximum") || len(m.Data) != 0 {
+		t.Fatalf("answer %q with error header %q, want the WAL's refusal", m.Data, e)
+	}
+	if err := stop(); err == nil {
+		t.Fatal("source went on after a refused frame")
+	}
+}
+
+func dlqCount(t *testing.T, js jetstream.JetStream) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, streams.DeadLetterStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
 }

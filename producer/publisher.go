@@ -390,6 +390,34 @@ func (p *Publisher) Flush(ctx context.Context) error {
 	}
 }
 
+// AfterResolved calls done, on a publisher goroutine, once every frame
+// published before this call has been resolved and its done callback has
+// returned: a barrier in the callback order. It does not take an in-flight
+// slot; Flush waits for it as for a frame.
+func (p *Publisher) AfterResolved(done func()) {
+	mine := make(chan struct{})
+	p.mu.Lock()
+	prev := p.tail
+	p.tail = mine
+	p.inflight++
+	if p.inflight == 1 {
+		p.idle = make(chan struct{})
+	}
+	p.mu.Unlock()
+	go func() {
+		<-prev
+		done()
+		close(mine)
+		p.mu.Lock()
+		p.inflight--
+		if p.inflight == 0 {
+			close(p.idle)
+			p.idle = nil
+		}
+		p.mu.Unlock()
+	}()
+}
+
 // Close stops retries: frames still waiting for an ack get done with an
 // error wrapping ErrPublisherClosed (their fate in the WAL is unknown; a
 // restarted source republishes them with the same ids), and later Publish
@@ -398,7 +426,8 @@ func (p *Publisher) Close() {
 	p.once.Do(func() { close(p.stop) })
 }
 
-// InFlight is the number of frames published whose done has not returned.
+// InFlight is the number of frames published (and AfterResolved barriers)
+// whose callback has not returned.
 func (p *Publisher) InFlight() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -243,5 +244,50 @@ func TestPublisherSurvivesServerRestart(t *testing.T) {
 		if seen[i] != 1 {
 			t.Fatalf("frame %d in the WAL %d times (%v)", i, seen[i], seen)
 		}
+	}
+}
+
+// AfterResolved is a barrier in the callback order: it runs after the done
+// callbacks of every frame published before it and before those of later
+// frames, and Flush waits for it.
+func TestPublisherAfterResolved(t *testing.T) {
+	js := testJS(t)
+	p := NewPublisher(js, PublisherConfig{MaxInFlight: 3}, nil, nil)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) {
+		mu.Lock()
+		order = append(order, s)
+		mu.Unlock()
+	}
+	idle := make(chan struct{})
+	p.AfterResolved(func() { close(idle) })
+	select {
+	case <-idle:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a barrier on an idle publisher did not run")
+	}
+	var want []string
+	for i := range 10 {
+		f := testFrame("bar", uint64(i), 1)
+		name := fmt.Sprintf("f%d", i)
+		if err := p.Publish(ctx, streams.LineSubject("acme"), streams.FrameMsgID("bar", uint64(i)), f, func(uint64, error) { note(name) }); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, name)
+		if i == 4 || i == 9 {
+			b := fmt.Sprintf("barrier after f%d", i)
+			p.AfterResolved(func() { note(b) })
+			want = append(want, b)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(order, ",") != strings.Join(want, ",") {
+		t.Fatalf("callback order\n got %v\nwant %v", order, want)
 	}
 }

@@ -3,6 +3,7 @@ package producer
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -17,21 +18,27 @@ import (
 // counter resumes after the saved position and after every frame of the
 // source already in the WAL, so ids never repeat.
 //
-// Delivery: core NATS is at most once up to this source. Messages received
-// before a crash and not yet acked in the WAL are lost (nothing can replay
-// them); on shutdown the source unsubscribes and frames what it received.
-// Applications that need more publish to the WAL through a file or use
-// request/reply on a stream of their own.
+// Delivery: a message published without a reply subject is at most once
+// up to this source: received before a crash and not yet acked in the WAL,
+// it is lost (core NATS keeps nothing to replay). A request (a message with
+// a reply subject, nats.Conn.Request) is answered only once every line of
+// it is durable: in an acked WAL frame or, if too long, in the dead-letter
+// stream. The answer (Ingested, JSON) carries the lines' offsets; a failed
+// source answers with a HeaderIngestError header instead. A requester that
+// retries until it is answered gets at least once: a retry after a lost
+// answer writes its lines again. On shutdown the source unsubscribes and
+// frames what it received.
 func NewSubject(cfg Config, deps Deps) (*Lines, error) {
 	cfg = cfg.Defaults()
 	source := cfg.Source
 	if source == "" {
 		source = "nats-" + cfg.Tenant
 	}
-	return newLines(cfg, deps, &natsSource{subject: IngestSubject(cfg.Tenant), maxRec: cfg.MaxRecordBytes}, source)
+	return newLines(cfg, deps, &natsSource{source: source, subject: IngestSubject(cfg.Tenant), maxRec: cfg.MaxRecordBytes}, source)
 }
 
 type natsSource struct {
+	source  string
 	subject string
 	maxRec  int
 	nc      *nats.Conn
@@ -92,7 +99,48 @@ func (s *natsSource) run(ctx context.Context, e *emitter) (uint64, error) {
 	}
 }
 
+// HeaderIngestError is set on the answer to an ingest request that was not
+// written; its value says why. The body is then empty.
+const HeaderIngestError = "Quarry-Error"
+
+// Ingested is the answer to an ingest request whose lines are durable:
+// offsets FirstOffset to NextOffset-1 of source Source.
+type Ingested struct {
+	Source      string `json:"source"`
+	FirstOffset uint64 `json:"first_offset"`
+	NextOffset  uint64 `json:"next_offset"`
+}
+
+// request is an ingest message awaiting its answer.
+type request struct {
+	reply       string
+	source      string
+	first, next uint64
+}
+
+// answer publishes the outcome to the requester (core NATS: a requester
+// that does not hear it sends again).
+func (r *request) answer(nc *nats.Conn, err error) {
+	m := nats.NewMsg(r.reply)
+	if err != nil {
+		m.Header.Set(HeaderIngestError, err.Error())
+	} else {
+		m.Data, _ = json.Marshal(Ingested{Source: r.source, FirstOffset: r.first, NextOffset: r.next})
+	}
+	_ = nc.PublishMsg(m)
+}
+
+func answerAll(nc *nats.Conn, reqs []*request, err error) {
+	for _, r := range reqs {
+		r.answer(nc, err)
+	}
+}
+
 func (s *natsSource) emit(ctx context.Context, e *emitter, m *nats.Msg) error {
+	var req *request
+	if m.Reply != "" {
+		req = &request{reply: m.Reply, source: s.source, first: s.off}
+	}
 	data := m.Data
 	if n := len(data); n > 0 && data[n-1] == '\n' {
 		data = data[:n-1]
@@ -111,6 +159,10 @@ func (s *natsSource) emit(ctx context.Context, e *emitter, m *nats.Msg) error {
 		}
 		ln.text = string(text)
 		s.off++
+		if i < 0 && req != nil {
+			req.next = s.off
+			ln.req = req
+		}
 		if err := e.add(ctx, ln); err != nil {
 			return err
 		}
