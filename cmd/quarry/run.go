@@ -84,7 +84,11 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
 	go hs.Serve(hctx, c.httpAddr)
-	fmt.Fprintf(e.stderr, "quarry: embedded NATS at %s, lake %s\n", p.Server.ClientURL(), lakeDisplay(cfg))
+	natsKind := "embedded NATS"
+	if p.Server == nil {
+		natsKind = "NATS" // pipeline.nats_url in --config
+	}
+	fmt.Fprintf(e.stderr, "quarry: %s at %s, lake %s\n", natsKind, p.URL, lakeDisplay(cfg))
 
 	pdeps := producer.Deps{JS: p.JS, Log: log, Registerer: reg}
 	var src runSource
@@ -108,7 +112,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		src, tenantList = l, []string{*tenant}
-		fmt.Fprintf(e.stderr, "quarry: publish lines to %s on %s\n", producer.IngestSubject(*tenant), p.Server.ClientURL())
+		fmt.Fprintf(e.stderr, "quarry: publish lines to %s on %s\n", producer.IngestSubject(*tenant), p.URL)
 	default:
 		tenantList = strings.Split(*tenants, ",")
 		g, err := producer.NewGenerate(producer.GenerateConfig{Seed: *seed, Tenants: tenantList, LinesPerTenant: *lines}, pdeps)

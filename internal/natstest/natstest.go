@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,32 @@ import (
 type Server struct {
 	*server.Server
 	StoreDir string
+	cfg      natsutil.ServerConfig
+}
+
+// Restart shuts s down (if it runs) and starts it again on the same store,
+// ports and routes, as a process restarted after a crash would be. The
+// returned server replaces s.
+func (s *Server) Restart(t testing.TB) *Server {
+	t.Helper()
+	s.Shutdown()
+	s.WaitForShutdown()
+	srv, err := natsutil.StartServer(s.cfg, nil)
+	if err != nil {
+		t.Fatalf("restart nats server %s: %v", s.cfg.Name, err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return &Server{Server: srv, StoreDir: s.StoreDir, cfg: s.cfg}
+}
+
+// ClusterURL is the comma-separated client URLs of servers, for a client
+// that fails over between them.
+func ClusterURL(servers []*Server) string {
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", s.cfg.Port))
+	}
+	return strings.Join(urls, ",")
 }
 
 // URL is the client URL of s.
@@ -37,16 +64,21 @@ func RunServer(t testing.TB) *Server {
 // restart a server on the same store.
 func RunServerAt(t testing.TB, storeDir string, port int) *Server {
 	t.Helper()
-	s, err := natsutil.StartServer(natsutil.ServerConfig{StoreDir: storeDir, Port: port, SyncAlways: true}, nil)
+	cfg := natsutil.ServerConfig{StoreDir: storeDir, Port: port, SyncAlways: true}
+	s, err := natsutil.StartServer(cfg, nil)
 	if err != nil {
 		t.Fatalf("start nats server: %v", err)
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return &Server{Server: s, StoreDir: storeDir}
+	if cfg.Port < 0 {
+		cfg.Port = s.Addr().(*net.TCPAddr).Port
+	}
+	return &Server{Server: s, StoreDir: storeDir, cfg: cfg}
 }
 
-// RunCluster starts an n-node JetStream cluster on loopback and waits until
-// it has a meta leader.
+// RunCluster starts an n-node JetStream cluster on loopback, each node
+// with sync-always, fixed ports (so Restart keeps them) and its own store,
+// and waits until it has a meta leader.
 func RunCluster(t testing.TB, n int) []*Server {
 	t.Helper()
 	ports := make([]int, n)
@@ -61,15 +93,16 @@ func RunCluster(t testing.TB, n int) []*Server {
 	var out []*Server
 	for i := 0; i < n; i++ {
 		sd := filepath.Join(dir, fmt.Sprintf("n%d", i))
-		s, err := natsutil.StartServer(natsutil.ServerConfig{
-			Name: fmt.Sprintf("n%d", i), StoreDir: sd, Port: -1, SyncAlways: true,
+		cfg := natsutil.ServerConfig{
+			Name: fmt.Sprintf("n%d", i), StoreDir: sd, Port: freePort(t), SyncAlways: true,
 			ClusterName: "quarry-test", ClusterPort: ports[i], Routes: routes,
-		}, nil)
+		}
+		s, err := natsutil.StartServer(cfg, nil)
 		if err != nil {
 			t.Fatalf("start cluster node %d: %v", i, err)
 		}
 		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-		out = append(out, &Server{Server: s, StoreDir: sd})
+		out = append(out, &Server{Server: s, StoreDir: sd, cfg: cfg})
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {

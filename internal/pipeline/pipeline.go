@@ -36,7 +36,10 @@ type Config struct {
 	DataDir string `yaml:"data_dir"`
 	LakeURL string `yaml:"lake"`
 	// NATSPort is the embedded server's client port; -1 picks a free one.
-	NATSPort  int              `yaml:"nats_port"`
+	NATSPort int `yaml:"nats_port"`
+	// NATSURL, when set, runs the stages against that NATS server or
+	// cluster (comma-separated URLs) instead of an embedded server.
+	NATSURL   string           `yaml:"nats_url"`
 	Streams   streams.Config   `yaml:"streams"`
 	Miner     miner.Config     `yaml:"miner"`
 	Encoder   encoder.Config   `yaml:"encoder"`
@@ -85,13 +88,16 @@ func (c Config) Validate() error {
 // Pipeline is a running embedded server with the miner, encoders and
 // committer. Producers are run by the caller against JS.
 type Pipeline struct {
-	cfg    Config
-	log    *slog.Logger
-	reg    prometheus.Registerer
+	cfg Config
+	log *slog.Logger
+	reg prometheus.Registerer
+	// Server is the embedded server; nil with Config.NATSURL.
 	Server *server.Server
-	NC     *nats.Conn
-	JS     jetstream.JetStream
-	Store  objstore.Store
+	// URL is the NATS URL the stages use.
+	URL   string
+	NC    *nats.Conn
+	JS    jetstream.JetStream
+	Store objstore.Store
 
 	mu        sync.Mutex
 	miner     *stage
@@ -119,15 +125,20 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Reg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	srv, err := natsutil.StartServer(natsutil.ServerConfig{
-		StoreDir: filepath.Join(cfg.DataDir, "nats"), Port: cfg.NATSPort, SyncAlways: true,
-		MaxPayload: cfg.Streams.MaxMsgSize,
-	}, nil)
-	if err != nil {
-		return nil, err
+	p := &Pipeline{cfg: cfg, log: log, reg: reg}
+	url := cfg.NATSURL
+	if url == "" {
+		srv, err := natsutil.StartServer(natsutil.ServerConfig{
+			StoreDir: filepath.Join(cfg.DataDir, "nats"), Port: cfg.NATSPort, SyncAlways: true,
+			MaxPayload: cfg.Streams.MaxMsgSize,
+		}, nil)
+		if err != nil {
+			return nil, err
+		}
+		p.Server, url = srv, srv.ClientURL()
 	}
-	p := &Pipeline{cfg: cfg, log: log, reg: reg, Server: srv}
-	nc, js, err := natsutil.Connect(ctx, natsutil.ConnConfig{URL: srv.ClientURL(), Name: "quarry-run"}, log)
+	p.URL = url
+	nc, js, err := natsutil.Connect(ctx, natsutil.ConnConfig{URL: url, Name: "quarry-run"}, log)
 	if err != nil {
 		p.Close()
 		return nil, err

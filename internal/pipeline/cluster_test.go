@@ -1,0 +1,192 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/natstest"
+	"github.com/quarrylake/quarry/producer"
+	"github.com/quarrylake/quarry/streams"
+)
+
+// syncBuffer collects the stages' logs, shown when the test fails.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// reportConsumerHost is the cluster node that hosts a consumer of the
+// report stream: the committer's ordered consumer, an R1 consumer that
+// lives on one node only.
+func reportConsumerHost(ctx context.Context, js jetstream.JetStream) string {
+	st, err := js.Stream(ctx, streams.ReportStream)
+	if err != nil {
+		return ""
+	}
+	lister := st.ListConsumers(ctx)
+	for info := range lister.Info() {
+		if info.Cluster != nil && info.Cluster.Leader != "" {
+			return info.Cluster.Leader
+		}
+	}
+	return ""
+}
+
+// TestClusterNodeLoss runs the miner, two encoders and the committer
+// against a 3-node embedded JetStream cluster with R3 streams and
+// sync-always. While two producers publish, the node that hosts the
+// committer's report consumer is shut down: the committer must go on
+// committing without it (a new consumer on a live node), before the node
+// comes back. Afterwards the lake holds every line exactly once and both
+// Delta logs are valid.
+func TestClusterNodeLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster test")
+	}
+	nodes := natstest.RunCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	defer func() {
+		if t.Failed() {
+			out := logs.String()
+			if len(out) > 20000 {
+				out = "..." + out[len(out)-20000:]
+			}
+			t.Logf("stage logs:\n%s", out)
+		}
+	}()
+	cfg := Config{DataDir: t.TempDir(), NATSURL: natstest.ClusterURL(nodes), Encoders: 2}
+	cfg.Streams.Replicas = 3
+	cfg.Committer.LeaseTTL = 3 * time.Second
+	cfg.Committer.CommitInterval = 200 * time.Millisecond
+	cfg.Encoder.MaxAge = 300 * time.Millisecond
+	p, err := Start(ctx, cfg, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+
+	tenants := []string{"acme", "globex"}
+	gen := producer.NewGenerator(5, tenants)
+	var want []string
+	var wg sync.WaitGroup
+	prodErr := make(chan error, len(tenants))
+	var running sync.WaitGroup
+	for _, tn := range tenants {
+		lines := gen.Lines(tn, 8000)
+		want = append(want, lines...)
+		// Paced over about 8s, so the node is lost mid-stream.
+		l, err := producer.NewReader(producer.Config{Tenant: tn, Rate: 1000, FrameMaxRecords: 200},
+			producer.Deps{JS: p.JS, Log: log.With("producer", tn)}, strings.NewReader(strings.Join(lines, "\n")+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		running.Add(1)
+		go func() {
+			defer wg.Done()
+			defer running.Done()
+			if err := l.Run(ctx); err != nil {
+				prodErr <- err
+			}
+		}()
+	}
+	producersDone := make(chan struct{})
+	go func() { running.Wait(); close(producersDone) }()
+
+	var host string
+	for p.HighWater() == 0 || host == "" {
+		host = reportConsumerHost(ctx, p.JS)
+		if ctx.Err() != nil {
+			t.Fatalf("nothing committed, or no report consumer (host %q)", host)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	idx := slices.IndexFunc(nodes, func(s *natstest.Server) bool { return s.Name() == host })
+	if idx < 0 {
+		t.Fatalf("report consumer on %q, not a node of the cluster", host)
+	}
+	select {
+	case <-producersDone:
+		t.Fatal("producers finished before the node loss: not mid-stream")
+	default:
+	}
+	hw := p.HighWater()
+	t.Logf("shutting down %s (hosts the committer's report consumer) at high-water %d", host, hw)
+	nodes[idx].Shutdown()
+	nodes[idx].WaitForShutdown()
+
+	// Without the node, the committer must commit again: the lines the
+	// producers publish from now on are above hw.
+	deadline := time.Now().Add(90 * time.Second)
+	for p.HighWater() <= hw {
+		if time.Now().After(deadline) {
+			t.Fatalf("high-water stuck at %d for 90s after %s went down", hw, host)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("high-water %d without %s", p.HighWater(), host)
+	nodes[idx] = nodes[idx].Restart(t)
+
+	restarted := time.Now()
+	wg.Wait()
+	t.Logf("producers done %s after the restart", time.Since(restarted).Round(time.Millisecond))
+	close(prodErr)
+	for err := range prodErr {
+		t.Fatalf("producer: %v", err)
+	}
+	last, err := p.WALLastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitCommitted(ctx, last, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("WAL last sequence %d committed %s after the restart", last, time.Since(restarted).Round(time.Millisecond))
+	var got []string
+	if err := lake.Open(p.Store).Query(ctx, lake.Filter{}, func(r lake.Record) error {
+		got = append(got, r.Line)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if len(got) != len(want) {
+		t.Fatalf("lake holds %d lines, input had %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("multiset differs at sorted position %d: %q vs %q", i, got[i], want[i])
+		}
+	}
+	for _, table := range []string{lake.RecordsTable, lake.TemplatesTable} {
+		if err := delta.ValidateLog(ctx, p.Store, table); err != nil {
+			t.Fatalf("delta log %s: %v", table, err)
+		}
+	}
+}
