@@ -242,14 +242,8 @@ func (p *Publisher) Publish(ctx context.Context, subject, msgID string, f *strea
 	msg.Header.Set(HeaderNextOffset, strconv.FormatUint(f.NextOffset, 10))
 	msg.Data = streams.AppendFrame(make([]byte, 0, frameSizeHint(f)), f)
 
-	mine := make(chan struct{})
 	p.mu.Lock()
-	prev := p.tail
-	p.tail = mine
-	p.inflight++
-	if p.inflight == 1 {
-		p.idle = make(chan struct{})
-	}
+	prev, mine := p.enqueueLocked()
 	p.m.InFlight.Inc()
 	start := time.Now()
 	// The first attempt is sent under p.mu so that concurrent Publish calls
@@ -307,8 +301,26 @@ func (p *Publisher) await(msg *nats.Msg, paf jetstream.PubAckFuture, err error, 
 	if done != nil {
 		done(seq, err)
 	}
-	close(mine)
 	p.m.InFlight.Dec()
+	p.dequeue(mine)
+	<-p.sem
+}
+
+// enqueueLocked appends an entry to the callback order: the entry waits on
+// prev and closes mine when its callback returned. p.mu must be held.
+func (p *Publisher) enqueueLocked() (prev, mine chan struct{}) {
+	prev, mine = p.tail, make(chan struct{})
+	p.tail = mine
+	p.inflight++
+	if p.inflight == 1 {
+		p.idle = make(chan struct{})
+	}
+	return prev, mine
+}
+
+// dequeue marks an entry's callback as returned.
+func (p *Publisher) dequeue(mine chan struct{}) {
+	close(mine)
 	p.mu.Lock()
 	p.inflight--
 	if p.inflight == 0 {
@@ -316,7 +328,6 @@ func (p *Publisher) await(msg *nats.Msg, paf jetstream.PubAckFuture, err error, 
 		p.idle = nil
 	}
 	p.mu.Unlock()
-	<-p.sem
 }
 
 func (p *Publisher) awaitFuture(paf jetstream.PubAckFuture) (uint64, error) {
@@ -395,26 +406,13 @@ func (p *Publisher) Flush(ctx context.Context) error {
 // returned: a barrier in the callback order. It does not take an in-flight
 // slot; Flush waits for it as for a frame.
 func (p *Publisher) AfterResolved(done func()) {
-	mine := make(chan struct{})
 	p.mu.Lock()
-	prev := p.tail
-	p.tail = mine
-	p.inflight++
-	if p.inflight == 1 {
-		p.idle = make(chan struct{})
-	}
+	prev, mine := p.enqueueLocked()
 	p.mu.Unlock()
 	go func() {
 		<-prev
 		done()
-		close(mine)
-		p.mu.Lock()
-		p.inflight--
-		if p.inflight == 0 {
-			close(p.idle)
-			p.idle = nil
-		}
-		p.mu.Unlock()
+		p.dequeue(mine)
 	}()
 }
 
