@@ -4,7 +4,6 @@
 package process
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -12,19 +11,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/laketest"
 	"github.com/quarrylake/quarry/internal/natsutil"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/internal/quarrybin"
+	"github.com/quarrylake/quarry/internal/syncbuf"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -41,7 +39,7 @@ func freePort(t *testing.T) int {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *syncbuf.Buffer
 	done chan struct{} // closed when the process has exited; err is then set
 	err  error
 }
@@ -59,7 +57,7 @@ func startEnv(t *testing.T, bin, name string, env []string, args ...string) *pro
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	cmd.Stdout = out
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
@@ -76,36 +74,10 @@ func startEnv(t *testing.T, bin, name string, env []string, args ...string) *pro
 			<-p.done
 		}
 		if t.Failed() {
-			t.Logf("--- %s output:\n%s", name, tail(out.String(), 4000))
+			t.Logf("--- %s output:\n%s", name, out.Tail(4000))
 		}
 	})
 	return p
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
-}
-
-// lockedBuffer collects a process's output; the test reads it while the
-// process still writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestMultiProcessEncoderKilled runs a NATS server, a committer, the miner,
@@ -240,20 +212,11 @@ func TestMultiProcessEncoderKilled(t *testing.T) {
 		t.Fatalf("query: %v", err)
 	}
 	got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
-	sort.Strings(got)
-	sort.Strings(want)
-	if len(got) != len(want) {
-		t.Fatalf("lake holds %d lines, input had %d", len(got), len(want))
+	if d := laketest.Diff(got, want); d != "" {
+		t.Fatalf("quarry query --format raw is not exactly the input: %s", d)
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("multiset differs at sorted position %d: %q vs %q", i, got[i], want[i])
-		}
-	}
-	for _, table := range []string{lake.RecordsTable, lake.TemplatesTable} {
-		if err := delta.ValidateLog(ctx, store, table); err != nil {
-			t.Fatalf("delta log %s: %v", table, err)
-		}
+	if err := laketest.ValidLogs(ctx, store); err != nil {
+		t.Fatal(err)
 	}
 }
 

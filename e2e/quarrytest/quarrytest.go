@@ -27,7 +27,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,8 +42,8 @@ import (
 	tcnet "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
-	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/laketest"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/internal/tlsgen"
 	"github.com/quarrylake/quarry/streams"
@@ -586,19 +585,10 @@ func (e *Env) LakeLines(t testing.TB) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var out []string
-	err := lake.Open(e.Store(t)).Query(ctx, lake.Filter{}, func(r lake.Record) error {
-		var b bytes.Buffer
-		if err := lake.WriteRaw(&b, r); err != nil {
-			return err
-		}
-		out = append(out, strings.TrimSuffix(b.String(), "\n"))
-		return nil
-	})
+	out, err := laketest.Lines(ctx, e.Store(t))
 	if err != nil {
-		t.Fatalf("query the lake: %v", err)
+		t.Fatal(err)
 	}
-	sort.Strings(out)
 	return out
 }
 
@@ -607,49 +597,14 @@ func (e *Env) LakeLines(t testing.TB) []string {
 // valid.
 func (e *Env) CheckExactlyOnce(t testing.TB, want []string) {
 	t.Helper()
-	got := e.LakeLines(t)
-	w := append([]string(nil), want...)
-	sort.Strings(w)
-	if d := diff(got, w); d != "" {
-		t.Fatalf("lake is not exactly the input (%d lines, want %d): %s", len(got), len(w), d)
+	if d := laketest.Diff(e.LakeLines(t), want); d != "" {
+		t.Fatalf("lake is not exactly the input: %s", d)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	store := e.Store(t)
-	for _, table := range []string{lake.RecordsTable, lake.TemplatesTable} {
-		if err := delta.ValidateLog(ctx, store, table); err != nil {
-			t.Fatalf("delta log %s: %v", table, err)
-		}
+	if err := laketest.ValidLogs(ctx, e.Store(t)); err != nil {
+		t.Fatal(err)
 	}
-}
-
-// diff describes how two sorted multisets differ ("" when equal).
-func diff(got, want []string) string {
-	var extra, missing []string
-	i, j := 0, 0
-	for i < len(got) || j < len(want) {
-		switch {
-		case j == len(want) || i < len(got) && got[i] < want[j]:
-			extra = append(extra, got[i])
-			i++
-		case i == len(got) || want[j] < got[i]:
-			missing = append(missing, want[j])
-			j++
-		default:
-			i++
-			j++
-		}
-	}
-	if len(extra) == 0 && len(missing) == 0 {
-		return ""
-	}
-	short := func(s []string) []string {
-		if len(s) > 3 {
-			return s[:3]
-		}
-		return s
-	}
-	return fmt.Sprintf("%d duplicate or unknown lines (e.g. %q), %d missing (e.g. %q)", len(extra), short(extra), len(missing), short(missing))
 }
 
 // Kill kills a container (SIGKILL, no drain).

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"slices"
@@ -12,30 +11,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/quarrylake/quarry/internal/delta"
-	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/laketest"
 	"github.com/quarrylake/quarry/internal/natstest"
+	"github.com/quarrylake/quarry/internal/syncbuf"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/streams"
 )
-
-// syncBuffer collects the stages' logs, shown when the test fails.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // reportConsumerHost is the cluster node that hosts a consumer of the
 // report stream: the committer's ordered consumer, an R1 consumer that
@@ -68,15 +49,11 @@ func TestClusterNodeLoss(t *testing.T) {
 	nodes := natstest.RunCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	defer func() {
 		if t.Failed() {
-			out := logs.String()
-			if len(out) > 20000 {
-				out = "..." + out[len(out)-20000:]
-			}
-			t.Logf("stage logs:\n%s", out)
+			t.Logf("stage logs:\n%s", logs.Tail(20000))
 		}
 	}()
 	cfg := Config{DataDir: t.TempDir(), NATSURL: natstest.ClusterURL(nodes), Encoders: 2}
@@ -167,26 +144,5 @@ func TestClusterNodeLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("WAL last sequence %d committed %s after the restart", last, time.Since(restarted).Round(time.Millisecond))
-	var got []string
-	if err := lake.Open(p.Store).Query(ctx, lake.Filter{}, func(r lake.Record) error {
-		got = append(got, r.Line)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(got)
-	slices.Sort(want)
-	if len(got) != len(want) {
-		t.Fatalf("lake holds %d lines, input had %d", len(got), len(want))
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("multiset differs at sorted position %d: %q vs %q", i, got[i], want[i])
-		}
-	}
-	for _, table := range []string{lake.RecordsTable, lake.TemplatesTable} {
-		if err := delta.ValidateLog(ctx, p.Store, table); err != nil {
-			t.Fatalf("delta log %s: %v", table, err)
-		}
-	}
+	laketest.ExactlyOnce(t, p.Store, want)
 }

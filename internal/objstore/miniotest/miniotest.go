@@ -6,7 +6,6 @@
 package miniotest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,12 +15,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/quarrylake/quarry/internal/syncbuf"
 )
 
 // Credentials of every test server.
@@ -75,24 +75,6 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// syncBuffer is a goroutine-safe output sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Start runs a MinIO server on a free loopback port with its data in
 // t.TempDir(), waits until /minio/health/live answers 200 and stops it when
 // the test ends. It returns the endpoint (host:port, plain http) and the
@@ -107,7 +89,7 @@ func Start(t testing.TB) (endpoint, accessKey, secretKey string) {
 		t.Skipf("minio: %v", err)
 	}
 	dir := t.TempDir()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	for attempt := 0; ; attempt++ {
 		port, err := freePort()
 		if err != nil {
