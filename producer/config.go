@@ -149,8 +149,8 @@ func baseKey(source string) string { return "producer." + source + ".base" }
 // linesMetrics are the line sources' collectors, shared by every source of
 // a process.
 type linesMetrics struct {
-	lines, frames, bytes, deadLetters, skipped prometheus.Counter
-	pub                                        *PublisherMetrics
+	lines, frames, bytes, deadLetters, skipped, unverified prometheus.Counter
+	pub                                                    *PublisherMetrics
 }
 
 func newLinesMetrics(reg prometheus.Registerer) *linesMetrics {
@@ -163,6 +163,7 @@ func newLinesMetrics(reg prometheus.Registerer) *linesMetrics {
 		bytes:       c("quarry_producer_line_bytes_total", "Line bytes written to the WAL (acked)."),
 		deadLetters: c("quarry_producer_dead_letters_total", "Lines dead-lettered (too long)."),
 		skipped:     c("quarry_producer_recovered_lines_total", "Lines skipped on restart because the WAL already holds them."),
+		unverified:  c("quarry_producer_unverified_restarts_total", "Restarts after a crash whose frames beyond the saved position may have been purged from the WAL (their lines may be written twice)."),
 		pub:         NewPublisherMetrics(reg),
 	}
 }

@@ -149,7 +149,12 @@ type Lines struct {
 	positions jetstream.KeyValue
 	progress  jetstream.KeyValue
 
-	acked atomic.Uint64 // position
+	acked    atomic.Uint64 // position
+	savedPos atomic.Uint64 // position last saved
+	// recFloor is the lowest WAL sequence of the frames found beyond the
+	// loaded position on start (0: none), needed until a saved position
+	// reaches recEnd.
+	recFloor, recEnd uint64
 
 	// floor tracking: a lower bound of the WAL sequence of every frame
 	// published and not yet covered by the position (FIFO, publish order),
@@ -426,6 +431,9 @@ loop:
 	if err := l.savePosition(dctx); err != nil && runErr == nil {
 		runErr = err
 	}
+	if runErr == nil && !l.failed() {
+		l.releaseFloor(dctx)
+	}
 	l.publishProgress(dctx)
 	st := l.Stats()
 	l.log.Info("line source stopped", "position", st.Position, "lines", st.Lines, "frames", st.Frames,
@@ -452,6 +460,7 @@ func (l *Lines) prepare(ctx context.Context) (uint64, error) {
 	l.walStart = wal.CachedInfo().State.LastSeq
 	var pos, recovered uint64
 	if l.src.resumable() {
+		defer func() { l.checkFloor(kctx, pos, wal.CachedInfo().State.FirstSeq) }()
 		since := time.Now().Add(-15 * time.Minute)
 		e, err := l.positions.Get(kctx, PositionKey(l.source))
 		switch {
@@ -467,11 +476,17 @@ func (l *Lines) prepare(ctx context.Context) (uint64, error) {
 			since = e.Created().Add(-5*time.Minute - time.Duration(l.cfg.Publisher.MaxAttempts)*l.cfg.Publisher.AckTimeout)
 		}
 		l.setReady(errors.New("line source starting: scanning the WAL for frames beyond the position"))
-		spans, err := scanWAL(kctx, l.js, l.subject, l.source, since)
+		frames, err := scanWAL(kctx, l.js, l.subject, l.source, since)
 		if err != nil {
 			return 0, err
 		}
+		spans := make([]span, len(frames))
+		for i, f := range frames {
+			spans[i] = f.span
+		}
 		l.cov, recovered = coveredAfter(spans, pos)
+		l.recFloor, l.recEnd = firstSeqAfter(frames, pos), recovered
+		l.savedPos.Store(pos)
 		if len(l.cov) > 0 {
 			l.log.Info("frames beyond the saved position are in the WAL; skipping them", "position", pos, "spans", len(l.cov), "up_to", recovered)
 		}
@@ -666,10 +681,50 @@ func (l *Lines) savePosition(ctx context.Context) error {
 	if _, err := l.positions.Put(ctx, PositionKey(l.source), []byte(strconv.FormatUint(pos, 10))); err != nil {
 		return fmt.Errorf("save position %s=%d: %w", PositionKey(l.source), pos, err)
 	}
+	l.savedPos.Store(pos)
 	if _, err := l.positions.Put(ctx, streams.FloorKey(l.source), []byte(strconv.FormatUint(floor, 10))); err != nil {
 		return fmt.Errorf("save wal floor %s=%d: %w", streams.FloorKey(l.source), floor, err)
 	}
 	return nil
+}
+
+// releaseFloor deletes the source's WAL floor after a clean stop: every
+// frame it published is acked and covered by the saved position, so a
+// restart reads nothing back from the WAL and the committer's purge need
+// not wait for it. A floor that cannot be deleted only holds the purge back
+// until it ages out (committer.floor_max_age).
+func (l *Lines) releaseFloor(ctx context.Context) {
+	if !l.src.resumable() || l.hookNoSave || l.pub.InFlight() > 0 {
+		return
+	}
+	l.floorMu.Lock()
+	uncovered := len(l.floorLBs)
+	l.floorMu.Unlock()
+	if uncovered > 0 || l.acked.Load() != l.savedPos.Load() {
+		return
+	}
+	if err := l.positions.Delete(ctx, streams.FloorKey(l.source)); err != nil {
+		l.log.Warn("release wal floor", "key", streams.FloorKey(l.source), "err", err)
+	}
+}
+
+// checkFloor warns when the WAL was purged past the floor a crashed run
+// left: frames that run published beyond its saved position may be gone,
+// so they cannot be found and skipped, and their lines may be written a
+// second time. It happens only after a crash followed by a stop longer than
+// the committer's floor_max_age.
+func (l *Lines) checkFloor(ctx context.Context, pos, walFirst uint64) {
+	e, err := l.positions.Get(ctx, streams.FloorKey(l.source))
+	if err != nil {
+		return // no floor: the last run stopped cleanly, or never published
+	}
+	floor, err := strconv.ParseUint(string(e.Value()), 10, 64)
+	if err != nil || floor >= walFirst {
+		return
+	}
+	l.m.unverified.Inc()
+	l.log.Warn("wal purged past this source's floor: lines after the saved position may be written twice",
+		"position", pos, "floor", floor, "wal_first_seq", walFirst, "floor_saved_at", e.Created())
 }
 
 // floor is the lowest WAL sequence a restart of this source may need: the
@@ -677,11 +732,17 @@ func (l *Lines) savePosition(ctx context.Context) error {
 // the next sequence after everything this source saw acked.
 func (l *Lines) floor() uint64 {
 	l.floorMu.Lock()
-	defer l.floorMu.Unlock()
+	f := max(l.pub.LastSeq(), l.walStart) + 1
 	if len(l.floorLBs) > 0 {
-		return l.floorLBs[0]
+		f = l.floorLBs[0]
 	}
-	return max(l.pub.LastSeq(), l.walStart) + 1
+	l.floorMu.Unlock()
+	// Frames an earlier run left beyond the saved position stay needed
+	// until a position past them is saved.
+	if l.recFloor > 0 && l.savedPos.Load() < l.recEnd {
+		f = min(f, l.recFloor)
+	}
+	return f
 }
 
 func (l *Lines) publishProgress(ctx context.Context) {

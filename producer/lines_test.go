@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/quarrylake/quarry/internal/natstest"
 	"github.com/quarrylake/quarry/streams"
@@ -690,19 +693,89 @@ func TestWALFloor(t *testing.T) {
 		t.Fatalf("floor after a run whose saves were lost = %d, want 6 (above the 5 foreign messages, at its first frame)", f)
 	}
 
-	// A clean run: everything is covered by the position, the floor moves
-	// past the last frame.
+	// A restart that finds every frame in the WAL and crashes again before
+	// saving a position: its frames are still needed, so the floor it
+	// publishes on start must not move past them.
+	lr, err := NewFile(Config{Tenant: "acme", FrameMaxRecords: 50, Linger: time.Hour}, Deps{JS: js}, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr.hookNoSave = true
+	runLines(t, lr)
+	if lr.Stats().Recovered != 500 {
+		t.Fatalf("restart recovered %d lines, want 500", lr.Stats().Recovered)
+	}
+	if f := floorOf(lr.Source()); f != 6 {
+		t.Fatalf("floor after a restart that recovered its frames = %d, want 6 (they are still beyond the saved position)", f)
+	}
+
+	// A clean run: everything is covered by the saved position, so the
+	// floor is released and holds no purge back.
 	l2, err := NewFile(Config{Tenant: "acme", FrameMaxRecords: 50, Linger: time.Hour}, Deps{JS: js}, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	runLines(t, l2)
+	if e, err := kv.Get(ctx, streams.FloorKey(l2.Source())); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("floor after a clean run: %v %v, want it released", e, err)
+	}
+}
+
+// A restart after a crash whose floor the WAL was purged past (the producer
+// stayed down longer than the committer's floor_max_age) cannot find the
+// frames it published beyond its saved position: it says so in a warning
+// and a metric, and writes the lines again rather than lose them. A restart
+// whose floor is intact, or after a clean stop, does not warn.
+func TestRestartPastPurgedFloorWarns(t *testing.T) {
+	js := testJS(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "app.log")
+	writeFile(t, path, numbered(0, 300), false)
+	run := func(noSave bool) (*Lines, string, float64) {
+		var logs bytes.Buffer
+		reg := prometheus.NewRegistry()
+		l, err := NewFile(Config{Tenant: "acme", FrameMaxRecords: 50, Linger: time.Hour},
+			Deps{JS: js, Log: slog.New(slog.NewTextHandler(&logs, nil)), Registerer: reg}, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.hookNoSave = noSave
+		runLines(t, l)
+		return l, logs.String(), testutil.ToFloat64(l.m.unverified)
+	}
+	const warning = "wal purged past this source's floor"
+	// A crash after publishing: nothing saved, the floor stays at 1.
+	if _, logs, n := run(true); strings.Contains(logs, warning) || n != 0 {
+		t.Fatalf("first run warned (%v):\n%s", n, logs)
+	}
+	// The frames are still in the WAL: the restart finds and skips them.
 	wal, err := js.Stream(ctx, streams.WALStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f, last := floorOf(l2.Source()), wal.CachedInfo().State.LastSeq; f != last+1 {
-		t.Fatalf("floor after a clean run = %d, want %d (after the last frame)", f, last+1)
+	l, logs, n := run(true)
+	if strings.Contains(logs, warning) || n != 0 || l.Stats().Recovered != 300 {
+		t.Fatalf("restart with its frames in the WAL: warned %v, recovered %d:\n%s", n, l.Stats().Recovered, logs)
+	}
+	// Purge the WAL past the floor, as a committer does once the floor is
+	// older than floor_max_age: the next restart cannot verify.
+	info, err := wal.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wal.Purge(ctx, jetstream.WithPurgeSequence(info.State.LastSeq+1)); err != nil {
+		t.Fatal(err)
+	}
+	l, logs, n = run(false)
+	if !strings.Contains(logs, warning) || n != 1 {
+		t.Fatalf("restart past a purged floor: metric %v, logs:\n%s", n, logs)
+	}
+	if l.Stats().Lines != 300 {
+		t.Fatalf("restart past a purged floor wrote %d lines, want all 300 again (never lost)", l.Stats().Lines)
+	}
+	// That run stopped cleanly: no floor, no warning next time.
+	if _, logs, n := run(false); strings.Contains(logs, warning) || n != 0 {
+		t.Fatalf("restart after a clean stop warned (%v):\n%s", n, logs)
 	}
 }
 

@@ -17,10 +17,17 @@ import (
 // span is the offset range [first, next) of one frame in the WAL.
 type span struct{ first, next uint64 }
 
+// walFrame is a frame of a source found in the WAL: its offsets and its
+// WAL sequence.
+type walFrame struct {
+	span
+	seq uint64
+}
+
 // scanWAL lists the frames of source among the WAL messages on subject
 // stored at or after since. It reads headers only (Nats-Msg-Id and
 // HeaderNextOffset), so it is cheap even over many large frames.
-func scanWAL(ctx context.Context, js jetstream.JetStream, subject, source string, since time.Time) ([]span, error) {
+func scanWAL(ctx context.Context, js jetstream.JetStream, subject, source string, since time.Time) ([]walFrame, error) {
 	st, err := js.Stream(ctx, streams.WALStream)
 	if err != nil {
 		return nil, fmt.Errorf("scan wal: %w", err)
@@ -42,7 +49,7 @@ func scanWAL(ctx context.Context, js jetstream.JetStream, subject, source string
 		return nil, fmt.Errorf("scan wal: consumer: %w", err)
 	}
 	prefix := source + ":"
-	var spans []span
+	var frames []walFrame
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("scan wal: %w", err)
@@ -54,7 +61,11 @@ func scanWAL(ctx context.Context, js jetstream.JetStream, subject, source string
 		n, caughtUp := 0, false
 		for msg := range batch.Messages() {
 			n++
-			if md, err := msg.Metadata(); err == nil && md.NumPending == 0 {
+			md, err := msg.Metadata()
+			if err != nil {
+				continue
+			}
+			if md.NumPending == 0 {
 				caughtUp = true
 			}
 			id := msg.Headers().Get(streams.HeaderMsgID)
@@ -66,15 +77,28 @@ func scanWAL(ctx context.Context, js jetstream.JetStream, subject, source string
 			if err1 != nil || err2 != nil || next < first {
 				continue // not a frame of ours, or one without the header
 			}
-			spans = append(spans, span{first, next})
+			frames = append(frames, walFrame{span{first, next}, md.Sequence.Stream})
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoHeartbeat) && !errors.Is(err, context.DeadlineExceeded) {
 			return nil, fmt.Errorf("scan wal: fetch: %w", err)
 		}
 		if caughtUp || n == 0 {
-			return spans, nil
+			return frames, nil
 		}
 	}
+}
+
+// firstSeqAfter is the lowest WAL sequence among the frames that hold
+// lines at or after pos (0 if none): until a position past them is saved,
+// a restart must read them back, so they bound the source's WAL floor.
+func firstSeqAfter(frames []walFrame, pos uint64) uint64 {
+	var lo uint64
+	for _, f := range frames {
+		if f.next > pos && f.next > f.first && (lo == 0 || f.seq < lo) {
+			lo = f.seq
+		}
+	}
+	return lo
 }
 
 // coveredAfter returns the offset ranges at or after pos already held by
