@@ -161,6 +161,7 @@ type Lines struct {
 	// and the WAL's last sequence before this run published anything.
 	floorMu   sync.Mutex
 	floorLBs  []uint64
+	floorHeld bool // the floor key is in place (not released while idle)
 	walStart  uint64
 	finalized atomic.Int64 // read time of the last acked line
 	nLines    atomic.Uint64
@@ -314,6 +315,9 @@ func (l *Lines) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("save wal floor %s: %w", streams.FloorKey(l.source), err)
 		}
+		l.floorMu.Lock()
+		l.floorHeld = true
+		l.floorMu.Unlock()
 	}
 	l.pf = pendingFrame{first: pos, next: pos, recs: make([]streams.Record, 0, min(l.cfg.FrameMaxRecords, 4096))}
 	l.pf.est = l.frameOverhead()
@@ -430,9 +434,6 @@ loop:
 	<-saverDone
 	if err := l.savePosition(dctx); err != nil && runErr == nil {
 		runErr = err
-	}
-	if runErr == nil && !l.failed() {
-		l.releaseFloor(dctx)
 	}
 	l.publishProgress(dctx)
 	st := l.Stats()
@@ -582,15 +583,20 @@ func (l *Lines) flush(ctx context.Context, lingerC *<-chan time.Time) error {
 	pf.reqs = nil
 	// The frame will land above every sequence this publisher saw acked
 	// before sending it: that is its floor until the position covers it.
-	l.floorMu.Lock()
-	l.floorLBs = append(l.floorLBs, max(l.pub.LastSeq(), l.walStart)+1)
-	l.floorMu.Unlock()
+	if err := l.holdFloor(ctx, max(l.pub.LastSeq(), l.walStart)+1); err != nil {
+		return err
+	}
 	err := l.pub.Publish(ctx, l.subject, streams.FrameMsgID(l.source, pf.first), f, func(_ uint64, err error) {
-		l.floorMu.Lock()
-		if len(l.floorLBs) > 0 {
-			l.floorLBs = l.floorLBs[1:]
-		}
-		l.floorMu.Unlock()
+		// The frame leaves floorLBs only after the position counts it, so
+		// that a save never finds the source idle with a frame acked
+		// beyond the position it saves.
+		defer func() {
+			l.floorMu.Lock()
+			if len(l.floorLBs) > 0 {
+				l.floorLBs = l.floorLBs[1:]
+			}
+			l.floorMu.Unlock()
+		}()
 		if err == nil {
 			err = l.failure()
 		}
@@ -682,30 +688,49 @@ func (l *Lines) savePosition(ctx context.Context) error {
 		return fmt.Errorf("save position %s=%d: %w", PositionKey(l.source), pos, err)
 	}
 	l.savedPos.Store(pos)
+	l.floorMu.Lock()
+	defer l.floorMu.Unlock()
+	// Idle: every frame published is acked and covered by the position
+	// just saved, so a restart reads nothing back from the WAL. The floor
+	// is released and the committer's purge need not wait for this source
+	// (a quiet followed file must not hold the WAL for ever); the next
+	// frame puts it back first (holdFloor).
+	idle := len(l.floorLBs) == 0 && l.acked.Load() == pos && !l.failed() &&
+		(l.recFloor == 0 || pos >= l.recEnd)
+	if idle {
+		if !l.floorHeld {
+			return nil
+		}
+		if err := l.positions.Delete(ctx, streams.FloorKey(l.source)); err != nil {
+			return fmt.Errorf("release wal floor %s: %w", streams.FloorKey(l.source), err)
+		}
+		l.floorHeld = false
+		return nil
+	}
 	if _, err := l.positions.Put(ctx, streams.FloorKey(l.source), []byte(strconv.FormatUint(floor, 10))); err != nil {
 		return fmt.Errorf("save wal floor %s=%d: %w", streams.FloorKey(l.source), floor, err)
 	}
+	l.floorHeld = true
 	return nil
 }
 
-// releaseFloor deletes the source's WAL floor after a clean stop: every
-// frame it published is acked and covered by the saved position, so a
-// restart reads nothing back from the WAL and the committer's purge need
-// not wait for it. A floor that cannot be deleted only holds the purge back
-// until it ages out (committer.floor_max_age).
-func (l *Lines) releaseFloor(ctx context.Context) {
-	if !l.src.resumable() || l.hookNoSave || l.pub.InFlight() > 0 {
-		return
-	}
+// holdFloor records lb as the lowest WAL sequence the frame about to be
+// published can get, first putting the floor key back if an idle save
+// released it, so that no frame is ever published without a floor.
+func (l *Lines) holdFloor(ctx context.Context, lb uint64) error {
 	l.floorMu.Lock()
-	uncovered := len(l.floorLBs)
-	l.floorMu.Unlock()
-	if uncovered > 0 || l.acked.Load() != l.savedPos.Load() {
-		return
+	defer l.floorMu.Unlock()
+	if l.src.resumable() && !l.floorHeld {
+		fctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+		_, err := l.positions.Put(fctx, streams.FloorKey(l.source), []byte(strconv.FormatUint(lb, 10)))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("save wal floor %s: %w", streams.FloorKey(l.source), err)
+		}
+		l.floorHeld = true
 	}
-	if err := l.positions.Delete(ctx, streams.FloorKey(l.source)); err != nil {
-		l.log.Warn("release wal floor", "key", streams.FloorKey(l.source), "err", err)
-	}
+	l.floorLBs = append(l.floorLBs, lb)
+	return nil
 }
 
 // checkFloor warns when the WAL was purged past the floor a crashed run

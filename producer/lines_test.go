@@ -965,3 +965,104 @@ func dlqCount(t *testing.T, js jetstream.JetStream) uint64 {
 	}
 	return info.State.Msgs
 }
+
+// A followed file that goes quiet releases its WAL floor once everything
+// it published is covered by its saved position, so it does not hold the
+// committer's WAL purge for ever. New lines put the floor back before
+// their first frame is published, at or below that frame's sequence, and
+// it is released again only after they are covered.
+func TestFloorReleasedWhileIdle(t *testing.T) {
+	js := testJS(t)
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, streams.PositionsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "quiet.log")
+	writeFile(t, path, numbered(0, 100), false)
+	l, err := NewFile(Config{Tenant: "quiet", Follow: true, PollInterval: 5 * time.Millisecond,
+		Linger: 5 * time.Millisecond, FrameMaxRecords: 30, ProgressInterval: 20 * time.Millisecond}, Deps{JS: js}, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- l.Run(rctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	key := streams.FloorKey(l.Source())
+	released := func() bool {
+		_, err := kv.Get(ctx, key)
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	}
+	waitFor(t, func() bool { return l.Stats().Lines == 100 && released() })
+
+	w, err := kv.Watch(ctx, key, jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	subj := streams.LineSubject("quiet")
+	before := len(walFrames(t, js, subj))
+	writeFile(t, path, numbered(100, 100), true)
+	var events []jetstream.KeyValueEntry
+	deadline := time.After(30 * time.Second)
+	for l.Stats().Lines < 200 || len(events) == 0 || events[len(events)-1].Operation() != jetstream.KeyValueDelete {
+		select {
+		case e := <-w.Updates():
+			if e != nil {
+				events = append(events, e)
+			}
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("%d of 200 lines, %d floor events: never idle again", l.Stats().Lines, len(events))
+		}
+	}
+	st, err := js.Stream(ctx, streams.WALStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every new frame was stored while a floor at or below its sequence
+	// was in place: the last floor event before it is a put.
+	newFrames, seen := 0, 0
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil || m.Subject != subj {
+			continue
+		}
+		if seen++; seen <= before {
+			continue // written before the source went idle
+		}
+		f, err := streams.DecodeFrame(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		newFrames++
+		var last jetstream.KeyValueEntry
+		for _, e := range events {
+			if !e.Created().After(m.Time) {
+				last = e
+			}
+		}
+		if last == nil || last.Operation() != jetstream.KeyValuePut {
+			t.Fatalf("frame at seq %d (offset %d) stored at %s with no floor in place (last floor event %v)", seq, f.FirstOffset, m.Time, last)
+		}
+		if v, err := strconv.ParseUint(string(last.Value()), 10, 64); err != nil || v > seq {
+			t.Fatalf("frame at seq %d under floor %q", seq, last.Value())
+		}
+		if del := events[len(events)-1]; del.Created().Before(m.Time) {
+			t.Fatalf("floor finally released at %s, before the frame at seq %d was stored at %s", del.Created(), seq, m.Time)
+		}
+	}
+	if newFrames < 2 || len(events) < 2 {
+		t.Fatalf("%d new frames, %d floor events: want several of each", newFrames, len(events))
+	}
+}
