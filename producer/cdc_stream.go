@@ -152,6 +152,9 @@ type cdcMetrics struct {
 	errors    *prometheus.CounterVec
 	lag       *prometheus.GaugeVec
 	snapshots *prometheus.CounterVec
+	// unverified counts restarts that found the WAL purged past the
+	// stream's floor.
+	unverified *prometheus.CounterVec
 }
 
 func newCDCMetrics(reg prometheus.Registerer) *cdcMetrics {
@@ -167,6 +170,8 @@ func newCDCMetrics(reg prometheus.Registerer) *cdcMetrics {
 			Name: "quarry_producer_cdc_finalized_lag_seconds", Help: "Now minus the commit time up to which the capture instance is complete in the WAL."}, lbl)),
 		snapshots: cdcRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quarry_producer_cdc_snapshot_rows_total", Help: "Rows read by bootstrap snapshots."}, lbl)),
+		unverified: cdcRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quarry_producer_cdc_unverified_restarts_total", Help: "Restarts after a crash whose frames beyond the saved position may have been purged from the WAL (their changes may be written twice)."}, lbl)),
 	}
 }
 
@@ -354,6 +359,14 @@ type CDCStream struct {
 	saveMu    sync.Mutex
 	lastProg  time.Time
 	progAcked uint64
+
+	// WAL floor (streams.FloorKey(progressSource())): held while frames
+	// may be in the WAL beyond the saved state, released when idle. Lock
+	// order: floorMu before mu.
+	floorMu       sync.Mutex
+	floorHeld     bool
+	floorBase     uint64 // WAL sequence of the saved state: later frames are above it
+	floorInflight int    // frames between holdFloor and their ack callback
 }
 
 // NewCDCStream checks cfg (after Defaults) and returns the stream of
@@ -603,11 +616,16 @@ func (s *CDCStream) start(ctx context.Context) error {
 		st = cdcState{V: 1, CaptureInstance: ci.Name}
 	}
 	st.CaptureInstance = ci.Name
+	if err := s.startFloor(sctx, st.WALSeq); err != nil {
+		return err
+	}
+	savedSeq := st.WALSeq
 	if err := s.recoverFromWAL(sctx, &st); err != nil {
 		return err
 	}
 	s.read = st.clone()
 	s.mu.Lock()
+	s.dirty = st.WALSeq != savedSeq // recovered frames: save the state they end at
 	s.acked = st.clone()
 	if !st.LastCommit.IsZero() {
 		s.finalized = st.LastCommit.Add(-time.Nanosecond)
@@ -953,17 +971,110 @@ func (s *CDCStream) flushFrame(ctx context.Context) error {
 		id = src + ":" + s.fFirst + "/" + s.fLast
 	}
 	n := uint64(len(s.frame))
+	if err := s.holdFloor(ctx); err != nil {
+		return err
+	}
 	f := &streams.Frame{Source: src, Tenant: s.tcfg.Tenant, FirstOffset: s.read.Rows, NextOffset: s.read.Rows + n, Records: s.frame}
 	s.read.Rows += n
 	s.read.Frames++
 	end := s.read.clone()
 	ciName := s.plan.ci.Name
-	err := s.pub.Publish(ctx, s.subject(ciName), id, f, func(seq uint64, err error) { s.onAck(end, n, seq, err) })
+	err := s.pub.Publish(ctx, s.subject(ciName), id, f, func(seq uint64, err error) {
+		s.onAck(end, n, seq, err)
+		s.floorDone()
+	})
 	s.frame = s.frame[:0]
 	s.fbytes = 0
 	if err != nil {
+		s.floorDone() // not published
 		return fmt.Errorf("cdc %s: %w", s.name, err)
 	}
+	return nil
+}
+
+// startFloor warns when the WAL was purged past the floor a crashed run
+// left (its frames beyond the saved state may be gone: recoverFromWAL
+// cannot find them and their changes may be written twice), then puts the
+// floor at the saved state, so that frames recovered or published from
+// now on are covered until a later state is saved.
+func (s *CDCStream) startFloor(ctx context.Context, savedSeq uint64) error {
+	key := streams.FloorKey(s.progressSource())
+	if e, err := s.positions.Get(ctx, key); err == nil {
+		wal, werr := s.deps.JS.Stream(ctx, streams.WALStream)
+		floor, perr := strconv.ParseUint(string(e.Value()), 10, 64)
+		if werr == nil && perr == nil && floor < wal.CachedInfo().State.FirstSeq {
+			s.m.unverified.WithLabelValues(s.name).Inc()
+			s.log.Warn("wal purged past this stream's floor: changes after the saved position may be written twice",
+				"floor", floor, "wal_first_seq", wal.CachedInfo().State.FirstSeq, "floor_saved_at", e.Created())
+		}
+	}
+	s.floorMu.Lock()
+	defer s.floorMu.Unlock()
+	s.floorBase = savedSeq
+	if _, err := s.positions.Put(ctx, key, []byte(strconv.FormatUint(savedSeq+1, 10))); err != nil {
+		return fmt.Errorf("cdc %s: save wal floor %s: %w", s.name, key, err)
+	}
+	s.floorHeld = true
+	return nil
+}
+
+// holdFloor puts the floor back, if an idle save released it, before a
+// frame is published, and counts the frame until its ack callback.
+func (s *CDCStream) holdFloor(ctx context.Context) error {
+	s.floorMu.Lock()
+	defer s.floorMu.Unlock()
+	if !s.floorHeld {
+		key := streams.FloorKey(s.progressSource())
+		fctx, cancel := cdcDefaultTimeout(ctx, 10*time.Second)
+		_, err := s.positions.Put(fctx, key, []byte(strconv.FormatUint(s.floorBase+1, 10)))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("cdc %s: save wal floor %s: %w", s.name, key, err)
+		}
+		s.floorHeld = true
+	}
+	s.floorInflight++
+	return nil
+}
+
+// floorDone ends holdFloor's count for a frame that was acked, failed or
+// not published.
+func (s *CDCStream) floorDone() {
+	s.floorMu.Lock()
+	s.floorInflight--
+	s.floorMu.Unlock()
+}
+
+// syncFloor runs after a save. Idle (no frame in flight, every acked
+// frame in the saved state, no failed publish): the floor is released, as
+// a restart reads nothing back and a quiet table must not hold the WAL
+// purge. Otherwise it is refreshed at the saved state.
+func (s *CDCStream) syncFloor(ctx context.Context, saved *cdcState) error {
+	s.floorMu.Lock()
+	defer s.floorMu.Unlock()
+	if saved != nil {
+		s.floorBase = max(s.floorBase, saved.WALSeq)
+	}
+	s.mu.Lock()
+	idle := s.floorInflight == 0 && s.pubErr == nil && !s.dirty
+	s.mu.Unlock()
+	key := streams.FloorKey(s.progressSource())
+	fctx, cancel := cdcDefaultTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if idle {
+		if !s.floorHeld {
+			return nil
+		}
+		if err := s.positions.Delete(fctx, key); err != nil {
+			return fmt.Errorf("cdc %s: release wal floor %s: %w", s.name, key, err)
+		}
+		s.floorHeld = false
+		return nil
+	}
+	if _, err := s.positions.Put(fctx, key, []byte(strconv.FormatUint(s.floorBase+1, 10))); err != nil {
+		return fmt.Errorf("cdc %s: save wal floor %s: %w", s.name, key, err)
+	}
+	s.floorHeld = true
 	return nil
 }
 
@@ -1227,6 +1338,7 @@ func (s *CDCStream) save(ctx context.Context, force bool) error {
 	fin := s.finalized
 	s.dirty = false
 	s.mu.Unlock()
+	var saved *cdcState
 	if dirty {
 		st.UpdatedAt = time.Now().UTC()
 		if err := s.put(ctx, st); err != nil {
@@ -1235,6 +1347,10 @@ func (s *CDCStream) save(ctx context.Context, force bool) error {
 			s.mu.Unlock()
 			return err
 		}
+		saved = &st
+	}
+	if err := s.syncFloor(ctx, saved); err != nil {
+		return err
 	}
 	if force || (dirty && st.Rows != s.progAcked && time.Since(s.lastProg) >= time.Second) || time.Since(s.lastProg) >= s.cfg.HeartbeatInterval {
 		return s.publishProgress(ctx, st, fin)

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/quarrylake/quarry/internal/natstest"
+	"github.com/quarrylake/quarry/internal/syncbuf"
 	"github.com/quarrylake/quarry/producer/sqlserver"
 	"github.com/quarrylake/quarry/producer/sqlserver/memsource"
 	"github.com/quarrylake/quarry/streams"
@@ -641,5 +643,97 @@ func TestLoadCDCConfig(t *testing.T) {
 	os.WriteFile(path, []byte("database: shop\ncapture_instances: [a]\npoll_intervall: 1s\n"), 0o600)
 	if _, _, err := LoadCDCConfig(path, env); err == nil {
 		t.Fatal("unknown field accepted")
+	}
+}
+
+// A CDC stream holds its WAL floor only while frames may be in the WAL
+// beyond its saved state: a quiet table (heartbeats only) releases it, new
+// changes put it back before their first frame, and it is released again
+// once they are saved.
+func TestCDCFloorReleasedWhileQuiet(t *testing.T) {
+	e := newCDCEnv(t, "orders")
+	cfg := cdcTestConfig("dbo_orders")
+	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
+	subj := streams.CDCSubject("shop", "dbo_orders")
+	ctx := context.Background()
+	kv, err := e.js.KeyValue(ctx, streams.PositionsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := streams.FloorKey("cdc.shop.dbo_orders")
+	released := func() bool {
+		_, err := kv.Get(ctx, key)
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	}
+	e.insert("orders", 0, 5)
+	cdcStart(t, e, cfg)
+	cdcWait(t, "5 records and a released floor", func() bool { return len(cdcRecords(t, e.js, subj)) == 5 && released() })
+	// Quiet: heartbeats go on, the floor stays released.
+	time.Sleep(3 * cfg.HeartbeatInterval)
+	if !released() {
+		t.Fatal("a quiet table holds its WAL floor")
+	}
+
+	w, err := kv.Watch(ctx, key, jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	before := len(cdcFrames(t, e.js, subj))
+	for i := 5; i < 45; i += 8 {
+		e.insert("orders", i, 8)
+	}
+	events := floorEventsUntilReleased(t, w, func() bool { return len(cdcRecords(t, e.js, subj)) == 45 })
+	checkFloorCovered(t, e.js, subj, before, events)
+}
+
+// A restart after a crash whose floor the WAL was purged past says so in
+// a warning and a metric; a restart after a clean stop does not.
+func TestCDCRestartPastPurgedFloorWarns(t *testing.T) {
+	e := newCDCEnv(t, "orders")
+	cfg := cdcTestConfig("dbo_orders")
+	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
+	subj := streams.CDCSubject("shop", "dbo_orders")
+	ctx := context.Background()
+	kv, _ := e.js.KeyValue(ctx, streams.PositionsBucket)
+	start := func() (*CDCGroup, *syncbuf.Buffer) {
+		logs := &syncbuf.Buffer{}
+		g, err := StartMany(ctx, cfg, CDCDeps{JS: e.js, Source: e.db, Log: slog.New(slog.NewTextHandler(logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { StopAll(g) })
+		return g, logs
+	}
+	const warning = "wal purged past this stream's floor"
+	e.insert("orders", 0, 12)
+	g, logs := start()
+	cdcWait(t, "12", func() bool { return len(cdcRecords(t, e.js, subj)) == 12 })
+	StopAll(g)
+	if strings.Contains(logs.String(), warning) {
+		t.Fatalf("first run warned:\n%s", logs.String())
+	}
+	// A crash leaves the floor of the state it last saved; the WAL is then
+	// purged past it (the committer ignores floors older than
+	// floor_max_age).
+	if _, err := kv.Put(ctx, streams.FloorKey("cdc.shop.dbo_orders"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	wal, _ := e.js.Stream(ctx, streams.WALStream)
+	info, _ := wal.Info(ctx)
+	if err := wal.Purge(ctx, jetstream.WithPurgeSequence(info.State.LastSeq+1)); err != nil {
+		t.Fatal(err)
+	}
+	g, logs = start()
+	cdcWait(t, "a warning", func() bool { return strings.Contains(logs.String(), warning) })
+	if n := testutil.ToFloat64(g.Streams()[0].m.unverified.WithLabelValues("dbo_orders")); n != 1 {
+		t.Fatalf("quarry_producer_cdc_unverified_restarts_total = %v, want 1", n)
+	}
+	StopAll(g)
+	g, logs = start()
+	cdcWait(t, "ready", func() bool { return g.Streams()[0].Ready() == nil })
+	StopAll(g)
+	if strings.Contains(logs.String(), warning) {
+		t.Fatalf("restart after a clean stop warned:\n%s", logs.String())
 	}
 }
