@@ -42,6 +42,9 @@ type Config struct {
 	// published). It paces a backfill so that it does not starve live
 	// sources sharing the WAL; frames still cut by size, count and Linger.
 	Rate float64 `yaml:"rate"`
+	// StartTimeout bounds how long a starting source retries JetStream
+	// while it is unavailable (a cluster electing leaders) before it fails.
+	StartTimeout time.Duration `yaml:"start_timeout"`
 	// DrainTimeout bounds the wait for in-flight frames on shutdown.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	// ProgressInterval is the least time between two progress facts.
@@ -75,6 +78,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 2 * time.Minute
 	}
 	if c.ProgressInterval == 0 {
 		c.ProgressInterval = time.Second
@@ -112,6 +118,9 @@ func (c Config) Validate() error {
 	}
 	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
 		errs = append(errs, fmt.Errorf("producer.rate %v: must be a finite number of lines per second, 0 or more", c.Rate))
+	}
+	if c.StartTimeout < 0 {
+		errs = append(errs, fmt.Errorf("producer.start_timeout %s: must not be negative", c.StartTimeout))
 	}
 	if c.DrainTimeout < 0 {
 		errs = append(errs, fmt.Errorf("producer.drain_timeout %s: must not be negative", c.DrainTimeout))

@@ -309,11 +309,17 @@ func (l *Lines) Run(ctx context.Context) (err error) {
 	// is ever unprotected from a WAL purge, whatever happens to the saves
 	// that follow.
 	if l.src.resumable() {
-		fctx, fcancel := withDefaultTimeout(ctx, 10*time.Second)
-		_, err := l.positions.Put(fctx, streams.FloorKey(l.source), []byte(strconv.FormatUint(l.floor(), 10)))
-		fcancel()
+		err := l.retryStart(ctx, "saving the wal floor", func(fctx context.Context) error {
+			if _, err := l.positions.Put(fctx, streams.FloorKey(l.source), []byte(strconv.FormatUint(l.floor(), 10))); err != nil {
+				return fmt.Errorf("save wal floor %s: %w", streams.FloorKey(l.source), err)
+			}
+			return nil
+		})
 		if err != nil {
-			return fmt.Errorf("save wal floor %s: %w", streams.FloorKey(l.source), err)
+			if ctx.Err() != nil {
+				return nil // cancelled while starting: nothing published
+			}
+			return err
 		}
 		l.floorMu.Lock()
 		l.floorHeld = true
@@ -445,52 +451,14 @@ loop:
 // prepare opens the buckets, loads the position, recovers frames already in
 // the WAL and starts the source. It returns the start position.
 func (l *Lines) prepare(ctx context.Context) (uint64, error) {
-	kctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var err error
-	if l.positions, err = l.js.KeyValue(kctx, streams.PositionsBucket); err != nil {
-		return 0, fmt.Errorf("open bucket %s: %w", streams.PositionsBucket, err)
-	}
-	if l.progress, err = l.js.KeyValue(kctx, streams.ProgressBucket); err != nil {
-		return 0, fmt.Errorf("open bucket %s: %w", streams.ProgressBucket, err)
-	}
-	wal, err := l.js.Stream(kctx, streams.WALStream)
-	if err != nil {
-		return 0, fmt.Errorf("wal stream: %w", err)
-	}
-	l.walStart = wal.CachedInfo().State.LastSeq
 	var pos, recovered uint64
-	if l.src.resumable() {
-		defer func() { l.checkFloor(kctx, pos, wal.CachedInfo().State.FirstSeq) }()
-		since := time.Now().Add(-15 * time.Minute)
-		e, err := l.positions.Get(kctx, PositionKey(l.source))
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-		case err != nil:
-			return 0, fmt.Errorf("load position %s: %w", PositionKey(l.source), err)
-		default:
-			if pos, err = strconv.ParseUint(string(e.Value()), 10, 64); err != nil {
-				return 0, fmt.Errorf("position %s: %q is not an offset", PositionKey(l.source), e.Value())
-			}
-			// Frames beyond the position were published at most a few
-			// ack timeouts before it was saved.
-			since = e.Created().Add(-5*time.Minute - time.Duration(l.cfg.Publisher.MaxAttempts)*l.cfg.Publisher.AckTimeout)
-		}
-		l.setReady(errors.New("line source starting: scanning the WAL for frames beyond the position"))
-		frames, err := scanWAL(kctx, l.js, l.subject, l.source, since)
-		if err != nil {
-			return 0, err
-		}
-		spans := make([]span, len(frames))
-		for i, f := range frames {
-			spans[i] = f.span
-		}
-		l.cov, recovered = coveredAfter(spans, pos)
-		l.recFloor, l.recEnd = firstSeqAfter(frames, pos), recovered
-		l.savedPos.Store(pos)
-		if len(l.cov) > 0 {
-			l.log.Info("frames beyond the saved position are in the WAL; skipping them", "position", pos, "spans", len(l.cov), "up_to", recovered)
-		}
+	err := l.retryStart(ctx, "loading the position", func(kctx context.Context) error {
+		var err error
+		pos, recovered, err = l.loadPosition(kctx)
+		return err
+	})
+	if err != nil {
+		return 0, err
 	}
 	l.setReady(errors.New("line source starting: opening " + l.src.kind()))
 	start, err := l.src.start(ctx, l, pos, recovered)
@@ -498,6 +466,90 @@ func (l *Lines) prepare(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	return start, nil
+}
+
+// permanentError marks a start error that retrying cannot mend.
+type permanentError struct{ error }
+
+func (e permanentError) Unwrap() error { return e.error }
+
+// retryStart runs op until it succeeds, ctx ends, StartTimeout passes or
+// op fails with a permanentError. A JetStream cluster that is electing
+// leaders or has lost a node answers "temporarily unavailable" for a
+// while; a source started then waits instead of failing, and says so in
+// Ready.
+func (l *Lines) retryStart(ctx context.Context, step string, op func(context.Context) error) error {
+	deadline := time.Now().Add(l.cfg.StartTimeout)
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		octx, cancel := withDefaultTimeout(ctx, 30*time.Second)
+		err := op(octx)
+		cancel()
+		var perm permanentError
+		if err == nil || errors.As(err, &perm) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		l.setReady(fmt.Errorf("line source starting: %s: %w (attempt %d, retrying)", step, err, attempt))
+		l.log.Warn("line source start retry", "step", step, "attempt", attempt, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// loadPosition opens the buckets, loads the saved position and scans the
+// WAL for this source's frames beyond it.
+func (l *Lines) loadPosition(kctx context.Context) (pos, recovered uint64, err error) {
+	if l.positions, err = l.js.KeyValue(kctx, streams.PositionsBucket); err != nil {
+		return 0, 0, fmt.Errorf("open bucket %s: %w", streams.PositionsBucket, err)
+	}
+	if l.progress, err = l.js.KeyValue(kctx, streams.ProgressBucket); err != nil {
+		return 0, 0, fmt.Errorf("open bucket %s: %w", streams.ProgressBucket, err)
+	}
+	wal, err := l.js.Stream(kctx, streams.WALStream)
+	if err != nil {
+		return 0, 0, fmt.Errorf("wal stream: %w", err)
+	}
+	l.walStart = wal.CachedInfo().State.LastSeq
+	if !l.src.resumable() {
+		return 0, 0, nil
+	}
+	since := time.Now().Add(-15 * time.Minute)
+	e, err := l.positions.Get(kctx, PositionKey(l.source))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return 0, 0, fmt.Errorf("load position %s: %w", PositionKey(l.source), err)
+	default:
+		if pos, err = strconv.ParseUint(string(e.Value()), 10, 64); err != nil {
+			return 0, 0, permanentError{fmt.Errorf("position %s: %q is not an offset", PositionKey(l.source), e.Value())}
+		}
+		// Frames beyond the position were published at most a few
+		// ack timeouts before it was saved.
+		since = e.Created().Add(-5*time.Minute - time.Duration(l.cfg.Publisher.MaxAttempts)*l.cfg.Publisher.AckTimeout)
+	}
+	l.setReady(errors.New("line source starting: scanning the WAL for frames beyond the position"))
+	frames, err := scanWAL(kctx, l.js, l.subject, l.source, since)
+	if err != nil {
+		return 0, 0, err
+	}
+	spans := make([]span, len(frames))
+	for i, f := range frames {
+		spans[i] = f.span
+	}
+	l.cov, recovered = coveredAfter(spans, pos)
+	l.recFloor, l.recEnd = firstSeqAfter(frames, pos), recovered
+	l.savedPos.Store(pos)
+	if len(l.cov) > 0 {
+		l.log.Info("frames beyond the saved position are in the WAL; skipping them", "position", pos, "spans", len(l.cov), "up_to", recovered)
+	}
+	l.checkFloor(kctx, pos, wal.CachedInfo().State.FirstSeq)
+	return pos, recovered, nil
 }
 
 func (l *Lines) frameOverhead() int { return 3 + 20 + len(l.source) + len(l.cfg.Tenant) + 30 }

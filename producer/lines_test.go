@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -488,7 +489,7 @@ func TestSubjectSource(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	bad := Config{
 		Tenant: "a b", Source: "x/y", FrameMaxBytes: 10, FrameMaxRecords: -1, Linger: -time.Second,
-		MaxRecordBytes: 100 << 20, PollInterval: -1, DrainTimeout: -1, ProgressInterval: -1, Rate: -5,
+		MaxRecordBytes: 100 << 20, PollInterval: -1, DrainTimeout: -1, ProgressInterval: -1, Rate: -5, StartTimeout: -1,
 		Publisher: PublisherConfig{MaxInFlight: -1, AckTimeout: time.Microsecond, MaxAttempts: -1, RetryBackoff: -1},
 	}.Defaults()
 	err := bad.Validate()
@@ -496,7 +497,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal("bad config validated")
 	}
 	for _, want := range []string{"tenant", "source", "frame_max_bytes", "frame_max_records", "linger", "max_record_bytes",
-		"poll_interval", "drain_timeout", "progress_interval", "rate", "max_in_flight", "ack_timeout", "max_attempts", "retry_backoff"} {
+		"poll_interval", "drain_timeout", "progress_interval", "rate", "start_timeout", "max_in_flight", "ack_timeout", "max_attempts", "retry_backoff"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %s: %v", want, err)
 		}
@@ -1080,4 +1081,84 @@ func floorEventsUntilReleased(t *testing.T, w jetstream.KeyWatcher, done func() 
 		}
 	}
 	return events
+}
+
+// unavailableJS answers KeyValue with JetStream's "temporarily
+// unavailable" (a cluster electing leaders) for its first n calls.
+type unavailableJS struct {
+	jetstream.JetStream
+	n     atomic.Int32
+	calls atomic.Int32
+}
+
+func (u *unavailableJS) KeyValue(ctx context.Context, bucket string) (jetstream.KeyValue, error) {
+	u.calls.Add(1)
+	if u.n.Add(-1) >= 0 {
+		return nil, &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}
+	}
+	return u.JetStream.KeyValue(ctx, bucket)
+}
+
+// A source started while JetStream is unavailable retries, says why in
+// Ready, and goes on once it answers; a source whose saved position is
+// corrupt fails at once, and one that never gets an answer fails after
+// StartTimeout.
+func TestStartRetriesUnavailableJetStream(t *testing.T) {
+	js := testJS(t)
+	path := filepath.Join(t.TempDir(), "app.log")
+	writeFile(t, path, numbered(0, 50), false)
+
+	ujs := &unavailableJS{JetStream: js}
+	ujs.n.Store(3)
+	l, err := NewFile(Config{Tenant: "late"}, Deps{JS: ujs}, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Run(context.Background()) }()
+	sawRetry := false
+	for !sawRetry {
+		select {
+		case err := <-done:
+			t.Fatalf("run ended before a retry was visible in Ready: %v", err)
+		default:
+		}
+		if err := l.Ready(); err != nil && strings.Contains(err.Error(), "temporarily unavailable") {
+			sawRetry = true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("run after JetStream came back: %v", err)
+	}
+	equalLines(t, walLines(t, js, streams.LineSubject("late")), numbered(0, 50))
+
+	never := &unavailableJS{JetStream: js}
+	never.n.Store(1 << 30)
+	l2, err := NewFile(Config{Tenant: "never", StartTimeout: 300 * time.Millisecond}, Deps{JS: never}, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "temporarily unavailable") || never.calls.Load() < 2 {
+		t.Fatalf("run against a JetStream that never answers: %v after %d calls", err, never.calls.Load())
+	}
+
+	kv, err := js.KeyValue(context.Background(), streams.PositionsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l3, err := NewFile(Config{Tenant: "corrupt"}, Deps{JS: js}, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(context.Background(), PositionKey(l3.Source()), []byte("not a number")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := l3.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "is not an offset") {
+		t.Fatalf("run with a corrupt position: %v", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("a corrupt position was retried for %s", took)
+	}
 }
