@@ -4,10 +4,10 @@
 // JetStream cluster with R3 streams, fsync always, TLS and per-role users,
 // MinIO, the miner, two encoders, an active and a standby committer) and
 // injects faults into one shared deployment, one case after the other. Each
-// case publishes a multi-tenant input through paced producer containers,
-// injects its fault while the producers still publish, then checks that
-// the lake, read through MinIO, holds every line published so far exactly
-// once and that both Delta logs are valid.
+// case publishes a multi-tenant input through producer containers in two
+// waves and injects its fault while the second, paced wave publishes, then
+// checks that the lake, read through MinIO, holds every line published so
+// far exactly once and that both Delta logs are valid.
 //
 //	make images && TESTCONTAINERS_RYUK_DISABLED=true go test -tags e2e -count=1 -v ./e2e/cluster/
 package cluster
@@ -38,10 +38,10 @@ func linesPerCase() int {
 	return 5000
 }
 
-// publishFor is how long a case's producers take to publish its input:
-// they are paced (quarry producer --rate) so that every fault fires while
-// they still publish.
-const publishFor = 10 * time.Second
+// secondWave is how long a case's second half takes to publish: it is
+// paced (quarry producer --rate) so that the fault, injected right after it
+// starts, finds its producers still publishing.
+const secondWave = 5 * time.Second
 
 func TestCluster(t *testing.T) {
 	start := time.Now()
@@ -52,20 +52,28 @@ func TestCluster(t *testing.T) {
 	gen := producer.NewGenerator(11, tenants)
 	var want []string
 
-	// run publishes a case's input, calls fault once the case's first
-	// frames are committed while every producer is still publishing
-	// (mid-stream), and checks the lake.
+	// run publishes a case's input in two waves. With a fault, the first
+	// wave's frames are committed first; then the second wave starts,
+	// paced, and the fault is injected while it publishes (mid-stream by
+	// construction: what it publishes after the fault must get through the
+	// fault). Then it checks the lake.
 	run := func(t *testing.T, fault func(t *testing.T)) {
 		caseStart := time.Now()
 		before := env.HighWater(t, store)
+		half := linesPerCase() / 2
+		second := map[string][]string{}
 		var prods []*quarrytest.Producer
-		rate := float64(linesPerCase()) / publishFor.Seconds()
 		for _, tn := range tenants {
 			lines := gen.Lines(tn, linesPerCase())
 			want = append(want, lines...)
-			prods = append(prods, env.StartPacedProducer(t, tn, lines, rate))
+			second[tn] = lines[half:]
+			prods = append(prods, env.StartProducer(t, tn, lines[:half]))
 		}
-		if fault != nil {
+		if fault == nil {
+			for _, tn := range tenants {
+				prods = append(prods, env.StartProducer(t, tn, second[tn]))
+			}
+		} else {
 			deadline := time.Now().Add(3 * time.Minute)
 			for env.HighWater(t, store) <= before {
 				if time.Now().After(deadline) {
@@ -73,12 +81,18 @@ func TestCluster(t *testing.T) {
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			for _, p := range prods {
+			rate := float64(len(second[tenants[0]])) / secondWave.Seconds()
+			var wave []*quarrytest.Producer
+			for _, tn := range tenants {
+				wave = append(wave, env.StartPacedProducer(t, tn, second[tn], rate))
+			}
+			for _, p := range wave {
 				if !p.Running(t) {
-					t.Fatalf("%s finished before the fault: the fault would not be mid-stream", p.Node.Name)
+					t.Fatalf("%s finished before the fault: the fault would not be mid-stream:\n%s", p.Node.Name, p.Node.Logs(30))
 				}
 			}
-			t.Logf("fault at high-water %d (case started at %d), producers publishing", env.HighWater(t, store), before)
+			prods = append(prods, wave...)
+			t.Logf("fault at high-water %d (case started at %d), second wave publishing", env.HighWater(t, store), before)
 			fault(t)
 		}
 		var wg sync.WaitGroup

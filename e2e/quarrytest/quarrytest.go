@@ -472,6 +472,9 @@ func (e *Env) StartPacedProducer(t testing.TB, tenant string, lines []string, ra
 	return &Producer{Node: n, Tenant: tenant}
 }
 
+// Logs is the last n lines of the node's output.
+func (n *Node) Logs(lines int) string { return logTail(n.Container, lines) }
+
 // Running reports whether the producer's container is still running: it
 // has not yet published (or not yet seen acked) every line.
 func (p *Producer) Running(t testing.TB) bool {

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -37,10 +39,10 @@ func reportConsumerHost(ctx context.Context, js jetstream.JetStream) string {
 
 // TestClusterNodeLoss runs the miner, two encoders and the committer
 // against a 3-node embedded JetStream cluster with R3 streams and
-// sync-always. While two producers publish, the node that hosts the
-// committer's report consumer is shut down: the committer must go on
-// committing without it (a new consumer on a live node), before the node
-// comes back. Afterwards the lake holds every line exactly once and both
+// sync-always. Halfway through two producers' input, the node that hosts
+// the committer's report consumer is shut down: the committer must commit
+// the second half without it (a new consumer on a live node), before the
+// node comes back. Afterwards the lake holds every line exactly once and both
 // Delta logs are valid.
 func TestClusterNodeLoss(t *testing.T) {
 	if testing.Short() {
@@ -67,33 +69,48 @@ func TestClusterNodeLoss(t *testing.T) {
 	}
 	defer p.Close()
 
+	// Each producer reads a pipe: the first half of its lines before the
+	// node loss, the rest only after it, so the loss is mid-stream by
+	// construction and the second half must be committed without the node.
 	tenants := []string{"acme", "globex"}
 	gen := producer.NewGenerator(5, tenants)
 	var want []string
 	var wg sync.WaitGroup
-	prodErr := make(chan error, len(tenants))
-	var running sync.WaitGroup
+	prodErr := make(chan error, 2*len(tenants))
+	resume := make(chan struct{})
 	for _, tn := range tenants {
 		lines := gen.Lines(tn, 8000)
 		want = append(want, lines...)
-		// Paced over about 8s, so the node is lost mid-stream.
-		l, err := producer.NewReader(producer.Config{Tenant: tn, Rate: 1000, FrameMaxRecords: 200},
-			producer.Deps{JS: p.JS, Log: log.With("producer", tn)}, strings.NewReader(strings.Join(lines, "\n")+"\n"))
+		pr, pw := io.Pipe()
+		l, err := producer.NewReader(producer.Config{Tenant: tn, FrameMaxRecords: 200},
+			producer.Deps{JS: p.JS, Log: log.With("producer", tn)}, pr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		wg.Add(1)
-		running.Add(1)
+		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			defer running.Done()
 			if err := l.Run(ctx); err != nil {
 				prodErr <- err
 			}
 		}()
+		go func() {
+			defer wg.Done()
+			half := len(lines) / 2
+			_, err := io.WriteString(pw, strings.Join(lines[:half], "\n")+"\n")
+			if err == nil {
+				select {
+				case <-resume:
+				case <-ctx.Done():
+				}
+				_, err = io.WriteString(pw, strings.Join(lines[half:], "\n")+"\n")
+			}
+			if err != nil {
+				prodErr <- fmt.Errorf("feed %s: %w", tn, err)
+			}
+			pw.Close()
+		}()
 	}
-	producersDone := make(chan struct{})
-	go func() { running.Wait(); close(producersDone) }()
 
 	var host string
 	for p.HighWater() == 0 || host == "" {
@@ -107,15 +124,11 @@ func TestClusterNodeLoss(t *testing.T) {
 	if idx < 0 {
 		t.Fatalf("report consumer on %q, not a node of the cluster", host)
 	}
-	select {
-	case <-producersDone:
-		t.Fatal("producers finished before the node loss: not mid-stream")
-	default:
-	}
 	hw := p.HighWater()
 	t.Logf("shutting down %s (hosts the committer's report consumer) at high-water %d", host, hw)
 	nodes[idx].Shutdown()
 	nodes[idx].WaitForShutdown()
+	close(resume)
 
 	// Without the node, the committer must commit again: the lines the
 	// producers publish from now on are above hw.
