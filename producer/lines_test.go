@@ -30,14 +30,7 @@ func walFrames(t testing.TB, js jetstream.JetStream, subject string) []*streams.
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, streams.WALStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, info := streamInfo(t, js, streams.WALStream)
 	var out []*streams.Frame
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
 		m, err := st.GetMsg(ctx, seq)
@@ -954,9 +947,16 @@ func TestSubjectRequestAnsweredWithError(t *testing.T) {
 
 func dlqCount(t *testing.T, js jetstream.JetStream) uint64 {
 	t.Helper()
+	_, info := streamInfo(t, js, streams.DeadLetterStream)
+	return info.State.Msgs
+}
+
+// streamInfo looks up stream name and its current state.
+func streamInfo(t testing.TB, js jetstream.JetStream, name string) (jetstream.Stream, *jetstream.StreamInfo) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := js.Stream(ctx, streams.DeadLetterStream)
+	st, err := js.Stream(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -964,7 +964,7 @@ func dlqCount(t *testing.T, js jetstream.JetStream) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.State.Msgs
+	return st, info
 }
 
 // A followed file that goes quiet releases its WAL floor once everything
@@ -1022,14 +1022,7 @@ func TestFloorReleasedWhileIdle(t *testing.T) {
 func checkFloorCovered(t *testing.T, js jetstream.JetStream, subj string, skip int, events []jetstream.KeyValueEntry) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := js.Stream(ctx, streams.WALStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, info := streamInfo(t, js, streams.WALStream)
 	// Every new frame was stored while a floor at or below its sequence
 	// was in place: the last floor event before it is a put.
 	newFrames, seen := 0, 0

@@ -148,7 +148,10 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 // ack does not arrive within AckTimeout, or whose publish fails, is
 // retried with PublishMsg under the same Nats-Msg-Id; JetStream acks a copy
 // it already holds as a duplicate with the original sequence, which counts
-// as success. Only a retried frame can land out of order in the WAL.
+// as success. A frame is retried only after every frame before it is
+// resolved, so frames that failed together (a lost connection) land in
+// publish order; a frame can land out of order only when it failed while
+// a later one was stored (a stream leader lost between two frames).
 //
 // A Publisher is safe for concurrent use, but the order of done callbacks is
 // the order of Publish calls, so a source that needs ordered positions
@@ -167,6 +170,14 @@ type Publisher struct {
 	tail     chan struct{} // closed when the last published frame's done returned
 	inflight int
 	idle     chan struct{} // closed when inflight drops to 0; nil while idle
+	// serial counts frames being resolved in order after a failure: while
+	// it is above 0, new frames are not sent ahead of them but published by
+	// their own goroutine once the frames before them are resolved.
+	serial int
+	// reconnects is the connection's reconnect count seen at the last
+	// Publish: after a reconnect, frames sent before it may still be lost
+	// in the old connection, so the first frame after it waits for them.
+	reconnects uint64
 
 	lastSeq atomic.Uint64
 	lat     *LatencyHistogram
@@ -198,7 +209,12 @@ func NewPublisher(js jetstream.JetStream, cfg PublisherConfig, log *slog.Logger,
 	}
 	tail := make(chan struct{})
 	close(tail)
+	var reconnects uint64
+	if nc := js.Conn(); nc != nil {
+		reconnects = nc.Stats().Reconnects
+	}
 	return &Publisher{
+		reconnects: reconnects,
 		js: js, cfg: cfg, log: log, m: m,
 		sem:  make(chan struct{}, cfg.MaxInFlight),
 		stop: make(chan struct{}),
@@ -247,13 +263,36 @@ func (p *Publisher) Publish(ctx context.Context, subject, msgID string, f *strea
 	p.m.InFlight.Inc()
 	start := time.Now()
 	// The first attempt is sent under p.mu so that concurrent Publish calls
-	// hit the wire in the order of their done callbacks.
-	paf, err := p.js.PublishMsgAsync(msg, jetstream.WithExpectStream(streams.WALStream))
+	// hit the wire in the order of their done callbacks. While earlier
+	// frames are being retried, or the connection is down (nats.go would
+	// buffer the frame and send it on reconnect, ahead of the retries), the
+	// frame waits for its turn instead.
+	var paf jetstream.PubAckFuture
+	var err error
+	conn := p.js.Conn()
+	serial := p.serial > 0 || conn.Status() != nats.CONNECTED
+	if r := conn.Stats().Reconnects; r != p.reconnects {
+		p.reconnects = r
+		serial = serial || p.inflight > 1
+	}
+	if serial {
+		err = errDeferred
+	} else {
+		paf, err = p.js.PublishMsgAsync(msg, jetstream.WithExpectStream(streams.WALStream))
+		serial = err != nil
+	}
+	if serial {
+		p.serial++
+	}
 	p.mu.Unlock()
 
-	go p.await(msg, paf, err, start, prev, mine, done)
+	go p.await(msg, paf, err, serial, start, prev, mine, done)
 	return nil
 }
+
+// errDeferred marks a frame whose first attempt waits for the frames
+// before it (see Publisher.serial).
+var errDeferred = errors.New("deferred behind earlier frames")
 
 func frameSizeHint(f *streams.Frame) int {
 	n := 64 + len(f.Source) + len(f.Tenant)
@@ -265,10 +304,28 @@ func frameSizeHint(f *streams.Frame) int {
 
 // await resolves one frame: waits for the first attempt's ack, retries as
 // needed, then waits for the previous frame's callback and calls done.
-func (p *Publisher) await(msg *nats.Msg, paf jetstream.PubAckFuture, err error, start time.Time, prev, mine chan struct{}, done func(uint64, error)) {
+func (p *Publisher) await(msg *nats.Msg, paf jetstream.PubAckFuture, err error, serial bool, start time.Time, prev, mine chan struct{}, done func(uint64, error)) {
 	var seq uint64
 	if err == nil {
 		seq, err = p.awaitFuture(paf)
+	}
+	if err != nil && !serial {
+		// Frames published from now on wait for this one.
+		p.mu.Lock()
+		p.serial++
+		p.mu.Unlock()
+		serial = true
+	}
+	// Retries go out in publish order: a frame is retried (or, deferred,
+	// sent) only once every frame before it is resolved, so frames that
+	// failed together (a lost connection) reach the WAL in publish order.
+	waited := false
+	if err != nil && !p.closed() {
+		<-prev
+		waited = true
+		if errors.Is(err, errDeferred) {
+			seq, err = p.publishSync(msg)
+		}
 	}
 	backoff := p.cfg.RetryBackoff
 	for attempt := 2; err != nil && attempt <= p.cfg.MaxAttempts && !p.closed(); attempt++ {
@@ -279,6 +336,11 @@ func (p *Publisher) await(msg *nats.Msg, paf jetstream.PubAckFuture, err error, 
 		}
 		backoff = min(2*backoff, 5*time.Second)
 		seq, err = p.publishSync(msg)
+	}
+	if serial {
+		p.mu.Lock()
+		p.serial--
+		p.mu.Unlock()
 	}
 	if err != nil && p.closed() {
 		err = fmt.Errorf("%w: %w", ErrPublisherClosed, err)
@@ -297,7 +359,9 @@ func (p *Publisher) await(msg *nats.Msg, paf jetstream.PubAckFuture, err error, 
 			}
 		}
 	}
-	<-prev
+	if !waited {
+		<-prev
+	}
 	if done != nil {
 		done(seq, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/quarrylake/quarry/internal/natstest"
+	"github.com/quarrylake/quarry/internal/natsutil"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -191,7 +192,8 @@ func TestPublisherSurvivesServerRestart(t *testing.T) {
 	dir := t.TempDir()
 	s := natstest.RunServerAt(t, dir, -1)
 	port := s.Addr().(*net.TCPAddr).Port
-	_, js := natstest.Connect(t, s.URL(), streams.Config{})
+	natstest.Connect(t, s.URL(), streams.Config{})
+	js := producerJS(t, s.URL())
 	m := NewPublisherMetrics(nil)
 	p := NewPublisher(js, PublisherConfig{MaxInFlight: 8, AckTimeout: 300 * time.Millisecond, MaxAttempts: 60, RetryBackoff: 50 * time.Millisecond}, nil, m)
 	ctx := context.Background()
@@ -236,13 +238,16 @@ func TestPublisherSurvivesServerRestart(t *testing.T) {
 	if n := testutil.ToFloat64(m.Retries); n == 0 {
 		t.Fatal("no publish was retried; the test did not exercise the outage")
 	}
-	seen := map[uint64]int{}
+	// Every frame once, and in publish order: retries go out one after the
+	// other, each after the frames before it are resolved, so an outage
+	// does not shuffle a source's frames in the WAL.
+	var walOrder []uint64
 	for _, f := range walFrames(t, js, streams.LineSubject("acme")) {
-		seen[f.FirstOffset]++
+		walOrder = append(walOrder, f.FirstOffset)
 	}
-	for i := uint64(0); i < 12; i++ {
-		if seen[i] != 1 {
-			t.Fatalf("frame %d in the WAL %d times (%v)", i, seen[i], seen)
+	for i, o := range walOrder {
+		if len(walOrder) != 12 || o != uint64(i) {
+			t.Fatalf("WAL holds frames %v, want 0 to 11 in order", walOrder)
 		}
 	}
 }
@@ -290,4 +295,66 @@ func TestPublisherAfterResolved(t *testing.T) {
 	if strings.Join(order, ",") != strings.Join(want, ",") {
 		t.Fatalf("callback order\n got %v\nwant %v", order, want)
 	}
+}
+
+// Frames in flight when the server goes away fail together ("server is
+// disconnected") and are all retried. The retries must still reach the WAL
+// in publish order: a source's frames are its lines in order.
+func TestPublisherRetriesKeepOrder(t *testing.T) {
+	dir := t.TempDir()
+	s := natstest.RunServerAt(t, dir, -1)
+	port := s.Addr().(*net.TCPAddr).Port
+	natstest.Connect(t, s.URL(), streams.Config{})
+	js := producerJS(t, s.URL())
+	m := NewPublisherMetrics(nil)
+	p := NewPublisher(js, PublisherConfig{MaxInFlight: 64, AckTimeout: 2 * time.Second, MaxAttempts: 100, RetryBackoff: 20 * time.Millisecond}, nil, m)
+	ctx := context.Background()
+	const n = 40
+	for i := range n {
+		f := testFrame("o", uint64(i), 50)
+		if err := p.Publish(ctx, streams.LineSubject("acme"), streams.FrameMsgID("o", uint64(i)), f, func(_ uint64, err error) {
+			if err != nil {
+				t.Errorf("frame %d: %v", i, err)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if i == n/4 {
+			go s.Shutdown() // mid-burst: later frames fail while the connection closes
+		}
+	}
+	s.WaitForShutdown()
+	time.Sleep(200 * time.Millisecond)
+	natstest.RunServerAt(t, dir, port)
+	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := p.Flush(fctx); err != nil {
+		t.Fatal(err)
+	}
+	if testutil.ToFloat64(m.Retries) == 0 {
+		t.Skip("no frame was retried; the outage came too late to exercise the retries")
+	}
+	var walOrder []uint64
+	for _, f := range walFrames(t, js, streams.LineSubject("acme")) {
+		walOrder = append(walOrder, f.FirstOffset)
+	}
+	for i, o := range walOrder {
+		if len(walOrder) != n || o != uint64(i) {
+			t.Fatalf("WAL holds frames %v, want 0 to %d in order", walOrder, n-1)
+		}
+	}
+}
+
+// producerJS connects the way the producer roles do: without a reconnect
+// buffer, so that no frame is sent on reconnect ahead of earlier retries.
+func producerJS(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nc, js, err := natsutil.Connect(ctx, natsutil.ConnConfig{URL: url, NoReconnectBuffer: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return js
 }

@@ -67,6 +67,8 @@ func setup(ctx context.Context, fs *flag.FlagSet, e *env, c *common, name string
 		return nil, err
 	}
 	cc.Name = "quarry-" + name
+	// A producer's frames must not overtake each other on a reconnect.
+	cc.NoReconnectBuffer = name == "producer"
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	nc, js, err := natsutil.Connect(cctx, cc, log)
@@ -205,6 +207,7 @@ func runProducerMSSQL(ctx context.Context, e *env, args []string) error {
 	log = log.With("role", "producer-mssql")
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	cfg.NATS.NoReconnectBuffer = true // frames in order across reconnects
 	nc, js, err := natsutil.Connect(cctx, cfg.NATS, log)
 	if err != nil {
 		return err

@@ -143,6 +143,11 @@ type ConnConfig struct {
 	TLSKey    string `yaml:"tls_key"`
 	// Timeout bounds connecting and every JetStream API call.
 	Timeout time.Duration `yaml:"timeout"`
+	// NoReconnectBuffer makes a publish fail at once while the connection
+	// is down, instead of being buffered and sent on reconnect ahead of
+	// the retries of frames that failed before it. The producers set it so
+	// that their frames reach the WAL in order.
+	NoReconnectBuffer bool `yaml:"-"`
 }
 
 // Connect opens a connection and a JetStream context. It retries the
@@ -160,6 +165,7 @@ func Connect(ctx context.Context, c ConnConfig, log *slog.Logger) (*nats.Conn, j
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
+		nats.ReconnectBufSize(reconnectBuf(c.NoReconnectBuffer)),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("nats disconnected", "err", err)
@@ -233,3 +239,12 @@ func (a slogAdapter) Fatalf(f string, v ...any)  { a.l.Error(fmt.Sprintf(f, v...
 func (a slogAdapter) Errorf(f string, v ...any)  { a.l.Error(fmt.Sprintf(f, v...)) }
 func (a slogAdapter) Debugf(f string, v ...any)  { a.l.Debug(fmt.Sprintf(f, v...)) }
 func (a slogAdapter) Tracef(f string, v ...any)  {}
+
+// reconnectBuf is the nats.ReconnectBufSize for ConnConfig.NoReconnectBuffer
+// (-1: none) or nats.go's default.
+func reconnectBuf(off bool) int {
+	if off {
+		return -1
+	}
+	return nats.DefaultReconnectBufSize
+}
