@@ -215,7 +215,7 @@ func NewPublisher(js jetstream.JetStream, cfg PublisherConfig, log *slog.Logger,
 	}
 	return &Publisher{
 		reconnects: reconnects,
-		js: js, cfg: cfg, log: log, m: m,
+		js:         js, cfg: cfg, log: log, m: m,
 		sem:  make(chan struct{}, cfg.MaxInFlight),
 		stop: make(chan struct{}),
 		tail: tail,
