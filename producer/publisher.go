@@ -213,14 +213,15 @@ func NewPublisher(js jetstream.JetStream, cfg PublisherConfig, log *slog.Logger,
 	if nc := js.Conn(); nc != nil {
 		reconnects = nc.Stats().Reconnects
 	}
-	return &Publisher{
-		reconnects: reconnects,
-		js:         js, cfg: cfg, log: log, m: m,
+	p := &Publisher{
+		js: js, cfg: cfg, log: log, m: m,
 		sem:  make(chan struct{}, cfg.MaxInFlight),
 		stop: make(chan struct{}),
 		tail: tail,
 		lat:  NewLatencyHistogram(),
 	}
+	p.reconnects = reconnects
+	return p
 }
 
 // Publish sends frame f on subject with Nats-Msg-Id msgID and header
