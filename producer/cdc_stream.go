@@ -1045,8 +1045,8 @@ func (s *CDCStream) floorDone() {
 	s.floorMu.Unlock()
 }
 
-// syncFloor runs after a save. Idle (no frame in flight, every acked
-// frame in the saved state, no failed publish): the floor is released, as
+// syncFloor runs after a save. Idle (no frame in flight, no acked frame
+// beyond the saved state, no failed publish): the floor is released, as
 // a restart reads nothing back and a quiet table must not hold the WAL
 // purge. Otherwise it is refreshed at the saved state.
 func (s *CDCStream) syncFloor(ctx context.Context, saved *cdcState) error {
@@ -1056,7 +1056,10 @@ func (s *CDCStream) syncFloor(ctx context.Context, saved *cdcState) error {
 		s.floorBase = max(s.floorBase, saved.WALSeq)
 	}
 	s.mu.Lock()
-	idle := s.floorInflight == 0 && s.pubErr == nil && !s.dirty
+	// A state change without frames (a heartbeat moving the position of a
+	// quiet table) puts nothing in the WAL beyond the saved WAL sequence,
+	// so it does not hold the floor.
+	idle := s.floorInflight == 0 && s.pubErr == nil && s.acked.WALSeq <= s.floorBase
 	s.mu.Unlock()
 	key := streams.FloorKey(s.progressSource())
 	fctx, cancel := cdcDefaultTimeout(ctx, 10*time.Second)

@@ -737,3 +737,39 @@ func TestCDCRestartPastPurgedFloorWarns(t *testing.T) {
 		t.Fatalf("restart after a clean stop warned:\n%s", logs.String())
 	}
 }
+
+// In a busy database a quiet table's position still moves (heartbeats to
+// the advancing max LSN), so its state is dirty again and again, but it
+// writes no frames: a save that runs while a heartbeat has just marked the
+// state dirty must not put the floor back.
+func TestCDCFloorStaysReleasedOnHeartbeats(t *testing.T) {
+	e := newCDCEnv(t, "orders")
+	cfg := cdcTestConfig("dbo_orders")
+	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
+	ctx := context.Background()
+	kv, err := e.js.KeyValue(ctx, streams.PositionsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := streams.FloorKey("cdc.shop.dbo_orders")
+	released := func() bool {
+		_, err := kv.Get(ctx, key)
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	}
+	e.insert("orders", 0, 3)
+	g := cdcStart(t, e, cfg)
+	subj := streams.CDCSubject("shop", "dbo_orders")
+	cdcWait(t, "3 records and a released floor", func() bool { return len(cdcRecords(t, e.js, subj)) == 3 && released() })
+	s := g.Streams()[0]
+	// The interleaving under test, made certain: a heartbeat marks the
+	// state dirty between a save's put and its floor decision.
+	s.mu.Lock()
+	s.dirty = true
+	s.mu.Unlock()
+	if err := s.syncFloor(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !released() {
+		t.Fatal("a heartbeat's state change put the floor back on a table that wrote no frame")
+	}
+}
