@@ -655,16 +655,7 @@ func TestCDCFloorReleasedWhileQuiet(t *testing.T) {
 	cfg := cdcTestConfig("dbo_orders")
 	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
 	subj := streams.CDCSubject("shop", "dbo_orders")
-	ctx := context.Background()
-	kv, err := e.js.KeyValue(ctx, streams.PositionsBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := streams.FloorKey("cdc.shop.dbo_orders")
-	released := func() bool {
-		_, err := kv.Get(ctx, key)
-		return errors.Is(err, jetstream.ErrKeyNotFound)
-	}
+	released := floorReleased(t, e.js, "cdc.shop.dbo_orders")
 	e.insert("orders", 0, 5)
 	cdcStart(t, e, cfg)
 	cdcWait(t, "5 records and a released floor", func() bool { return len(cdcRecords(t, e.js, subj)) == 5 && released() })
@@ -674,11 +665,7 @@ func TestCDCFloorReleasedWhileQuiet(t *testing.T) {
 		t.Fatal("a quiet table holds its WAL floor")
 	}
 
-	w, err := kv.Watch(ctx, key, jetstream.UpdatesOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := watchFloor(t, e.js, "cdc.shop.dbo_orders")
 	before := len(cdcFrames(t, e.js, subj))
 	for i := 5; i < 45; i += 8 {
 		e.insert("orders", i, 8)
@@ -746,16 +733,7 @@ func TestCDCFloorStaysReleasedOnHeartbeats(t *testing.T) {
 	e := newCDCEnv(t, "orders")
 	cfg := cdcTestConfig("dbo_orders")
 	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
-	ctx := context.Background()
-	kv, err := e.js.KeyValue(ctx, streams.PositionsBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := streams.FloorKey("cdc.shop.dbo_orders")
-	released := func() bool {
-		_, err := kv.Get(ctx, key)
-		return errors.Is(err, jetstream.ErrKeyNotFound)
-	}
+	released := floorReleased(t, e.js, "cdc.shop.dbo_orders")
 	e.insert("orders", 0, 3)
 	g := cdcStart(t, e, cfg)
 	subj := streams.CDCSubject("shop", "dbo_orders")
@@ -766,7 +744,7 @@ func TestCDCFloorStaysReleasedOnHeartbeats(t *testing.T) {
 	s.mu.Lock()
 	s.dirty = true
 	s.mu.Unlock()
-	if err := s.syncFloor(ctx, nil); err != nil {
+	if err := s.syncFloor(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if !released() {

@@ -975,10 +975,6 @@ func streamInfo(t testing.TB, js jetstream.JetStream, name string) (jetstream.St
 func TestFloorReleasedWhileIdle(t *testing.T) {
 	js := testJS(t)
 	ctx := context.Background()
-	kv, err := js.KeyValue(ctx, streams.PositionsBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "quiet.log")
 	writeFile(t, path, numbered(0, 100), false)
 	l, err := NewFile(Config{Tenant: "quiet", Follow: true, PollInterval: 5 * time.Millisecond,
@@ -995,18 +991,10 @@ func TestFloorReleasedWhileIdle(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	key := streams.FloorKey(l.Source())
-	released := func() bool {
-		_, err := kv.Get(ctx, key)
-		return errors.Is(err, jetstream.ErrKeyNotFound)
-	}
+	released := floorReleased(t, js, l.Source())
 	waitFor(t, func() bool { return l.Stats().Lines == 100 && released() })
 
-	w, err := kv.Watch(ctx, key, jetstream.UpdatesOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := watchFloor(t, js, l.Source())
 	subj := streams.LineSubject("quiet")
 	before := len(walFrames(t, js, subj))
 	writeFile(t, path, numbered(100, 100), true)
@@ -1154,4 +1142,34 @@ func TestStartRetriesUnavailableJetStream(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("a corrupt position was retried for %s", took)
 	}
+}
+
+// floorReleased reports, when called, whether source holds no WAL floor.
+func floorReleased(t testing.TB, js jetstream.JetStream, source string) func() bool {
+	t.Helper()
+	kv, err := js.KeyValue(context.Background(), streams.PositionsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() bool {
+		_, err := kv.Get(context.Background(), streams.FloorKey(source))
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	}
+}
+
+// watchFloor watches source's WAL floor key for updates from now on,
+// until the test ends.
+func watchFloor(t testing.TB, js jetstream.JetStream, source string) jetstream.KeyWatcher {
+	t.Helper()
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, streams.PositionsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := kv.Watch(ctx, streams.FloorKey(source), jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop() })
+	return w
 }

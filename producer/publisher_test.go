@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -189,11 +188,7 @@ func TestLatencyHistogram(t *testing.T) {
 // Frames published while the server is down are retried under their ids
 // once it is back, and land in the WAL exactly once.
 func TestPublisherSurvivesServerRestart(t *testing.T) {
-	dir := t.TempDir()
-	s := natstest.RunServerAt(t, dir, -1)
-	port := s.Addr().(*net.TCPAddr).Port
-	natstest.Connect(t, s.URL(), streams.Config{})
-	js := producerJS(t, s.URL())
+	s, js := restartableServer(t)
 	m := NewPublisherMetrics(nil)
 	p := NewPublisher(js, PublisherConfig{MaxInFlight: 8, AckTimeout: 300 * time.Millisecond, MaxAttempts: 60, RetryBackoff: 50 * time.Millisecond}, nil, m)
 	ctx := context.Background()
@@ -224,7 +219,7 @@ func TestPublisherSurvivesServerRestart(t *testing.T) {
 		publish(i)
 	}
 	time.Sleep(700 * time.Millisecond) // let first attempts time out
-	natstest.RunServerAt(t, dir, port)
+	s.Restart(t)
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := p.Flush(fctx); err != nil {
@@ -301,11 +296,7 @@ func TestPublisherAfterResolved(t *testing.T) {
 // disconnected") and are all retried. The retries must still reach the WAL
 // in publish order: a source's frames are its lines in order.
 func TestPublisherRetriesKeepOrder(t *testing.T) {
-	dir := t.TempDir()
-	s := natstest.RunServerAt(t, dir, -1)
-	port := s.Addr().(*net.TCPAddr).Port
-	natstest.Connect(t, s.URL(), streams.Config{})
-	js := producerJS(t, s.URL())
+	s, js := restartableServer(t)
 	m := NewPublisherMetrics(nil)
 	p := NewPublisher(js, PublisherConfig{MaxInFlight: 64, AckTimeout: 2 * time.Second, MaxAttempts: 100, RetryBackoff: 20 * time.Millisecond}, nil, m)
 	ctx := context.Background()
@@ -325,7 +316,7 @@ func TestPublisherRetriesKeepOrder(t *testing.T) {
 	}
 	s.WaitForShutdown()
 	time.Sleep(200 * time.Millisecond)
-	natstest.RunServerAt(t, dir, port)
+	s.Restart(t)
 	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := p.Flush(fctx); err != nil {
@@ -345,16 +336,20 @@ func TestPublisherRetriesKeepOrder(t *testing.T) {
 	}
 }
 
-// producerJS connects the way the producer roles do: without a reconnect
-// buffer, so that no frame is sent on reconnect ahead of earlier retries.
-func producerJS(t *testing.T, url string) jetstream.JetStream {
+// restartableServer starts a server that s.Restart(t) brings back on the
+// same store and port, ensures the streams, and connects the way the
+// producer roles do: without a reconnect buffer, so that no frame is sent
+// on reconnect ahead of earlier retries.
+func restartableServer(t *testing.T) (*natstest.Server, jetstream.JetStream) {
 	t.Helper()
+	s := natstest.RunServer(t)
+	natstest.Connect(t, s.URL(), streams.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, js, err := natsutil.Connect(ctx, natsutil.ConnConfig{URL: url, NoReconnectBuffer: true}, nil)
+	nc, js, err := natsutil.Connect(ctx, natsutil.ConnConfig{URL: s.URL(), NoReconnectBuffer: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	return js
+	return s, js
 }
