@@ -1,9 +1,9 @@
 package encoder
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quarrylake/quarry/internal/promutil"
 )
 
 type metrics struct {
@@ -40,29 +40,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg == nil {
 		return m
 	}
-	m.batches = register(reg, m.batches)
-	m.records = register(reg, m.records)
-	m.files = register(reg, m.files)
-	m.bytes = register(reg, m.bytes)
-	m.deadLetters = register(reg, m.deadLetters)
-	m.flush = register(reg, m.flush)
-	m.verdicts = register(reg, m.verdicts)
-	m.inflight = register(reg, m.inflight)
+	m.batches = promutil.Register(reg, m.batches)
+	m.records = promutil.Register(reg, m.records)
+	m.files = promutil.Register(reg, m.files)
+	m.bytes = promutil.Register(reg, m.bytes)
+	m.deadLetters = promutil.Register(reg, m.deadLetters)
+	m.flush = promutil.Register(reg, m.flush)
+	m.verdicts = promutil.Register(reg, m.verdicts)
+	m.inflight = promutil.Register(reg, m.inflight)
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// its name (several encoders in one process share the metrics).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if ex, ok := are.ExistingCollector.(C); ok {
-				return ex
-			}
-		}
-		// A conflicting registration is a programming error of the
-		// caller's registry; keep counting on the unregistered collector.
-	}
-	return c
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quarrylake/quarry/internal/promutil"
 	"github.com/quarrylake/quarry/producer/sqlserver"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -160,34 +161,19 @@ type cdcMetrics struct {
 func newCDCMetrics(reg prometheus.Registerer) *cdcMetrics {
 	lbl := []string{"capture_instance"}
 	return &cdcMetrics{
-		records: cdcRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		records: promutil.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quarry_producer_cdc_records_total", Help: "CDC records (changes and snapshot rows) acked in the WAL."}, lbl)),
-		frames: cdcRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		frames: promutil.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quarry_producer_cdc_frames_total", Help: "CDC frames acked in the WAL."}, lbl)),
-		errors: cdcRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		errors: promutil.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quarry_producer_cdc_errors_total", Help: "CDC stream errors by kind (transient, fatal, dead_letter)."}, []string{"capture_instance", "kind"})),
-		lag: cdcRegister(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		lag: promutil.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "quarry_producer_cdc_finalized_lag_seconds", Help: "Now minus the commit time up to which the capture instance is complete in the WAL."}, lbl)),
-		snapshots: cdcRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		snapshots: promutil.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quarry_producer_cdc_snapshot_rows_total", Help: "Rows read by bootstrap snapshots."}, lbl)),
-		unverified: cdcRegister(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		unverified: promutil.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quarry_producer_cdc_unverified_restarts_total", Help: "Restarts after a crash whose frames beyond the saved position may have been purged from the WAL (their changes may be written twice)."}, lbl)),
 	}
-}
-
-func cdcRegister[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if old, ok := are.ExistingCollector.(C); ok {
-				return old
-			}
-		}
-	}
-	return c
 }
 
 // cdcPlan maps a capture instance's columns to a record.

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quarrylake/quarry/internal/promutil"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -164,7 +165,7 @@ type linesMetrics struct {
 
 func newLinesMetrics(reg prometheus.Registerer) *linesMetrics {
 	c := func(name, help string) prometheus.Counter {
-		return register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+		return promutil.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
 	}
 	return &linesMetrics{
 		lines:       c("quarry_producer_lines_total", "Lines written to the WAL (acked)."),

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quarrylake/quarry/internal/promutil"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -115,29 +116,11 @@ func NewPublisherMetrics(reg prometheus.Registerer) *PublisherMetrics {
 			Help: "Frames published and not yet acked.",
 		}),
 	}
-	m.AckSeconds = register(reg, m.AckSeconds)
-	m.Retries = register(reg, m.Retries)
-	m.Failures = register(reg, m.Failures)
-	m.InFlight = register(reg, m.InFlight)
+	m.AckSeconds = promutil.Register(reg, m.AckSeconds)
+	m.Retries = promutil.Register(reg, m.Retries)
+	m.Failures = promutil.Register(reg, m.Failures)
+	m.InFlight = promutil.Register(reg, m.InFlight)
 	return m
-}
-
-// register registers c with reg and returns c, or the collector already
-// registered under the same name.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if old, ok := are.ExistingCollector.(C); ok {
-				return old
-			}
-		}
-		// A conflicting collector of another type: keep ours unregistered.
-	}
-	return c
 }
 
 // Publisher publishes frames to the WAL asynchronously with a bounded number
