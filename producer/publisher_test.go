@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -337,19 +340,157 @@ func TestPublisherRetriesKeepOrder(t *testing.T) {
 }
 
 // restartableServer starts a server that s.Restart(t) brings back on the
-// same store and port, ensures the streams, and connects the way the
-// producer roles do: without a reconnect buffer, so that no frame is sent
-// on reconnect ahead of earlier retries.
+// same store and port, with quarry's streams and a producer connection.
 func restartableServer(t *testing.T) (*natstest.Server, jetstream.JetStream) {
 	t.Helper()
 	s := natstest.RunServer(t)
 	natstest.Connect(t, s.URL(), streams.Config{})
+	return s, producerConn(t, s.URL())
+}
+
+// producerConn connects to url the way the producer roles do: without a
+// reconnect buffer.
+func producerConn(t *testing.T, url string) jetstream.JetStream {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, js, err := natsutil.Connect(ctx, natsutil.ConnConfig{URL: s.URL(), NoReconnectBuffer: true}, nil)
+	nc, js, err := natsutil.Connect(ctx, natsutil.ConnConfig{URL: url, NoReconnectBuffer: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	return s, js
+	return js
+}
+
+// blackholeProxy forwards TCP connections to a server until blackhole is
+// called; from then on it drops what clients send (they believe it sent)
+// until cut closes every connection. New connections forward normally.
+type blackholeProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	drop  bool
+	conns []net.Conn
+}
+
+func newBlackholeProxy(t *testing.T, target string) *blackholeProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &blackholeProxy{ln: ln}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			go io.Copy(c, s)
+			go func() {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := c.Read(buf)
+					if err != nil {
+						s.Close()
+						return
+					}
+					p.mu.Lock()
+					drop := p.drop
+					p.mu.Unlock()
+					if !drop {
+						if _, err := s.Write(buf[:n]); err != nil {
+							return
+						}
+					}
+				}
+			}()
+		}
+	}()
+	return p
+}
+
+func (p *blackholeProxy) url() string { return "nats://" + p.ln.Addr().String() }
+
+func (p *blackholeProxy) blackhole() {
+	p.mu.Lock()
+	p.drop = true
+	p.mu.Unlock()
+}
+
+func (p *blackholeProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns, p.drop = nil, false
+}
+
+// Frames lost silently in a dying connection (the client believes them
+// sent) fail when the client reconnects, and frames published after the
+// reconnect must not overtake their retries.
+func TestPublisherSilentLossKeepsOrder(t *testing.T) {
+	s := natstest.RunServer(t)
+	natstest.Connect(t, s.URL(), streams.Config{})
+	proxy := newBlackholeProxy(t, s.Addr().String())
+	js := producerConn(t, proxy.url())
+	nc := js.Conn()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m := NewPublisherMetrics(nil)
+	p := NewPublisher(js, PublisherConfig{MaxInFlight: 64, AckTimeout: time.Second, MaxAttempts: 30, RetryBackoff: 20 * time.Millisecond}, nil, m)
+	publish := func(from, to int) {
+		for i := from; i < to; i++ {
+			f := testFrame("s", uint64(i), 10)
+			if err := p.Publish(ctx, streams.LineSubject("acme"), streams.FrameMsgID("s", uint64(i)), f, func(_ uint64, err error) {
+				if err != nil {
+					t.Errorf("frame %d: %v", i, err)
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(0, 5)
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reconnects := nc.Stats().Reconnects
+	proxy.blackhole()
+	publish(5, 10) // written into the void
+	if err := nc.FlushTimeout(50 * time.Millisecond); err == nil {
+		t.Fatal("a flush got through the black hole")
+	}
+	proxy.cut()
+	for nc.Stats().Reconnects == reconnects || nc.Status() != nats.CONNECTED {
+		if ctx.Err() != nil {
+			t.Fatal("no reconnect")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	publish(10, 20) // on the new connection, while 5..9 wait for their retries
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if testutil.ToFloat64(m.Retries) == 0 {
+		t.Fatal("no frame was retried: nothing was lost in the black hole")
+	}
+	var walOrder []uint64
+	for _, f := range walFrames(t, js, streams.LineSubject("acme")) {
+		walOrder = append(walOrder, f.FirstOffset)
+	}
+	for i, o := range walOrder {
+		if len(walOrder) != 20 || o != uint64(i) {
+			t.Fatalf("WAL holds frames %v, want 0 to 19 in order", walOrder)
+		}
+	}
 }
