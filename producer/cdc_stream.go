@@ -605,13 +605,11 @@ func (s *CDCStream) start(ctx context.Context) error {
 	if err := s.startFloor(sctx, st.WALSeq); err != nil {
 		return err
 	}
-	savedSeq := st.WALSeq
 	if err := s.recoverFromWAL(sctx, &st); err != nil {
 		return err
 	}
 	s.read = st.clone()
 	s.mu.Lock()
-	s.dirty = st.WALSeq != savedSeq // recovered frames: save the state they end at
 	s.acked = st.clone()
 	if !st.LastCommit.IsZero() {
 		s.finalized = st.LastCommit.Add(-time.Nanosecond)
