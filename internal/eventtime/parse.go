@@ -128,45 +128,45 @@ func (p *Parser) Parse(line []byte) (m Match, residue []byte, ok bool) {
 		return Match{}, nil, false
 	}
 	n := min(len(line), Window)
-	field := -1
-	for i := 0; i < n; i++ {
-		c := class[line[i]]
-		if c&clsBlank != 0 {
-			continue
+	var f fields
+	i := 0
+	for field := 0; field < MaxFields; field++ {
+		for i < n && class[line[i]]&clsBlank != 0 {
+			i++
 		}
-		var prev uint8 = clsBlank | clsDelim
-		if i > 0 {
-			prev = class[line[i-1]]
-		}
-		if prev&clsBlank != 0 {
-			field++
-			if field >= MaxFields {
+		start := i
+		cand := true // at the field's start or after a delimiter
+		for ; i < n; i++ {
+			c := class[line[i]]
+			if c&clsBlank != 0 {
 				break
 			}
+			if !cand || c&(clsDigit|clsUpper) == 0 {
+				cand = c&clsDelim != 0
+				continue
+			}
+			cand = false
+			f.noYear, f.zoned, f.isEpoch, f.nsec = false, false, false, 0
+			var end int
+			if c&clsDigit != 0 {
+				end = p.scanDigits(line, i, i == start || line[i-1] == '[', &f)
+			} else {
+				end = p.scanName(line, i, &f)
+			}
+			if end < 0 || end < len(line) && class[line[end]]&clsAlnum != 0 || p.allow&(1<<f.layout) == 0 {
+				continue
+			}
+			t, ok := p.instant(&f)
+			if !ok {
+				continue
+			}
+			p.prevSec, p.hasPrev = t.Unix(), true
+			r := appendResidue(p.res[:0], f.layout, &f.v)
+			return Match{Time: t, Start: i, End: end, Layout: f.layout, YearInferred: f.noYear}, r, true
 		}
-		if prev&clsDelim == 0 || c&(clsDigit|clsUpper) == 0 {
-			continue
+		if i >= n {
+			break
 		}
-		var f fields
-		var end int
-		if c&clsDigit != 0 {
-			end = p.scanDigits(line, i, prev&clsBlank != 0 || line[i-1] == '[', &f)
-		} else {
-			end = p.scanName(line, i, &f)
-		}
-		if end < 0 || end < len(line) && class[line[end]]&clsAlnum != 0 {
-			continue
-		}
-		if p.allow&(1<<f.layout) == 0 {
-			continue
-		}
-		t, ok := p.instant(&f)
-		if !ok {
-			continue
-		}
-		p.prevSec, p.hasPrev = t.Unix(), true
-		r := appendResidue(p.res[:0], f.layout, &f.v)
-		return Match{Time: t, Start: i, End: end, Layout: f.layout, YearInferred: f.noYear}, r, true
 	}
 	return Match{}, nil, false
 }
