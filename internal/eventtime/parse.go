@@ -142,6 +142,14 @@ func (p *Parser) Parse(line []byte) (m Match, residue []byte, ok bool) {
 				break
 			}
 			if !cand || c&(clsDigit|clsUpper) == 0 {
+				// skip to the next blank or delimiter
+				for c&(clsBlank|clsDelim) == 0 && i+1 < n {
+					i++
+					c = class[line[i]]
+				}
+				if c&clsBlank != 0 {
+					break
+				}
 				cand = c&clsDelim != 0
 				continue
 			}
