@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quarrylake/quarry/internal/promutil"
+	"github.com/quarrylake/quarry/producer/internal/walfloor"
 	"github.com/quarrylake/quarry/producer/sqlserver"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -346,13 +348,12 @@ type CDCStream struct {
 	lastProg  time.Time
 	progAcked uint64
 
-	// WAL floor (streams.FloorKey(progressSource())): held while frames
-	// may be in the WAL beyond the saved state, released when idle. Lock
-	// order: floorMu before mu.
-	floorMu       sync.Mutex
-	floorHeld     bool
-	floorBase     uint64 // WAL sequence of the saved state: later frames are above it
-	floorInflight int    // frames between holdFloor and their ack callback
+	// floor is the WAL floor (streams.FloorKey(progressSource())): held
+	// while frames may be in the WAL beyond the saved state, released when
+	// idle. Its lock comes before mu. floorBase is the WAL sequence of the
+	// saved state: later frames are above it.
+	floor     *walfloor.Floor
+	floorBase atomic.Uint64
 }
 
 // NewCDCStream checks cfg (after Defaults) and returns the stream of
@@ -965,12 +966,12 @@ func (s *CDCStream) flushFrame(ctx context.Context) error {
 	ciName := s.plan.ci.Name
 	err := s.pub.Publish(ctx, s.subject(ciName), id, f, func(seq uint64, err error) {
 		s.onAck(end, n, seq, err)
-		s.floorDone()
+		s.floor.Done()
 	})
 	s.frame = s.frame[:0]
 	s.fbytes = 0
 	if err != nil {
-		s.floorDone() // not published
+		s.floor.Drop() // not published
 		return fmt.Errorf("cdc %s: %w", s.name, err)
 	}
 	return nil
@@ -982,51 +983,29 @@ func (s *CDCStream) flushFrame(ctx context.Context) error {
 // floor at the saved state, so that frames recovered or published from
 // now on are covered until a later state is saved.
 func (s *CDCStream) startFloor(ctx context.Context, savedSeq uint64) error {
-	key := streams.FloorKey(s.progressSource())
-	if e, err := s.positions.Get(ctx, key); err == nil {
-		wal, werr := s.deps.JS.Stream(ctx, streams.WALStream)
-		floor, perr := strconv.ParseUint(string(e.Value()), 10, 64)
-		if werr == nil && perr == nil && floor < wal.CachedInfo().State.FirstSeq {
+	s.floor = walfloor.New(s.positions, s.progressSource())
+	if wal, err := s.deps.JS.Stream(ctx, streams.WALStream); err == nil {
+		first := wal.CachedInfo().State.FirstSeq
+		if lost, ok := s.floor.Check(ctx, first); ok {
 			s.m.unverified.WithLabelValues(s.name).Inc()
 			s.log.Warn("wal purged past this stream's floor: changes after the saved position may be written twice",
-				"floor", floor, "wal_first_seq", wal.CachedInfo().State.FirstSeq, "floor_saved_at", e.Created())
+				"floor", lost.Floor, "wal_first_seq", first, "floor_saved_at", lost.SavedAt)
 		}
 	}
-	s.floorMu.Lock()
-	defer s.floorMu.Unlock()
-	s.floorBase = savedSeq
-	if _, err := s.positions.Put(ctx, key, []byte(strconv.FormatUint(savedSeq+1, 10))); err != nil {
-		return fmt.Errorf("cdc %s: save wal floor %s: %w", s.name, key, err)
+	s.floorBase.Store(savedSeq)
+	if err := s.floor.Start(ctx, savedSeq+1); err != nil {
+		return fmt.Errorf("cdc %s: %w", s.name, err)
 	}
-	s.floorHeld = true
 	return nil
 }
 
 // holdFloor puts the floor back, if an idle save released it, before a
-// frame is published, and counts the frame until its ack callback.
+// frame is published: every frame lands above the saved state.
 func (s *CDCStream) holdFloor(ctx context.Context) error {
-	s.floorMu.Lock()
-	defer s.floorMu.Unlock()
-	if !s.floorHeld {
-		key := streams.FloorKey(s.progressSource())
-		fctx, cancel := cdcDefaultTimeout(ctx, 10*time.Second)
-		_, err := s.positions.Put(fctx, key, []byte(strconv.FormatUint(s.floorBase+1, 10)))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("cdc %s: save wal floor %s: %w", s.name, key, err)
-		}
-		s.floorHeld = true
+	if err := s.floor.Hold(ctx, s.floorBase.Load()+1); err != nil {
+		return fmt.Errorf("cdc %s: %w", s.name, err)
 	}
-	s.floorInflight++
 	return nil
-}
-
-// floorDone ends holdFloor's count for a frame that was acked, failed or
-// not published.
-func (s *CDCStream) floorDone() {
-	s.floorMu.Lock()
-	s.floorInflight--
-	s.floorMu.Unlock()
 }
 
 // syncFloor runs after a save. Idle (no frame in flight, no acked frame
@@ -1034,34 +1013,26 @@ func (s *CDCStream) floorDone() {
 // a restart reads nothing back and a quiet table must not hold the WAL
 // purge. Otherwise it is refreshed at the saved state.
 func (s *CDCStream) syncFloor(ctx context.Context, saved *cdcState) error {
-	s.floorMu.Lock()
-	defer s.floorMu.Unlock()
 	if saved != nil {
-		s.floorBase = max(s.floorBase, saved.WALSeq)
-	}
-	s.mu.Lock()
-	// A state change without frames (a heartbeat moving the position of a
-	// quiet table) puts nothing in the WAL beyond the saved WAL sequence,
-	// so it does not hold the floor.
-	idle := s.floorInflight == 0 && s.pubErr == nil && s.acked.WALSeq <= s.floorBase
-	s.mu.Unlock()
-	key := streams.FloorKey(s.progressSource())
-	fctx, cancel := cdcDefaultTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if idle {
-		if !s.floorHeld {
-			return nil
+		for {
+			b := s.floorBase.Load()
+			if saved.WALSeq <= b || s.floorBase.CompareAndSwap(b, saved.WALSeq) {
+				break
+			}
 		}
-		if err := s.positions.Delete(fctx, key); err != nil {
-			return fmt.Errorf("cdc %s: release wal floor %s: %w", s.name, key, err)
-		}
-		s.floorHeld = false
-		return nil
 	}
-	if _, err := s.positions.Put(fctx, key, []byte(strconv.FormatUint(s.floorBase+1, 10))); err != nil {
-		return fmt.Errorf("cdc %s: save wal floor %s: %w", s.name, key, err)
+	base := s.floorBase.Load()
+	err := s.floor.Sync(ctx, base+1, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		// A state change without frames (a heartbeat moving the position
+		// of a quiet table) puts nothing in the WAL beyond the saved WAL
+		// sequence, so it does not hold the floor.
+		return s.pubErr == nil && s.acked.WALSeq <= base
+	})
+	if err != nil {
+		return fmt.Errorf("cdc %s: %w", s.name, err)
 	}
-	s.floorHeld = true
 	return nil
 }
 

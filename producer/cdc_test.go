@@ -18,6 +18,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/natstest"
 	"github.com/quarrylake/quarry/internal/syncbuf"
+	"github.com/quarrylake/quarry/producer/internal/floortest"
 	"github.com/quarrylake/quarry/producer/sqlserver"
 	"github.com/quarrylake/quarry/producer/sqlserver/memsource"
 	"github.com/quarrylake/quarry/streams"
@@ -655,7 +656,7 @@ func TestCDCFloorReleasedWhileQuiet(t *testing.T) {
 	cfg := cdcTestConfig("dbo_orders")
 	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
 	subj := streams.CDCSubject("shop", "dbo_orders")
-	released := floorReleased(t, e.js, "cdc.shop.dbo_orders")
+	released := floortest.Released(t, e.js, "cdc.shop.dbo_orders")
 	e.insert("orders", 0, 5)
 	cdcStart(t, e, cfg)
 	cdcWait(t, "5 records and a released floor", func() bool { return len(cdcRecords(t, e.js, subj)) == 5 && released() })
@@ -665,13 +666,13 @@ func TestCDCFloorReleasedWhileQuiet(t *testing.T) {
 		t.Fatal("a quiet table holds its WAL floor")
 	}
 
-	w := watchFloor(t, e.js, "cdc.shop.dbo_orders")
+	w := floortest.Watch(t, e.js, "cdc.shop.dbo_orders")
 	before := len(cdcFrames(t, e.js, subj))
 	for i := 5; i < 45; i += 8 {
 		e.insert("orders", i, 8)
 	}
-	events := floorEventsUntilReleased(t, w, func() bool { return len(cdcRecords(t, e.js, subj)) == 45 })
-	checkFloorCovered(t, e.js, subj, before, events)
+	events := floortest.EventsUntilReleased(t, w, func() bool { return len(cdcRecords(t, e.js, subj)) == 45 })
+	floortest.CheckCovered(t, e.js, subj, before, events)
 }
 
 // A restart after a crash whose floor the WAL was purged past says so in
@@ -733,7 +734,7 @@ func TestCDCFloorStaysReleasedOnHeartbeats(t *testing.T) {
 	e := newCDCEnv(t, "orders")
 	cfg := cdcTestConfig("dbo_orders")
 	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
-	released := floorReleased(t, e.js, "cdc.shop.dbo_orders")
+	released := floortest.Released(t, e.js, "cdc.shop.dbo_orders")
 	e.insert("orders", 0, 3)
 	g := cdcStart(t, e, cfg)
 	subj := streams.CDCSubject("shop", "dbo_orders")
@@ -761,7 +762,7 @@ func TestCDCRecoveredStateSavedAndFloorReleased(t *testing.T) {
 	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
 	subj := streams.CDCSubject("shop", "dbo_orders")
 	const key = "cdc.shop.dbo_orders"
-	released := floorReleased(t, e.js, key)
+	released := floortest.Released(t, e.js, key)
 	e.insert("orders", 0, 4)
 	g := cdcStart(t, e, cfg)
 	cdcWait(t, "4", func() bool { return len(cdcRecords(t, e.js, subj)) == 4 })

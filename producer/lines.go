@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quarrylake/quarry/producer/internal/walfloor"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -156,12 +157,9 @@ type Lines struct {
 	// reaches recEnd.
 	recFloor, recEnd uint64
 
-	// floor tracking: a lower bound of the WAL sequence of every frame
-	// published and not yet covered by the position (FIFO, publish order),
-	// and the WAL's last sequence before this run published anything.
-	floorMu   sync.Mutex
-	floorLBs  []uint64
-	floorHeld bool // the floor key is in place (not released while idle)
+	// wf is the WAL floor (nil for a source that does not resume);
+	// walStart is the WAL's last sequence before this run published.
+	wf        *walfloor.Floor
 	walStart  uint64
 	finalized atomic.Int64 // read time of the last acked line
 	nLines    atomic.Uint64
@@ -310,10 +308,7 @@ func (l *Lines) Run(ctx context.Context) (err error) {
 	// that follow.
 	if l.src.resumable() {
 		err := l.retryStart(ctx, "saving the wal floor", func(fctx context.Context) error {
-			if _, err := l.positions.Put(fctx, streams.FloorKey(l.source), []byte(strconv.FormatUint(l.floor(), 10))); err != nil {
-				return fmt.Errorf("save wal floor %s: %w", streams.FloorKey(l.source), err)
-			}
-			return nil
+			return l.wf.Start(fctx, l.floor())
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -321,9 +316,6 @@ func (l *Lines) Run(ctx context.Context) (err error) {
 			}
 			return err
 		}
-		l.floorMu.Lock()
-		l.floorHeld = true
-		l.floorMu.Unlock()
 	}
 	l.pf = pendingFrame{first: pos, next: pos, recs: make([]streams.Record, 0, min(l.cfg.FrameMaxRecords, 4096))}
 	l.pf.est = l.frameOverhead()
@@ -519,6 +511,7 @@ func (l *Lines) loadPosition(kctx context.Context) (pos, recovered uint64, err e
 	if !l.src.resumable() {
 		return 0, 0, nil
 	}
+	l.wf = walfloor.New(l.positions, l.source)
 	since := time.Now().Add(-15 * time.Minute)
 	e, err := l.positions.Get(kctx, PositionKey(l.source))
 	switch {
@@ -635,20 +628,18 @@ func (l *Lines) flush(ctx context.Context, lingerC *<-chan time.Time) error {
 	pf.reqs = nil
 	// The frame will land above every sequence this publisher saw acked
 	// before sending it: that is its floor until the position covers it.
-	if err := l.holdFloor(ctx, max(l.pub.LastSeq(), l.walStart)+1); err != nil {
-		return err
+	if l.wf != nil {
+		if err := l.wf.Hold(ctx, max(l.pub.LastSeq(), l.walStart)+1); err != nil {
+			return err
+		}
 	}
 	err := l.pub.Publish(ctx, l.subject, streams.FrameMsgID(l.source, pf.first), f, func(_ uint64, err error) {
-		// The frame leaves floorLBs only after the position counts it, so
+		// The frame leaves the floor only after the position counts it, so
 		// that a save never finds the source idle with a frame acked
 		// beyond the position it saves.
-		defer func() {
-			l.floorMu.Lock()
-			if len(l.floorLBs) > 0 {
-				l.floorLBs = l.floorLBs[1:]
-			}
-			l.floorMu.Unlock()
-		}()
+		if l.wf != nil {
+			defer l.wf.Done()
+		}
 		if err == nil {
 			err = l.failure()
 		}
@@ -672,6 +663,9 @@ func (l *Lines) flush(ctx context.Context, lingerC *<-chan time.Time) error {
 		}
 	})
 	if err != nil {
+		if l.wf != nil {
+			l.wf.Drop() // not published
+		}
 		answerAll(l.js.Conn(), reqs, err)
 		return err
 	}
@@ -740,49 +734,12 @@ func (l *Lines) savePosition(ctx context.Context) error {
 		return fmt.Errorf("save position %s=%d: %w", PositionKey(l.source), pos, err)
 	}
 	l.savedPos.Store(pos)
-	l.floorMu.Lock()
-	defer l.floorMu.Unlock()
 	// Idle: every frame published is acked and covered by the position
-	// just saved, so a restart reads nothing back from the WAL. The floor
-	// is released and the committer's purge need not wait for this source
-	// (a quiet followed file must not hold the WAL for ever); the next
-	// frame puts it back first (holdFloor).
-	idle := len(l.floorLBs) == 0 && l.acked.Load() == pos && !l.failed() &&
-		(l.recFloor == 0 || pos >= l.recEnd)
-	if idle {
-		if !l.floorHeld {
-			return nil
-		}
-		if err := l.positions.Delete(ctx, streams.FloorKey(l.source)); err != nil {
-			return fmt.Errorf("release wal floor %s: %w", streams.FloorKey(l.source), err)
-		}
-		l.floorHeld = false
-		return nil
-	}
-	if _, err := l.positions.Put(ctx, streams.FloorKey(l.source), []byte(strconv.FormatUint(floor, 10))); err != nil {
-		return fmt.Errorf("save wal floor %s=%d: %w", streams.FloorKey(l.source), floor, err)
-	}
-	l.floorHeld = true
-	return nil
-}
-
-// holdFloor records lb as the lowest WAL sequence the frame about to be
-// published can get, first putting the floor key back if an idle save
-// released it, so that no frame is ever published without a floor.
-func (l *Lines) holdFloor(ctx context.Context, lb uint64) error {
-	l.floorMu.Lock()
-	defer l.floorMu.Unlock()
-	if l.src.resumable() && !l.floorHeld {
-		fctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
-		_, err := l.positions.Put(fctx, streams.FloorKey(l.source), []byte(strconv.FormatUint(lb, 10)))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("save wal floor %s: %w", streams.FloorKey(l.source), err)
-		}
-		l.floorHeld = true
-	}
-	l.floorLBs = append(l.floorLBs, lb)
-	return nil
+	// just saved, so a restart reads nothing back from the WAL and the
+	// floor is released; the next frame puts it back first.
+	return l.wf.Sync(ctx, floor, func() bool {
+		return l.acked.Load() == pos && !l.failed() && (l.recFloor == 0 || pos >= l.recEnd)
+	})
 }
 
 // checkFloor warns when the WAL was purged past the floor a crashed run
@@ -791,29 +748,20 @@ func (l *Lines) holdFloor(ctx context.Context, lb uint64) error {
 // second time. It happens only after a crash followed by a stop longer than
 // the committer's floor_max_age.
 func (l *Lines) checkFloor(ctx context.Context, pos, walFirst uint64) {
-	e, err := l.positions.Get(ctx, streams.FloorKey(l.source))
-	if err != nil {
-		return // no floor: the last run stopped cleanly, or never published
-	}
-	floor, err := strconv.ParseUint(string(e.Value()), 10, 64)
-	if err != nil || floor >= walFirst {
+	lost, ok := l.wf.Check(ctx, walFirst)
+	if !ok {
 		return
 	}
 	l.m.unverified.Inc()
 	l.log.Warn("wal purged past this source's floor: lines after the saved position may be written twice",
-		"position", pos, "floor", floor, "wal_first_seq", walFirst, "floor_saved_at", e.Created())
+		"position", pos, "floor", lost.Floor, "wal_first_seq", walFirst, "floor_saved_at", lost.SavedAt)
 }
 
 // floor is the lowest WAL sequence a restart of this source may need: the
 // floor of the oldest frame not yet covered by the position, or, with none,
 // the next sequence after everything this source saw acked.
 func (l *Lines) floor() uint64 {
-	l.floorMu.Lock()
-	f := max(l.pub.LastSeq(), l.walStart) + 1
-	if len(l.floorLBs) > 0 {
-		f = l.floorLBs[0]
-	}
-	l.floorMu.Unlock()
+	f := l.wf.Lowest(max(l.pub.LastSeq(), l.walStart) + 1)
 	// Frames an earlier run left beyond the saved position stay needed
 	// until a position past them is saved.
 	if l.recFloor > 0 && l.savedPos.Load() < l.recEnd {
