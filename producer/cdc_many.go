@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/producer/sqlserver"
 )
 
@@ -59,7 +60,7 @@ func StartMany(ctx context.Context, cfg CDCConfig, deps CDCDeps) (*CDCGroup, err
 		return nil, errors.New("cdc: deps.Source is nil")
 	}
 	names := cfg.Instances()
-	lctx, cancel := cdcDefaultTimeout(ctx, cfg.QueryTimeout)
+	lctx, cancel := backoff.WithTimeout(ctx, cfg.QueryTimeout)
 	cis, err := deps.Source.CaptureInstances(lctx)
 	cancel()
 	if err != nil {

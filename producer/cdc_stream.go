@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/internal/promutil"
 	"github.com/quarrylake/quarry/producer/internal/walfloor"
 	"github.com/quarrylake/quarry/producer/sqlserver"
@@ -431,13 +432,6 @@ func (s *CDCStream) source(ci string) string  { return CDCPositionKey(s.cfg.Data
 func (s *CDCStream) progressSource() string   { return CDCPositionKey(s.cfg.Database, s.name) }
 func (s *CDCStream) subject(ci string) string { return streams.CDCSubject(s.cfg.Database, ci) }
 
-func cdcDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, d)
-}
-
 // cdcFatal marks errors that stop a stream instead of being retried.
 type cdcFatal struct{ err error }
 
@@ -490,7 +484,7 @@ func (s *CDCStream) Run(ctx context.Context) (err error) {
 		<-saverDone
 	}()
 
-	backoff := s.cfg.RetryBackoff
+	b := backoff.New(backoff.Policy{Min: s.cfg.RetryBackoff, Max: s.cfg.MaxRetryBackoff})
 	for {
 		err := s.cycle(ctx)
 		if ctx.Err() != nil {
@@ -503,21 +497,21 @@ func (s *CDCStream) Run(ctx context.Context) (err error) {
 				}
 				return unwrapFatal(err)
 			}
+			wait := b.Next()
 			s.m.errors.WithLabelValues(s.name, "transient").Inc()
-			s.log.Warn("cdc stream retry", "err", err, "backoff", backoff)
+			s.log.Warn("cdc stream retry", "err", err, "backoff", wait)
 			s.setReady(fmt.Errorf("retrying after error: %w", err))
 			if rerr := s.rewind(ctx); rerr != nil && ctx.Err() == nil {
 				s.log.Warn("cdc rewind", "err", rerr)
 			}
-			if !cdcSleep(ctx, backoff) {
+			if !backoff.Sleep(ctx, wait) {
 				return s.drainQuiet()
 			}
-			backoff = min(2*backoff, s.cfg.MaxRetryBackoff)
 			continue
 		}
-		backoff = s.cfg.RetryBackoff
+		b.Reset()
 		s.setReady(nil)
-		if !cdcSleep(ctx, s.cfg.PollInterval) {
+		if !backoff.Sleep(ctx, s.cfg.PollInterval) {
 			return s.drainQuiet()
 		}
 	}
@@ -538,24 +532,13 @@ func (s *CDCStream) drainQuiet() error {
 	return nil
 }
 
-func cdcSleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // start loads the position (following successors), finds the capture
 // instance, compiles the column plan and recovers frames written after
 // the saved position.
 func (s *CDCStream) start(ctx context.Context) error {
 	s.setReady(errors.New("starting: loading position"))
 	var err error
-	sctx, cancel := cdcDefaultTimeout(ctx, 30*time.Second)
+	sctx, cancel := backoff.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if s.positions, err = s.deps.JS.KeyValue(sctx, streams.PositionsBucket); err != nil {
 		return fmt.Errorf("cdc %s: bucket %s: %w", s.name, streams.PositionsBucket, err)
@@ -840,7 +823,7 @@ func (s *CDCStream) cycle(ctx context.Context) error {
 		s.read.Pos = sqlserver.Through(to)
 	}
 	// Wait for the acks, then install the caught-up state (heartbeat).
-	fctx, cancel := cdcDefaultTimeout(ctx, s.cfg.Publisher.AckTimeout*time.Duration(s.cfg.Publisher.MaxAttempts+1))
+	fctx, cancel := backoff.WithTimeout(ctx, s.cfg.Publisher.AckTimeout*time.Duration(s.cfg.Publisher.MaxAttempts+1))
 	err = s.pub.Flush(fctx)
 	cancel()
 	if err != nil {
@@ -1085,7 +1068,7 @@ func (s *CDCStream) takePubErr() error {
 // rewind waits for frames in flight and resets the read state to the
 // acked state, so a retry republishes from there.
 func (s *CDCStream) rewind(ctx context.Context) error {
-	fctx, cancel := cdcDefaultTimeout(ctx, s.cfg.DrainTimeout)
+	fctx, cancel := backoff.WithTimeout(ctx, s.cfg.DrainTimeout)
 	defer cancel()
 	err := s.pub.Flush(fctx)
 	s.mu.Lock()
@@ -1277,7 +1260,7 @@ func (s *CDCStream) put(ctx context.Context, st cdcState) error {
 	if err != nil {
 		return fmt.Errorf("cdc %s: encode position: %w", s.name, err)
 	}
-	pctx, cancel := cdcDefaultTimeout(ctx, 10*time.Second)
+	pctx, cancel := backoff.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := s.positions.Put(pctx, s.source(st.CaptureInstance), b); err != nil {
 		return fmt.Errorf("cdc %s: save position: %w", s.name, err)
@@ -1326,7 +1309,7 @@ func (s *CDCStream) publishProgress(ctx context.Context, st cdcState, fin time.T
 	if err != nil {
 		return err
 	}
-	pctx, cancel := cdcDefaultTimeout(ctx, 10*time.Second)
+	pctx, cancel := backoff.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if _, err := s.progress.Put(pctx, p.Source, b); err != nil {
 		return fmt.Errorf("cdc %s: progress: %w", s.name, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/producer/internal/walfloor"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -63,11 +64,7 @@ func (e *emitter) add(ctx context.Context, ln line) error {
 			if err := e.flush(ctx); err != nil {
 				return err
 			}
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+			if !backoff.Sleep(ctx, d) {
 				return ctx.Err()
 			}
 		}
@@ -472,26 +469,21 @@ func (e permanentError) Unwrap() error { return e.error }
 // Ready.
 func (l *Lines) retryStart(ctx context.Context, step string, op func(context.Context) error) error {
 	deadline := time.Now().Add(l.cfg.StartTimeout)
-	backoff := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		octx, cancel := withDefaultTimeout(ctx, 30*time.Second)
+	attempt := 0
+	return backoff.Retry(ctx, backoff.Default, func(ctx context.Context) error {
+		attempt++
+		octx, cancel := backoff.WithTimeout(ctx, 30*time.Second)
 		err := op(octx)
 		cancel()
 		var perm permanentError
-		if err == nil || errors.As(err, &perm) || ctx.Err() != nil || time.Now().After(deadline) {
-			return err
+		if err != nil && (errors.As(err, &perm) || time.Now().After(deadline)) {
+			return backoff.Permanent(err)
 		}
+		return err
+	}, func(err error, _ time.Duration) {
 		l.setReady(fmt.Errorf("line source starting: %s: %w (attempt %d, retrying)", step, err, attempt))
 		l.log.Warn("line source start retry", "step", step, "attempt", attempt, "err", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	})
 }
 
 // loadPosition opens the buckets, loads the saved position and scans the
@@ -791,11 +783,4 @@ func (l *Lines) publishProgress(ctx context.Context) {
 	if _, err := l.progress.Put(ctx, l.source, b); err != nil {
 		l.log.Warn("store progress", "err", err)
 	}
-}
-
-func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, d)
 }
