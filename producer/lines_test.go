@@ -999,7 +999,7 @@ func TestFloorReleasedWhileIdle(t *testing.T) {
 	subj := streams.LineSubject("quiet")
 	before := len(walFrames(t, js, subj))
 	writeFile(t, path, numbered(100, 100), true)
-	events := floortest.EventsUntilReleased(t, w, func() bool { return l.Stats().Lines == 200 })
+	events := floortest.EventsUntilReleased(t, js, l.Source(), w, func() bool { return l.Stats().Lines == 200 })
 	floortest.CheckCovered(t, js, subj, before, events)
 }
 

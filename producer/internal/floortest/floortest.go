@@ -45,13 +45,28 @@ func Watch(t testing.TB, js jetstream.JetStream, source string) jetstream.KeyWat
 	return w
 }
 
-// EventsUntilReleased collects the floor key's events from w until done
-// holds and the last event is a release.
-func EventsUntilReleased(t testing.TB, w jetstream.KeyWatcher, done func() bool) []jetstream.KeyValueEntry {
+// EventsUntilReleased collects the floor key's events from w (Watch of
+// source) until done holds and the last event is the key's latest
+// revision, a release: an earlier release whose later events the watcher
+// has not delivered yet does not end it.
+func EventsUntilReleased(t testing.TB, js jetstream.JetStream, source string, w jetstream.KeyWatcher, done func() bool) []jetstream.KeyValueEntry {
 	t.Helper()
+	ctx := context.Background()
+	kvs, err := js.Stream(ctx, "KV_"+streams.PositionsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := "$KV." + streams.PositionsBucket + "." + streams.FloorKey(source)
+	latest := func(e jetstream.KeyValueEntry) bool {
+		m, err := kvs.GetLastMsgForSubject(ctx, subj)
+		return err == nil && m.Sequence == e.Revision()
+	}
 	var events []jetstream.KeyValueEntry
 	deadline := time.After(30 * time.Second)
-	for !done() || len(events) == 0 || events[len(events)-1].Operation() != jetstream.KeyValueDelete {
+	for {
+		if n := len(events); n > 0 && events[n-1].Operation() == jetstream.KeyValueDelete && done() && latest(events[n-1]) {
+			return events
+		}
 		select {
 		case e := <-w.Updates():
 			if e != nil {
@@ -62,7 +77,6 @@ func EventsUntilReleased(t testing.TB, w jetstream.KeyWatcher, done func() bool)
 			t.Fatalf("%d floor events, done %v: never released again", len(events), done())
 		}
 	}
-	return events
 }
 
 // CheckCovered checks, against the floor key's events (watched from before

@@ -1,7 +1,7 @@
 // Package walfloor is the one implementation of a producer source's WAL
 // floor, shared by the line sources (package producer) and the CDC streams
 // (package producer/cdc). The committer purges the WAL only below every
-// floor (docs/architecture.md, "Failure and recovery"), so the purge's
+// floor (docs/architecture.md, "Crash matrix"), so the purge's
 // safety rests on every source keeping the rules of Floor.
 package walfloor
 
