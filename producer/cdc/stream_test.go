@@ -517,7 +517,7 @@ func TestCDCTransientErrorsRetry(t *testing.T) {
 	cdcWait(t, "ready", func() bool { return g.Ready() == nil })
 }
 
-func TestCDCStartManyFailureStopsStarted(t *testing.T) {
+func TestCDCStartFailureStopsStarted(t *testing.T) {
 	e := newCDCEnv(t, "a", "b")
 	cfg := cdcTestConfig("dbo_a", "dbo_missing", "dbo_b")
 	_, err := Start(context.Background(), cfg, Deps{JS: e.js, Source: e.db})
@@ -618,7 +618,7 @@ func TestCDCConfigValidate(t *testing.T) {
 	}
 }
 
-func TestLoadCDCConfig(t *testing.T) {
+func TestLoadConfig(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "mssql.yaml")
 	os.WriteFile(path, []byte("database: shop\ncapture_instances: [dbo_orders]\ntables:\n  dbo_audit:\n    text: [message]\n    attrs: [user_id]\n    bootstrap: never\nserver_time_zone: Europe/Berlin\n"), 0o600)
