@@ -127,7 +127,10 @@ func (l *Lines) savePosition(ctx context.Context) error {
 // floor of the oldest frame not yet covered by the position, or, with none,
 // the next sequence after everything this source saw acked.
 func (l *Lines) floor() uint64 {
-	f := l.wf.Lowest(max(l.pub.LastSeq(), l.walStart) + 1)
+	f := max(l.pub.LastSeq(), l.walStart) + 1
+	if l.wf != nil {
+		f = l.wf.Lowest(f)
+	}
 	// Frames an earlier run left beyond the saved position stay needed
 	// until a position past them is saved.
 	if l.recFloor > 0 && l.savedPos.Load() < l.recEnd {
