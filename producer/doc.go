@@ -1,7 +1,10 @@
-// Package producer turns inputs into frames in the WAL (streams.WALStream):
+// Package producer turns lines into frames in the WAL (streams.WALStream):
 // line sources (a file, stdin, the core NATS subject IngestSubject(tenant),
-// a generator) and, in the cdc files, SQL Server change data capture. All of
-// them publish through one frame Publisher.
+// a generator), and the frame Publisher they and the SQL Server CDC streams
+// (package producer/cdc) publish through. A source's WAL floor, which keeps
+// the committer's purge off frames a restart must read back, is the one
+// implementation in producer/internal/walfloor. docs/architecture.md tells
+// the long story ("Delivery contract, stage by stage", "Crash matrix").
 //
 // Delivery contract of the line sources (NewFile, NewReader, NewSubject,
 // NewGenerate):

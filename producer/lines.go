@@ -2,18 +2,17 @@ package producer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quarrylake/quarry/internal/backoff"
+	"github.com/quarrylake/quarry/producer/internal/walfloor"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -62,11 +61,7 @@ func (e *emitter) add(ctx context.Context, ln line) error {
 			if err := e.flush(ctx); err != nil {
 				return err
 			}
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+			if !backoff.Sleep(ctx, d) {
 				return ctx.Err()
 			}
 		}
@@ -156,12 +151,9 @@ type Lines struct {
 	// reaches recEnd.
 	recFloor, recEnd uint64
 
-	// floor tracking: a lower bound of the WAL sequence of every frame
-	// published and not yet covered by the position (FIFO, publish order),
-	// and the WAL's last sequence before this run published anything.
-	floorMu   sync.Mutex
-	floorLBs  []uint64
-	floorHeld bool // the floor key is in place (not released while idle)
+	// wf is the WAL floor (nil for a source that does not resume);
+	// walStart is the WAL's last sequence before this run published.
+	wf        *walfloor.Floor
 	walStart  uint64
 	finalized atomic.Int64 // read time of the last acked line
 	nLines    atomic.Uint64
@@ -180,9 +172,10 @@ type Lines struct {
 	running  atomic.Bool
 
 	// framer state, owned by Run
-	pf    pendingFrame
-	cov   []span
-	timer *time.Timer
+	pf      pendingFrame
+	cov     []span
+	timer   *time.Timer      // the linger timer of the pending frame
+	lingerC <-chan time.Time // timer.C while it runs for a pending frame
 
 	// test hooks
 	hookNoSave bool
@@ -282,7 +275,8 @@ func (l *Lines) failed() bool {
 // Run reads, frames and publishes until EOF (not following: it then
 // flushes, saves the final position and returns nil), ctx's end (it stops
 // reading, publishes what it read, waits up to DrainTimeout for the acks,
-// saves the position and returns nil), or an error.
+// saves the position and returns nil), or an error. Its steps are start
+// (lines_start.go), loop (lines_loop.go) and drain (lines_drain.go).
 func (l *Lines) Run(ctx context.Context) (err error) {
 	if !l.running.CompareAndSwap(false, true) {
 		return errors.New("producer: Run called twice")
@@ -297,557 +291,17 @@ func (l *Lines) Run(ctx context.Context) (err error) {
 	l.setReady(errors.New("line source starting: loading position"))
 	defer l.src.close()
 
-	pos, err := l.prepare(ctx)
-	if err != nil {
+	if err := l.start(ctx); err != nil {
 		if ctx.Err() != nil {
-			return nil // cancelled while starting: nothing read, nothing to drain
+			return nil // cancelled while starting: nothing published, nothing to drain
 		}
 		return err
 	}
-	l.acked.Store(pos)
-	// Publish a floor before the first frame, so that no frame of this run
-	// is ever unprotected from a WAL purge, whatever happens to the saves
-	// that follow.
-	if l.src.resumable() {
-		err := l.retryStart(ctx, "saving the wal floor", func(fctx context.Context) error {
-			if _, err := l.positions.Put(fctx, streams.FloorKey(l.source), []byte(strconv.FormatUint(l.floor(), 10))); err != nil {
-				return fmt.Errorf("save wal floor %s: %w", streams.FloorKey(l.source), err)
-			}
-			return nil
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil // cancelled while starting: nothing published
-			}
-			return err
-		}
-		l.floorMu.Lock()
-		l.floorHeld = true
-		l.floorMu.Unlock()
-	}
-	l.pf = pendingFrame{first: pos, next: pos, recs: make([]streams.Record, 0, min(l.cfg.FrameMaxRecords, 4096))}
-	l.pf.est = l.frameOverhead()
-	l.log.Info("line source started", "kind", l.src.kind(), "position", pos, "recovered_spans", len(l.cov))
-
-	batches := make(chan []line, 4)
-	rctx, rcancel := context.WithCancel(ctx)
-	defer rcancel()
-	type readResult struct {
-		end uint64
-		err error
-	}
-	readDone := make(chan readResult, 1)
-	go func() {
-		e := &emitter{ch: batches, buf: make([]line, 0, emitBatch)}
-		if l.cfg.Rate > 0 {
-			e.pace = &pacer{rate: l.cfg.Rate}
-		}
-		end, err := l.src.run(rctx, e)
-		if err == nil {
-			err = e.flush(rctx)
-		}
-		readDone <- readResult{end, err}
-		close(batches)
-	}()
-
-	saverStop := make(chan struct{})
-	saverDone := make(chan struct{})
-	go func() { defer close(saverDone); l.saver(saverStop) }()
-
+	rd := l.startReader(ctx)
+	defer rd.cancel()
+	stopSaver := l.startSaver()
 	l.setReady(nil)
-	l.timer = time.NewTimer(time.Hour)
-	l.timer.Stop()
-	var lingerC <-chan time.Time
-	var runErr error
-	var grace <-chan time.Time
-	done := ctx.Done()
-	// Publishing and dead-lettering are bounded by the publisher's and
-	// DeadLetter's own timeouts; a cancelled ctx must not lose what was read.
-	octx := context.WithoutCancel(ctx)
-loop:
-	for {
-		select {
-		case b, ok := <-batches:
-			if !ok {
-				break loop
-			}
-			for i := range b {
-				if err := l.add(octx, &b[i], &lingerC); err != nil {
-					runErr = err
-					break loop
-				}
-			}
-		case <-lingerC:
-			lingerC = nil
-			if err := l.flush(octx, &lingerC); err != nil {
-				runErr = err
-				break loop
-			}
-		case <-l.failCh:
-			break loop
-		case <-done:
-			// Keep taking what the reader already read until it returns;
-			// a reader stuck in a blocking read (stdin) is abandoned after
-			// a grace period.
-			done = nil
-			grace = time.After(2 * time.Second)
-		case <-grace:
-			l.log.Warn("reader did not stop; abandoning it")
-			break loop
-		}
-	}
-	rcancel()
-	l.timer.Stop()
-
-	// Drain: publish the pending frame, wait for the acks.
-	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.DrainTimeout)
-	defer dcancel()
-	if runErr == nil && !l.failed() {
-		if err := l.flush(dctx, &lingerC); err != nil {
-			runErr = err
-		}
-	}
-	if err := l.pub.Flush(dctx); err != nil {
-		l.log.Warn("drain incomplete", "err", err)
-		l.pub.Close()
-		if runErr == nil {
-			runErr = err
-		}
-	}
-	l.pub.Close()
-	// Requests whose lines never left the framer are answered too: their
-	// senders learn at once that they must send again.
-	answerAll(l.js.Conn(), l.pf.reqs, fmt.Errorf("%w before the lines were written", ErrStopped))
-	l.pf.reqs = nil
-	var rr readResult
-	select {
-	case rr = <-readDone:
-	default:
-		rr.err = errors.New("reader still blocked")
-	}
-	if runErr == nil && l.failed() {
-		runErr = l.failErr
-	}
-	if runErr == nil && rr.err != nil && ctx.Err() == nil {
-		runErr = fmt.Errorf("read %s: %w", l.src.kind(), rr.err)
-	}
-	// At a clean EOF everything up to the end offset is written or
-	// dead-lettered, including lines after the last frame.
-	if runErr == nil && rr.err == nil && ctx.Err() == nil && rr.end > l.acked.Load() && len(l.pf.recs) == 0 {
-		l.acked.Store(rr.end)
-	}
-	close(saverStop)
-	<-saverDone
-	if err := l.savePosition(dctx); err != nil && runErr == nil {
-		runErr = err
-	}
-	l.publishProgress(dctx)
-	st := l.Stats()
-	l.log.Info("line source stopped", "position", st.Position, "lines", st.Lines, "frames", st.Frames,
-		"dead_letters", st.DeadLetters, "recovered", st.Recovered, "err", runErr)
-	return runErr
-}
-
-// prepare opens the buckets, loads the position, recovers frames already in
-// the WAL and starts the source. It returns the start position.
-func (l *Lines) prepare(ctx context.Context) (uint64, error) {
-	var pos, recovered uint64
-	err := l.retryStart(ctx, "loading the position", func(kctx context.Context) error {
-		var err error
-		pos, recovered, err = l.loadPosition(kctx)
-		return err
-	})
-	if err != nil {
-		return 0, err
-	}
-	l.setReady(errors.New("line source starting: opening " + l.src.kind()))
-	start, err := l.src.start(ctx, l, pos, recovered)
-	if err != nil {
-		return 0, err
-	}
-	return start, nil
-}
-
-// permanentError marks a start error that retrying cannot mend.
-type permanentError struct{ error }
-
-func (e permanentError) Unwrap() error { return e.error }
-
-// retryStart runs op until it succeeds, ctx ends, StartTimeout passes or
-// op fails with a permanentError. A JetStream cluster that is electing
-// leaders or has lost a node answers "temporarily unavailable" for a
-// while; a source started then waits instead of failing, and says so in
-// Ready.
-func (l *Lines) retryStart(ctx context.Context, step string, op func(context.Context) error) error {
-	deadline := time.Now().Add(l.cfg.StartTimeout)
-	backoff := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		octx, cancel := withDefaultTimeout(ctx, 30*time.Second)
-		err := op(octx)
-		cancel()
-		var perm permanentError
-		if err == nil || errors.As(err, &perm) || ctx.Err() != nil || time.Now().After(deadline) {
-			return err
-		}
-		l.setReady(fmt.Errorf("line source starting: %s: %w (attempt %d, retrying)", step, err, attempt))
-		l.log.Warn("line source start retry", "step", step, "attempt", attempt, "err", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-// loadPosition opens the buckets, loads the saved position and scans the
-// WAL for this source's frames beyond it.
-func (l *Lines) loadPosition(kctx context.Context) (pos, recovered uint64, err error) {
-	if l.positions, err = l.js.KeyValue(kctx, streams.PositionsBucket); err != nil {
-		return 0, 0, fmt.Errorf("open bucket %s: %w", streams.PositionsBucket, err)
-	}
-	if l.progress, err = l.js.KeyValue(kctx, streams.ProgressBucket); err != nil {
-		return 0, 0, fmt.Errorf("open bucket %s: %w", streams.ProgressBucket, err)
-	}
-	wal, err := l.js.Stream(kctx, streams.WALStream)
-	if err != nil {
-		return 0, 0, fmt.Errorf("wal stream: %w", err)
-	}
-	l.walStart = wal.CachedInfo().State.LastSeq
-	if !l.src.resumable() {
-		return 0, 0, nil
-	}
-	since := time.Now().Add(-15 * time.Minute)
-	e, err := l.positions.Get(kctx, PositionKey(l.source))
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-	case err != nil:
-		return 0, 0, fmt.Errorf("load position %s: %w", PositionKey(l.source), err)
-	default:
-		if pos, err = strconv.ParseUint(string(e.Value()), 10, 64); err != nil {
-			return 0, 0, permanentError{fmt.Errorf("position %s: %q is not an offset", PositionKey(l.source), e.Value())}
-		}
-		// Frames beyond the position were published at most a few
-		// ack timeouts before it was saved.
-		since = e.Created().Add(-5*time.Minute - time.Duration(l.cfg.Publisher.MaxAttempts)*l.cfg.Publisher.AckTimeout)
-	}
-	l.setReady(errors.New("line source starting: scanning the WAL for frames beyond the position"))
-	frames, err := scanWAL(kctx, l.js, l.subject, l.source, since)
-	if err != nil {
-		return 0, 0, err
-	}
-	spans := make([]span, len(frames))
-	for i, f := range frames {
-		spans[i] = f.span
-	}
-	l.cov, recovered = coveredAfter(spans, pos)
-	l.recFloor, l.recEnd = firstSeqAfter(frames, pos), recovered
-	l.savedPos.Store(pos)
-	if len(l.cov) > 0 {
-		l.log.Info("frames beyond the saved position are in the WAL; skipping them", "position", pos, "spans", len(l.cov), "up_to", recovered)
-	}
-	l.checkFloor(kctx, pos, wal.CachedInfo().State.FirstSeq)
-	return pos, recovered, nil
-}
-
-func (l *Lines) frameOverhead() int { return 3 + 20 + len(l.source) + len(l.cfg.Tenant) + 30 }
-
-// add frames one line and, on the last line of a request, arranges its
-// answer: with the frame that holds the line, or, when the line went to
-// no frame (dead-lettered, already in the WAL) and no frame is pending,
-// once every frame published before it is acked.
-func (l *Lines) add(ctx context.Context, ln *line, lingerC *<-chan time.Time) error {
-	if err := l.addLine(ctx, ln, lingerC); err != nil {
-		if ln.req != nil {
-			ln.req.answer(l.js.Conn(), err)
-		}
-		return err
-	}
-	if ln.req == nil {
-		return nil
-	}
-	if len(l.pf.recs) > 0 {
-		l.pf.reqs = append(l.pf.reqs, ln.req)
-		return nil
-	}
-	req := ln.req
-	l.pub.AfterResolved(func() { req.answer(l.js.Conn(), l.failure()) })
-	return nil
-}
-
-func (l *Lines) addLine(ctx context.Context, ln *line, lingerC *<-chan time.Time) error {
-	for len(l.cov) > 0 && ln.off >= l.cov[0].next {
-		l.cov = l.cov[1:]
-	}
-	if len(l.cov) > 0 && ln.off >= l.cov[0].first {
-		// Already in the WAL: cut before it and continue after it.
-		if err := l.flush(ctx, lingerC); err != nil {
-			return err
-		}
-		l.pf.first, l.pf.next = l.cov[0].next, l.cov[0].next
-		l.nSkipped.Add(1)
-		l.m.skipped.Inc()
-		return nil
-	}
-	if ln.long > 0 {
-		if err := l.deadLetter(ctx, ln); err != nil {
-			return err
-		}
-		// The frame that follows covers the line's range, so the position
-		// passes it only after that frame (or the end) is acked.
-		l.pf.next = ln.next
-		return nil
-	}
-	rec := streams.Record{TS: ln.ts, Text: ln.text}
-	sz := streams.EncodedRecordSize(&rec)
-	if len(l.pf.recs) > 0 && l.pf.est+sz > l.cfg.FrameMaxBytes {
-		if err := l.flush(ctx, lingerC); err != nil {
-			return err
-		}
-	}
-	l.pf.recs = append(l.pf.recs, rec)
-	l.pf.est += sz
-	l.pf.textBytes += len(ln.text)
-	l.pf.next = ln.next
-	if len(l.pf.recs) == 1 {
-		l.timer.Reset(l.cfg.Linger)
-		*lingerC = l.timer.C
-	}
-	if len(l.pf.recs) >= l.cfg.FrameMaxRecords {
-		return l.flush(ctx, lingerC)
-	}
-	return nil
-}
-
-// flush publishes the pending frame, if it holds any line.
-func (l *Lines) flush(ctx context.Context, lingerC *<-chan time.Time) error {
-	l.timer.Stop()
-	*lingerC = nil
-	pf := &l.pf
-	if len(pf.recs) == 0 {
-		return nil
-	}
-	f := &streams.Frame{Source: l.source, Tenant: l.cfg.Tenant, FirstOffset: pf.first, NextOffset: pf.next, Records: pf.recs}
-	next, n, nbytes, lastTS := pf.next, uint64(len(pf.recs)), uint64(pf.textBytes), pf.recs[len(pf.recs)-1].TS
-	reqs := pf.reqs
-	pf.reqs = nil
-	// The frame will land above every sequence this publisher saw acked
-	// before sending it: that is its floor until the position covers it.
-	if err := l.holdFloor(ctx, max(l.pub.LastSeq(), l.walStart)+1); err != nil {
-		return err
-	}
-	err := l.pub.Publish(ctx, l.subject, streams.FrameMsgID(l.source, pf.first), f, func(_ uint64, err error) {
-		// The frame leaves floorLBs only after the position counts it, so
-		// that a save never finds the source idle with a frame acked
-		// beyond the position it saves.
-		defer func() {
-			l.floorMu.Lock()
-			if len(l.floorLBs) > 0 {
-				l.floorLBs = l.floorLBs[1:]
-			}
-			l.floorMu.Unlock()
-		}()
-		if err == nil {
-			err = l.failure()
-		}
-		if err != nil {
-			l.fail(err)
-			answerAll(l.js.Conn(), reqs, err)
-			return // the position never passes a frame that failed
-		}
-		l.acked.Store(next)
-		l.finalized.Store(lastTS)
-		l.nLines.Add(n)
-		l.nFrames.Add(1)
-		l.nBytes.Add(nbytes)
-		l.m.lines.Add(float64(n))
-		l.m.frames.Inc()
-		l.m.bytes.Add(float64(nbytes))
-		answerAll(l.js.Conn(), reqs, nil)
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
-	})
-	if err != nil {
-		answerAll(l.js.Conn(), reqs, err)
-		return err
-	}
-	clear(pf.recs)
-	pf.recs = pf.recs[:0]
-	pf.first = next
-	pf.est = l.frameOverhead()
-	pf.textBytes = 0
-	return nil
-}
-
-func (l *Lines) deadLetter(ctx context.Context, ln *line) error {
-	hdr := nats.Header{}
-	off := strconv.FormatUint(ln.off, 10)
-	hdr.Set(streams.HeaderSource, l.source)
-	hdr.Set(streams.HeaderOffset, off)
-	// Deterministic id: a restart that re-reads the line is de-duplicated.
-	hdr.Set(streams.HeaderMsgID, "dlq-producer-"+streams.FrameMsgID(l.source, ln.off))
-	reason := fmt.Sprintf("line of %d bytes at offset %s exceeds max_record_bytes %d; the payload is its first %d bytes",
-		ln.long, off, l.cfg.MaxRecordBytes, len(ln.text))
-	if err := streams.DeadLetter(ctx, l.js, "producer", l.subject, 0, []byte(ln.text), reason, hdr); err != nil {
-		return err
-	}
-	l.log.Warn("line dead-lettered", "offset", ln.off, "bytes", ln.long)
-	l.nDead.Add(1)
-	l.m.deadLetters.Inc()
-	return nil
-}
-
-// saver saves the position whenever it moved and publishes progress every
-// ProgressInterval, until stop is closed.
-func (l *Lines) saver(stop <-chan struct{}) {
-	iv := l.cfg.ProgressInterval
-	if iv <= 0 {
-		iv = time.Second
-	}
-	tick := time.NewTicker(iv)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-l.kick:
-		case <-tick.C:
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			l.publishProgress(ctx)
-			cancel()
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := l.savePosition(ctx); err != nil {
-			l.log.Warn("save position", "err", err)
-		}
-		cancel()
-	}
-}
-
-func (l *Lines) savePosition(ctx context.Context) error {
-	if !l.src.resumable() || l.hookNoSave {
-		return nil
-	}
-	// Read the floor before the position: a frame acked in between only
-	// makes the floor lower than needed, never higher.
-	floor := l.floor()
-	pos := l.acked.Load()
-	if _, err := l.positions.Put(ctx, PositionKey(l.source), []byte(strconv.FormatUint(pos, 10))); err != nil {
-		return fmt.Errorf("save position %s=%d: %w", PositionKey(l.source), pos, err)
-	}
-	l.savedPos.Store(pos)
-	l.floorMu.Lock()
-	defer l.floorMu.Unlock()
-	// Idle: every frame published is acked and covered by the position
-	// just saved, so a restart reads nothing back from the WAL. The floor
-	// is released and the committer's purge need not wait for this source
-	// (a quiet followed file must not hold the WAL for ever); the next
-	// frame puts it back first (holdFloor).
-	idle := len(l.floorLBs) == 0 && l.acked.Load() == pos && !l.failed() &&
-		(l.recFloor == 0 || pos >= l.recEnd)
-	if idle {
-		if !l.floorHeld {
-			return nil
-		}
-		if err := l.positions.Delete(ctx, streams.FloorKey(l.source)); err != nil {
-			return fmt.Errorf("release wal floor %s: %w", streams.FloorKey(l.source), err)
-		}
-		l.floorHeld = false
-		return nil
-	}
-	if _, err := l.positions.Put(ctx, streams.FloorKey(l.source), []byte(strconv.FormatUint(floor, 10))); err != nil {
-		return fmt.Errorf("save wal floor %s=%d: %w", streams.FloorKey(l.source), floor, err)
-	}
-	l.floorHeld = true
-	return nil
-}
-
-// holdFloor records lb as the lowest WAL sequence the frame about to be
-// published can get, first putting the floor key back if an idle save
-// released it, so that no frame is ever published without a floor.
-func (l *Lines) holdFloor(ctx context.Context, lb uint64) error {
-	l.floorMu.Lock()
-	defer l.floorMu.Unlock()
-	if l.src.resumable() && !l.floorHeld {
-		fctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
-		_, err := l.positions.Put(fctx, streams.FloorKey(l.source), []byte(strconv.FormatUint(lb, 10)))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("save wal floor %s: %w", streams.FloorKey(l.source), err)
-		}
-		l.floorHeld = true
-	}
-	l.floorLBs = append(l.floorLBs, lb)
-	return nil
-}
-
-// checkFloor warns when the WAL was purged past the floor a crashed run
-// left: frames that run published beyond its saved position may be gone,
-// so they cannot be found and skipped, and their lines may be written a
-// second time. It happens only after a crash followed by a stop longer than
-// the committer's floor_max_age.
-func (l *Lines) checkFloor(ctx context.Context, pos, walFirst uint64) {
-	e, err := l.positions.Get(ctx, streams.FloorKey(l.source))
-	if err != nil {
-		return // no floor: the last run stopped cleanly, or never published
-	}
-	floor, err := strconv.ParseUint(string(e.Value()), 10, 64)
-	if err != nil || floor >= walFirst {
-		return
-	}
-	l.m.unverified.Inc()
-	l.log.Warn("wal purged past this source's floor: lines after the saved position may be written twice",
-		"position", pos, "floor", floor, "wal_first_seq", walFirst, "floor_saved_at", e.Created())
-}
-
-// floor is the lowest WAL sequence a restart of this source may need: the
-// floor of the oldest frame not yet covered by the position, or, with none,
-// the next sequence after everything this source saw acked.
-func (l *Lines) floor() uint64 {
-	l.floorMu.Lock()
-	f := max(l.pub.LastSeq(), l.walStart) + 1
-	if len(l.floorLBs) > 0 {
-		f = l.floorLBs[0]
-	}
-	l.floorMu.Unlock()
-	// Frames an earlier run left beyond the saved position stay needed
-	// until a position past them is saved.
-	if l.recFloor > 0 && l.savedPos.Load() < l.recEnd {
-		f = min(f, l.recFloor)
-	}
-	return f
-}
-
-func (l *Lines) publishProgress(ctx context.Context) {
-	p := streams.Progress{
-		Source: l.source, Kind: "lines", Offset: l.acked.Load(),
-		Rows: l.nLines.Load(), Frames: l.nFrames.Load(), UpdatedAt: time.Now().UTC(),
-	}
-	if ts := l.finalized.Load(); ts > 0 {
-		p.FinalizedUntil = time.Unix(0, ts).UTC()
-	}
-	b, err := json.Marshal(p)
-	if err != nil {
-		return
-	}
-	msg := nats.NewMsg(streams.ProgressSubject(l.source))
-	msg.Header.Set(streams.HeaderFormat, streams.FormatProgress)
-	msg.Data = b
-	if _, err := l.js.PublishMsg(ctx, msg); err != nil {
-		l.log.Warn("publish progress", "err", err)
-	}
-	if _, err := l.progress.Put(ctx, l.source, b); err != nil {
-		l.log.Warn("store progress", "err", err)
-	}
-}
-
-func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, d)
+	runErr := l.loop(ctx, rd)
+	rd.cancel()
+	return l.drain(ctx, rd, runErr, stopSaver)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/quarrylake/quarry/internal/natstest"
+	"github.com/quarrylake/quarry/producer/internal/floortest"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -991,77 +992,15 @@ func TestFloorReleasedWhileIdle(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	released := floorReleased(t, js, l.Source())
+	released := floortest.Released(t, js, l.Source())
 	waitFor(t, func() bool { return l.Stats().Lines == 100 && released() })
 
-	w := watchFloor(t, js, l.Source())
+	w := floortest.Watch(t, js, l.Source())
 	subj := streams.LineSubject("quiet")
 	before := len(walFrames(t, js, subj))
 	writeFile(t, path, numbered(100, 100), true)
-	events := floorEventsUntilReleased(t, w, func() bool { return l.Stats().Lines == 200 })
-	checkFloorCovered(t, js, subj, before, events)
-}
-
-// checkFloorCovered checks, against the floor key's events (watched from
-// before the frames were published, ending with a release), that every
-// frame on subj after the first skip ones was stored while a floor at or
-// below its sequence was in place, and that the final release came after
-// the last of them.
-func checkFloorCovered(t *testing.T, js jetstream.JetStream, subj string, skip int, events []jetstream.KeyValueEntry) {
-	t.Helper()
-	ctx := context.Background()
-	st, info := streamInfo(t, js, streams.WALStream)
-	// Every new frame was stored while a floor at or below its sequence
-	// was in place: the last floor event before it is a put.
-	newFrames, seen := 0, 0
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if err != nil || m.Subject != subj {
-			continue
-		}
-		if seen++; seen <= skip {
-			continue // written before the source went idle
-		}
-		newFrames++
-		var last jetstream.KeyValueEntry
-		for _, e := range events {
-			if !e.Created().After(m.Time) {
-				last = e
-			}
-		}
-		if last == nil || last.Operation() != jetstream.KeyValuePut {
-			t.Fatalf("frame at seq %d stored at %s with no floor in place (last floor event %v)", seq, m.Time, last)
-		}
-		if v, err := strconv.ParseUint(string(last.Value()), 10, 64); err != nil || v > seq {
-			t.Fatalf("frame at seq %d under floor %q", seq, last.Value())
-		}
-		if del := events[len(events)-1]; del.Created().Before(m.Time) {
-			t.Fatalf("floor finally released at %s, before the frame at seq %d was stored at %s", del.Created(), seq, m.Time)
-		}
-	}
-	if newFrames < 2 || len(events) < 2 {
-		t.Fatalf("%d new frames, %d floor events: want several of each", newFrames, len(events))
-	}
-}
-
-// floorEventsUntilReleased collects the floor key's events from w until
-// done holds and the last event is a release.
-func floorEventsUntilReleased(t *testing.T, w jetstream.KeyWatcher, done func() bool) []jetstream.KeyValueEntry {
-	t.Helper()
-	var events []jetstream.KeyValueEntry
-	deadline := time.After(30 * time.Second)
-	for !done() || len(events) == 0 || events[len(events)-1].Operation() != jetstream.KeyValueDelete {
-		select {
-		case e := <-w.Updates():
-			if e != nil {
-				events = append(events, e)
-			}
-		case <-time.After(10 * time.Millisecond):
-		case <-deadline:
-			t.Fatalf("%d floor events, done %v: never released again", len(events), done())
-		}
-	}
-	return events
+	events := floortest.EventsUntilReleased(t, js, l.Source(), w, func() bool { return l.Stats().Lines == 200 })
+	floortest.CheckCovered(t, js, subj, before, events)
 }
 
 // unavailableJS answers KeyValue with JetStream's "temporarily
@@ -1142,34 +1081,4 @@ func TestStartRetriesUnavailableJetStream(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("a corrupt position was retried for %s", took)
 	}
-}
-
-// floorReleased reports, when called, whether source holds no WAL floor.
-func floorReleased(t testing.TB, js jetstream.JetStream, source string) func() bool {
-	t.Helper()
-	kv, err := js.KeyValue(context.Background(), streams.PositionsBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return func() bool {
-		_, err := kv.Get(context.Background(), streams.FloorKey(source))
-		return errors.Is(err, jetstream.ErrKeyNotFound)
-	}
-}
-
-// watchFloor watches source's WAL floor key for updates from now on,
-// until the test ends.
-func watchFloor(t testing.TB, js jetstream.JetStream, source string) jetstream.KeyWatcher {
-	t.Helper()
-	ctx := context.Background()
-	kv, err := js.KeyValue(ctx, streams.PositionsBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := kv.Watch(ctx, streams.FloorKey(source), jetstream.UpdatesOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Stop() })
-	return w
 }

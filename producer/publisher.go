@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/internal/promutil"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -78,6 +79,9 @@ func (c PublisherConfig) Validate() error {
 // Publisher sends, so a restarting source can rebuild which offsets are in
 // the WAL from headers alone (see the package doc).
 const HeaderNextOffset = "Quarry-Next-Offset"
+
+// maxRetryBackoff caps the wait between a frame's publish attempts.
+const maxRetryBackoff = 5 * time.Second
 
 // ErrPublisherClosed is the error done gets for frames still in flight when
 // the publisher is closed.
@@ -145,9 +149,11 @@ type Publisher struct {
 	log *slog.Logger
 	m   *PublisherMetrics
 
-	sem  chan struct{} // one token per frame in flight
-	stop chan struct{} // closed by Close
-	once sync.Once
+	sem chan struct{} // one token per frame in flight
+	// life ends with Close: it bounds retry waits and sync publishes.
+	life context.Context
+	kill context.CancelFunc
+	stop <-chan struct{} // life.Done()
 
 	mu       sync.Mutex
 	tail     chan struct{} // closed when the last published frame's done returned
@@ -196,10 +202,11 @@ func NewPublisher(js jetstream.JetStream, cfg PublisherConfig, log *slog.Logger,
 	if nc := js.Conn(); nc != nil {
 		reconnects = nc.Stats().Reconnects
 	}
+	life, kill := context.WithCancel(context.Background())
 	p := &Publisher{
 		js: js, cfg: cfg, log: log, m: m,
 		sem:  make(chan struct{}, cfg.MaxInFlight),
-		stop: make(chan struct{}),
+		life: life, kill: kill, stop: life.Done(),
 		tail: tail,
 		lat:  NewLatencyHistogram(),
 	}
@@ -311,14 +318,13 @@ func (p *Publisher) await(msg *nats.Msg, paf jetstream.PubAckFuture, err error, 
 			seq, err = p.publishSync(msg)
 		}
 	}
-	backoff := p.cfg.RetryBackoff
+	b := backoff.New(backoff.Policy{Min: p.cfg.RetryBackoff, Max: maxRetryBackoff})
 	for attempt := 2; err != nil && attempt <= p.cfg.MaxAttempts && !p.closed(); attempt++ {
 		p.m.Retries.Inc()
 		p.log.Warn("frame publish retry", "msg_id", msg.Header.Get(streams.HeaderMsgID), "attempt", attempt, "err", err)
-		if !p.sleep(backoff) {
+		if b.Wait(p.life) != nil {
 			break
 		}
-		backoff = min(2*backoff, 5*time.Second)
 		seq, err = p.publishSync(msg)
 	}
 	if serial {
@@ -394,32 +400,14 @@ func (p *Publisher) awaitFuture(paf jetstream.PubAckFuture) (uint64, error) {
 }
 
 func (p *Publisher) publishSync(msg *nats.Msg) (uint64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.AckTimeout)
+	ctx, cancel := context.WithTimeout(p.life, p.cfg.AckTimeout)
 	defer cancel()
-	go func() {
-		select {
-		case <-p.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	// Headers (msg id, expected stream) are already on msg.
 	ack, err := p.js.PublishMsg(ctx, msg)
 	if err != nil {
 		return 0, err
 	}
 	return ack.Sequence, nil
-}
-
-func (p *Publisher) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-p.stop:
-		return false
-	}
 }
 
 func (p *Publisher) closed() bool {
@@ -469,7 +457,7 @@ func (p *Publisher) AfterResolved(done func()) {
 // restarted source republishes them with the same ids), and later Publish
 // calls fail. Close does not wait; call Flush first to drain.
 func (p *Publisher) Close() {
-	p.once.Do(func() { close(p.stop) })
+	p.kill()
 }
 
 // InFlight is the number of frames published (and AfterResolved barriers)

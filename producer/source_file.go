@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -76,7 +77,7 @@ func (s *fileSource) start(ctx context.Context, l *Lines, pos, _ uint64) (uint64
 		return 0, fmt.Errorf("open input: %w", err)
 	}
 	s.f = f
-	kctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	kctx, cancel := backoff.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if e, err := l.positions.Get(kctx, baseKey(l.source)); err == nil {
 		if s.base, err = strconv.ParseUint(string(e.Value()), 10, 64); err != nil {
@@ -152,14 +153,10 @@ func (s *fileSource) run(ctx context.Context, e *emitter) (uint64, error) {
 }
 
 func (s *fileSource) wait(ctx context.Context) error {
-	t := time.NewTimer(s.poll)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !backoff.Sleep(ctx, s.poll) {
 		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
+	return nil
 }
 
 // checkRotation restarts at byte 0 of the file at path when it shrank

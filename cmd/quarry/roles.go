@@ -23,6 +23,7 @@ import (
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/miner"
 	"github.com/quarrylake/quarry/producer"
+	"github.com/quarrylake/quarry/producer/cdc"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -191,9 +192,9 @@ func runProducerMSSQL(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if c.config == "" {
-		return errUsage{"--config FILE is required (capture instances and options; the connection string comes from " + producer.CDCDSNEnv + ")"}
+		return errUsage{"--config FILE is required (capture instances and options; the connection string comes from " + cdc.DSNEnv + ")"}
 	}
-	cfg, dsn, err := producer.LoadCDCConfig(c.config, e.getenv)
+	cfg, dsn, err := cdc.LoadConfig(c.config, e.getenv)
 	if err != nil {
 		return err
 	}
@@ -221,7 +222,7 @@ func runProducerMSSQL(ctx context.Context, e *env, args []string) error {
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
 	go hs.Serve(hctx, c.httpAddr)
-	return producer.RunCDC(ctx, cfg, dsn, js, log, reg)
+	return cdc.Run(ctx, cfg, dsn, cdc.Deps{JS: js, Log: log, Registerer: reg}, hs)
 }
 
 func runMiner(ctx context.Context, e *env, args []string) error {

@@ -30,7 +30,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/quarrylake/quarry/internal/natstest"
-	"github.com/quarrylake/quarry/producer"
+	"github.com/quarrylake/quarry/producer/cdc"
 	"github.com/quarrylake/quarry/producer/sqlserver"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -184,15 +184,15 @@ func TestCDCProducerAgainstSQLServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	cfg := producer.CDCConfig{
+	cfg := cdc.Config{
 		Database:            "shop",
 		CaptureInstances:    []string{"dbo_orders"},
-		TableDefaults:       producer.CDCTableConfig{Text: []string{"msg"}, Attrs: []string{"level", "amount", "price", "ok", "ratio", "g", "at", "ts", "v", "raw"}},
+		TableDefaults:       cdc.TableConfig{Text: []string{"msg"}, Attrs: []string{"level", "amount", "price", "ok", "ratio", "g", "at", "ts", "v", "raw"}},
 		PollInterval:        200 * time.Millisecond,
 		SchemaCheckInterval: time.Second,
 	}
-	deps := producer.CDCDeps{JS: js, Source: src}
-	g, err := producer.StartMany(ctx, cfg, deps)
+	deps := cdc.Deps{JS: js, Source: src}
+	g, err := cdc.Start(ctx, cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,12 +231,12 @@ func TestCDCProducerAgainstSQLServer(t *testing.T) {
 	}
 
 	// Restart: nothing twice.
-	producer.StopAll(g)
-	if errs := producer.AwaitAll(g); len(errs) != 0 {
+	g.Stop()
+	if errs := g.Wait(); len(errs) != 0 {
 		t.Fatal(errs)
 	}
 	mustExec(t, shop, `INSERT INTO dbo.orders (id, msg) VALUES (5, N'order 5 created')`)
-	g, err = producer.StartMany(ctx, cfg, deps)
+	g, err = cdc.Start(ctx, cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,8 +260,8 @@ func TestCDCProducerAgainstSQLServer(t *testing.T) {
 
 	// Purged range: the cleanup job removes changes the stopped stream has
 	// not read.
-	producer.StopAll(g)
-	if errs := producer.AwaitAll(g); len(errs) != 0 {
+	g.Stop()
+	if errs := g.Wait(); len(errs) != 0 {
 		t.Fatal(errs)
 	}
 	mustExec(t, shop, `INSERT INTO dbo.orders (id, msg) VALUES (7, N'order 7 created')`)
@@ -283,7 +283,7 @@ func TestCDCProducerAgainstSQLServer(t *testing.T) {
 	time.Sleep(7 * time.Second) // let the capture job log id 8 and move the max LSN
 	mustExec(t, shop, `DECLARE @lw binary(10) = sys.fn_cdc_get_max_lsn();
 		EXEC sys.sp_cdc_cleanup_change_table @capture_instance = N'dbo_orders_v2', @low_water_mark = @lw, @threshold = 100000`)
-	g, err = producer.StartMany(ctx, cfg, deps)
+	g, err = cdc.Start(ctx, cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,9 +294,9 @@ func TestCDCProducerAgainstSQLServer(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	producer.StopAll(g)
-	errs := producer.AwaitAll(g)
-	if !errors.Is(errs["dbo_orders"], producer.ErrPurgedRange) {
+	g.Stop()
+	errs := g.Wait()
+	if !errors.Is(errs["dbo_orders"], cdc.ErrPurgedRange) {
 		t.Fatalf("errors %v", errs)
 	}
 }

@@ -1,4 +1,4 @@
-package producer
+package cdc
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/quarrylake/quarry/internal/natstest"
 	"github.com/quarrylake/quarry/internal/syncbuf"
+	"github.com/quarrylake/quarry/producer"
+	"github.com/quarrylake/quarry/producer/internal/floortest"
 	"github.com/quarrylake/quarry/producer/sqlserver"
 	"github.com/quarrylake/quarry/producer/sqlserver/memsource"
 	"github.com/quarrylake/quarry/streams"
@@ -58,11 +60,11 @@ func newCDCEnv(t testing.TB, tables ...string) *cdcEnv {
 	return &cdcEnv{js: js, db: db, clk: clk}
 }
 
-func cdcTestConfig(cis ...string) CDCConfig {
-	return CDCConfig{
+func cdcTestConfig(cis ...string) Config {
+	return Config{
 		Database:            "shop",
 		CaptureInstances:    cis,
-		TableDefaults:       CDCTableConfig{Text: []string{"msg"}, Attrs: []string{"level"}},
+		TableDefaults:       TableConfig{Text: []string{"msg"}, Attrs: []string{"level"}},
 		PollInterval:        10 * time.Millisecond,
 		HeartbeatInterval:   50 * time.Millisecond,
 		SchemaCheckInterval: 10 * time.Millisecond,
@@ -71,7 +73,7 @@ func cdcTestConfig(cis ...string) CDCConfig {
 		PageSize:            7,
 		SnapshotChunk:       5,
 		FrameRecords:        10,
-		Publisher:           PublisherConfig{AckTimeout: 2 * time.Second},
+		Publisher:           producer.PublisherConfig{AckTimeout: 2 * time.Second},
 	}
 }
 
@@ -146,21 +148,21 @@ func cdcWait(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-func cdcStart(t testing.TB, e *cdcEnv, cfg CDCConfig) *CDCGroup {
+func cdcStart(t testing.TB, e *cdcEnv, cfg Config) *Set {
 	t.Helper()
 	var log *slog.Logger
 	if os.Getenv("CDC_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	g, err := StartMany(context.Background(), cfg, CDCDeps{JS: e.js, Source: e.db, Log: log})
+	g, err := Start(context.Background(), cfg, Deps{JS: e.js, Source: e.db, Log: log})
 	if err != nil {
-		t.Fatalf("StartMany: %v", err)
+		t.Fatalf("Start: %v", err)
 	}
-	t.Cleanup(func() { StopAll(g) })
+	t.Cleanup(func() { g.Stop() })
 	return g
 }
 
-func cdcState_(t testing.TB, js jetstream.JetStream, key string) cdcState {
+func savedState(t testing.TB, js jetstream.JetStream, key string) state {
 	t.Helper()
 	kv, err := js.KeyValue(context.Background(), streams.PositionsBucket)
 	if err != nil {
@@ -170,7 +172,7 @@ func cdcState_(t testing.TB, js jetstream.JetStream, key string) cdcState {
 	if err != nil {
 		t.Fatalf("position %s: %v", key, err)
 	}
-	var st cdcState
+	var st state
 	if err := json.Unmarshal(e.Value(), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +246,7 @@ func TestCDCSnapshotThenStream(t *testing.T) {
 func TestCDCBigTransactionPagesInOrder(t *testing.T) {
 	e := newCDCEnv(t, "orders")
 	cfg := cdcTestConfig("dbo_orders")
-	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
+	cfg.TableDefaults.Bootstrap = BootstrapNever
 	cdcStart(t, e, cfg)
 	lsn := e.insert("orders", 0, 250) // one LSN, 250 seqvals, pages of 7
 	subj := streams.CDCSubject("shop", "dbo_orders")
@@ -274,11 +276,11 @@ func TestCDCRestartResumesExactly(t *testing.T) {
 	e.insert("orders", 0, 20)
 	g := cdcStart(t, e, cfg)
 	cdcWait(t, "first 20", func() bool { return len(cdcRecords(t, e.js, subj)) == 20 })
-	StopAll(g)
-	if errs := AwaitAll(g); len(errs) != 0 {
+	g.Stop()
+	if errs := g.Wait(); len(errs) != 0 {
 		t.Fatal(errs)
 	}
-	st := cdcState_(t, e.js, "cdc.shop.dbo_orders")
+	st := savedState(t, e.js, "cdc.shop.dbo_orders")
 	if st.Rows != 20 || !st.Pos.TxEnd || st.Snapshot != nil {
 		t.Fatalf("saved state %+v", st)
 	}
@@ -287,7 +289,7 @@ func TestCDCRestartResumesExactly(t *testing.T) {
 	}
 	g = cdcStart(t, e, cfg)
 	cdcWait(t, "50", func() bool { return len(cdcRecords(t, e.js, subj)) >= 50 })
-	StopAll(g)
+	g.Stop()
 	recs := cdcRecords(t, e.js, subj)
 	if len(recs) != 50 {
 		t.Fatalf("%d records", len(recs))
@@ -301,17 +303,17 @@ func TestCDCRestartResumesExactly(t *testing.T) {
 func TestCDCCrashBeforePositionSave(t *testing.T) {
 	e := newCDCEnv(t, "orders")
 	cfg := cdcTestConfig("dbo_orders")
-	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
+	cfg.TableDefaults.Bootstrap = BootstrapNever
 	subj := streams.CDCSubject("shop", "dbo_orders")
 	e.insert("orders", 0, 5)
 	g := cdcStart(t, e, cfg)
 	cdcWait(t, "5", func() bool { return len(cdcRecords(t, e.js, subj)) == 5 })
-	StopAll(g)
-	old := cdcState_(t, e.js, "cdc.shop.dbo_orders")
+	g.Stop()
+	old := savedState(t, e.js, "cdc.shop.dbo_orders")
 	e.insert("orders", 5, 3) // a short frame at the head of the log...
 	g = cdcStart(t, e, cfg)
 	cdcWait(t, "8", func() bool { return len(cdcRecords(t, e.js, subj)) == 8 })
-	StopAll(g)
+	g.Stop()
 	// ...whose position save is lost.
 	kv, _ := e.js.KeyValue(context.Background(), streams.PositionsBucket)
 	b, _ := json.Marshal(old)
@@ -322,7 +324,7 @@ func TestCDCCrashBeforePositionSave(t *testing.T) {
 	g = cdcStart(t, e, cfg)
 	cdcWait(t, "12", func() bool { return len(cdcRecords(t, e.js, subj)) >= 12 })
 	time.Sleep(50 * time.Millisecond)
-	StopAll(g)
+	g.Stop()
 	recs := cdcRecords(t, e.js, subj)
 	if len(recs) != 12 {
 		t.Fatalf("%d records: %v", len(recs), cdcTexts(recs))
@@ -363,8 +365,8 @@ func TestCDCTwoCaptureInstancesAndPurgeIsolation(t *testing.T) {
 	// b goes on.
 	e.insert("b", 4, 2)
 	cdcWait(t, "b continues", func() bool { return len(cdcRecords(t, e.js, sb)) == 6 })
-	StopAll(g)
-	errs := AwaitAll(g)
+	g.Stop()
+	errs := g.Wait()
 	if len(errs) != 1 || !errors.Is(errs["dbo_a"], ErrPurgedRange) {
 		t.Fatalf("errors %v", errs)
 	}
@@ -376,7 +378,7 @@ func TestCDCTwoCaptureInstancesAndPurgeIsolation(t *testing.T) {
 		t.Fatal("a published past a purged range")
 	}
 	// A restart fails again at once (the position stays).
-	g2, err := StartMany(context.Background(), cfg, CDCDeps{JS: e.js, Source: e.db})
+	g2, err := Start(context.Background(), cfg, Deps{JS: e.js, Source: e.db})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,8 +386,8 @@ func TestCDCTwoCaptureInstancesAndPurgeIsolation(t *testing.T) {
 		err := g2.Streams()[0].Ready()
 		return err != nil && strings.Contains(err.Error(), "stopped")
 	})
-	StopAll(g2)
-	if errs := AwaitAll(g2); !errors.Is(errs["dbo_a"], ErrPurgedRange) || errs["dbo_b"] != nil {
+	g2.Stop()
+	if errs := g2.Wait(); !errors.Is(errs["dbo_a"], ErrPurgedRange) || errs["dbo_b"] != nil {
 		t.Fatalf("restart errors %v", errs)
 	}
 }
@@ -393,20 +395,20 @@ func TestCDCTwoCaptureInstancesAndPurgeIsolation(t *testing.T) {
 func TestCDCPurgedWhenNeededSnapshotsAgain(t *testing.T) {
 	e := newCDCEnv(t, "a")
 	cfg := cdcTestConfig("dbo_a")
-	cfg.TableDefaults.Bootstrap = CDCBootstrapWhenNeeded
+	cfg.TableDefaults.Bootstrap = BootstrapWhenNeeded
 	subj := streams.CDCSubject("shop", "dbo_a")
 	e.insert("a", 0, 3)
 	g := cdcStart(t, e, cfg)
 	cdcWait(t, "snapshot", func() bool { return len(cdcRecords(t, e.js, subj)) == 3 })
-	StopAll(g)
+	g.Stop()
 	e.insert("a", 3, 2)
 	e.db.Cleanup(e.db.Tick()) // purged while stopped
 	g = cdcStart(t, e, cfg)
 	cdcWait(t, "resnapshot", func() bool { return len(cdcRecords(t, e.js, subj)) == 8 })
 	e.insert("a", 5, 1)
 	cdcWait(t, "stream after resnapshot", func() bool { return len(cdcRecords(t, e.js, subj)) == 9 })
-	StopAll(g)
-	if errs := AwaitAll(g); len(errs) != 0 {
+	g.Stop()
+	if errs := g.Wait(); len(errs) != 0 {
 		t.Fatal(errs)
 	}
 	got := cdcTexts(cdcRecords(t, e.js, subj))
@@ -434,7 +436,7 @@ func TestCDCSchemaChangeTakeover(t *testing.T) {
 	cdcWait(t, "v2", func() bool { return len(cdcRecords(t, e.js, s2)) == 1 })
 	e.insert("orders", 6, 2)
 	cdcWait(t, "v2 more", func() bool { return len(cdcRecords(t, e.js, s2)) == 3 })
-	StopAll(g)
+	g.Stop()
 	r1, r2 := cdcRecords(t, e.js, s1), cdcRecords(t, e.js, s2)
 	if len(r1) != 5 || len(r2) != 3 {
 		t.Fatalf("v1 %v v2 %v", cdcTexts(r1), cdcTexts(r2))
@@ -442,7 +444,7 @@ func TestCDCSchemaChangeTakeover(t *testing.T) {
 	if r2[0].Text != "orders row 5" {
 		t.Fatalf("v2 first %q", r2[0].Text)
 	}
-	st1 := cdcState_(t, e.js, "cdc.shop.dbo_orders")
+	st1 := savedState(t, e.js, "cdc.shop.dbo_orders")
 	if st1.Successor != "dbo_orders_v2" {
 		t.Fatalf("v1 state %+v", st1)
 	}
@@ -450,7 +452,7 @@ func TestCDCSchemaChangeTakeover(t *testing.T) {
 	e.insert("orders", 8, 1)
 	g = cdcStart(t, e, cfg)
 	cdcWait(t, "after restart", func() bool { return len(cdcRecords(t, e.js, s2)) == 4 })
-	StopAll(g)
+	g.Stop()
 	if n := len(cdcRecords(t, e.js, s1)); n != 5 {
 		t.Fatalf("v1 got %d after restart", n)
 	}
@@ -460,7 +462,7 @@ func TestCDCSchemaChangeTakeover(t *testing.T) {
 func TestCDCHeartbeatAdvancesQuietTable(t *testing.T) {
 	e := newCDCEnv(t, "quiet", "busy")
 	cfg := cdcTestConfig("dbo_quiet")
-	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
+	cfg.TableDefaults.Bootstrap = BootstrapNever
 	g := cdcStart(t, e, cfg)
 	kv, _ := e.js.KeyValue(context.Background(), streams.ProgressBucket)
 	progress := func() streams.Progress {
@@ -486,7 +488,7 @@ func TestCDCHeartbeatAdvancesQuietTable(t *testing.T) {
 	}
 	tickAt := e.db.Tick()
 	cdcWait(t, "tick", func() bool { return progress().LastLSN == tickAt.String() })
-	st := cdcState_(t, e.js, "cdc.shop.dbo_quiet")
+	st := savedState(t, e.js, "cdc.shop.dbo_quiet")
 	if st.Pos != sqlserver.Through(tickAt) {
 		t.Fatalf("position %+v", st.Pos)
 	}
@@ -498,7 +500,7 @@ func TestCDCHeartbeatAdvancesQuietTable(t *testing.T) {
 func TestCDCTransientErrorsRetry(t *testing.T) {
 	e := newCDCEnv(t, "orders")
 	cfg := cdcTestConfig("dbo_orders")
-	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
+	cfg.TableDefaults.Bootstrap = BootstrapNever
 	subj := streams.CDCSubject("shop", "dbo_orders")
 	g := cdcStart(t, e, cfg)
 	boom := errors.New("connection reset")
@@ -515,10 +517,10 @@ func TestCDCTransientErrorsRetry(t *testing.T) {
 	cdcWait(t, "ready", func() bool { return g.Ready() == nil })
 }
 
-func TestCDCStartManyFailureStopsStarted(t *testing.T) {
+func TestCDCStartFailureStopsStarted(t *testing.T) {
 	e := newCDCEnv(t, "a", "b")
 	cfg := cdcTestConfig("dbo_a", "dbo_missing", "dbo_b")
-	_, err := StartMany(context.Background(), cfg, CDCDeps{JS: e.js, Source: e.db})
+	_, err := Start(context.Background(), cfg, Deps{JS: e.js, Source: e.db})
 	if !errors.Is(err, sqlserver.ErrNoCaptureInstance) || !strings.Contains(err.Error(), "dbo_missing") {
 		t.Fatalf("err %v", err)
 	}
@@ -533,13 +535,13 @@ func TestCDCStartManyFailureStopsStarted(t *testing.T) {
 	}
 	// Missing column: a start error naming it.
 	cfg = cdcTestConfig("dbo_a")
-	cfg.Tables = map[string]CDCTableConfig{"DBO_A": {Text: []string{"nope"}}}
-	if _, err := StartMany(context.Background(), cfg, CDCDeps{JS: e.js, Source: e.db}); !errors.Is(err, ErrCDCColumn) || !strings.Contains(err.Error(), `"nope"`) {
+	cfg.Tables = map[string]TableConfig{"DBO_A": {Text: []string{"nope"}}}
+	if _, err := Start(context.Background(), cfg, Deps{JS: e.js, Source: e.db}); !errors.Is(err, ErrColumn) || !strings.Contains(err.Error(), `"nope"`) {
 		t.Fatalf("column err %v", err)
 	}
 	// Two capture instances of one table.
 	e.db.EnableCDC("dbo", "a", "dbo_a_v2")
-	if _, err := StartMany(context.Background(), cdcTestConfig("dbo_a", "dbo_a_v2"), CDCDeps{JS: e.js, Source: e.db}); !errors.Is(err, ErrCDCConflict) {
+	if _, err := Start(context.Background(), cdcTestConfig("dbo_a", "dbo_a_v2"), Deps{JS: e.js, Source: e.db}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("conflict err %v", err)
 	}
 }
@@ -547,10 +549,10 @@ func TestCDCStartManyFailureStopsStarted(t *testing.T) {
 func TestCDCTextRulesAndOverrides(t *testing.T) {
 	e := newCDCEnv(t, "a", "b")
 	cfg := cdcTestConfig()
-	cfg.TableDefaults = CDCTableConfig{} // whole row
-	cfg.Tables = map[string]CDCTableConfig{
+	cfg.TableDefaults = TableConfig{} // whole row
+	cfg.Tables = map[string]TableConfig{
 		"DBO_A": {Text: []string{"level", "msg"}, TextSeparator: " ~ ", Tenant: "acme"},
-		"dbo_b": {Bootstrap: CDCBootstrapNever},
+		"dbo_b": {Bootstrap: BootstrapNever},
 	}
 	cdcStart(t, e, cfg)
 	e.db.Begin().Insert("dbo", "a", map[string]any{"id": 1, "msg": "hello", "level": nil}).Commit()
@@ -571,7 +573,7 @@ func TestCDCOversizedRecordDeadLettered(t *testing.T) {
 	e := newCDCEnv(t, "orders")
 	cfg := cdcTestConfig("dbo_orders")
 	cfg.FrameBytes = 4 << 10
-	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
+	cfg.TableDefaults.Bootstrap = BootstrapNever
 	cdcStart(t, e, cfg)
 	tx := e.db.Begin()
 	tx.Insert("dbo", "orders", map[string]any{"id": 1, "msg": strings.Repeat("x", 5000), "level": "info"})
@@ -590,8 +592,8 @@ func TestCDCOversizedRecordDeadLettered(t *testing.T) {
 }
 
 func TestCDCConfigValidate(t *testing.T) {
-	c := CDCConfig{Database: "bad.db", CaptureInstances: []string{"a", "A"}, PageSize: -1,
-		Tables: map[string]CDCTableConfig{"x": {Tenant: "bad tenant", Bootstrap: "sometimes"}}, ServerTimeZone: "Mars/Base"}.Defaults()
+	c := Config{Database: "bad.db", CaptureInstances: []string{"a", "A"}, PageSize: -1,
+		Tables: map[string]TableConfig{"x": {Tenant: "bad tenant", Bootstrap: "sometimes"}}, ServerTimeZone: "Mars/Base"}.Defaults()
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("accepted")
@@ -604,44 +606,44 @@ func TestCDCConfigValidate(t *testing.T) {
 	if err := cdcTestConfig("a").Defaults().Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if err := (CDCConfig{Database: "d"}).Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "no capture instances") {
+	if err := (Config{Database: "d"}).Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "no capture instances") {
 		t.Fatalf("empty: %v", err)
 	}
-	tc := CDCConfig{TableDefaults: CDCTableConfig{Text: []string{"m"}}, Tables: map[string]CDCTableConfig{"Dbo_X": {Tenant: "t1"}}}.Defaults().TableConfig("DBO_x")
-	if tc.Tenant != "t1" || tc.Text[0] != "m" || tc.Bootstrap != CDCBootstrapInitial {
+	tc := Config{TableDefaults: TableConfig{Text: []string{"m"}}, Tables: map[string]TableConfig{"Dbo_X": {Tenant: "t1"}}}.Defaults().TableConfig("DBO_x")
+	if tc.Tenant != "t1" || tc.Text[0] != "m" || tc.Bootstrap != BootstrapInitial {
 		t.Fatalf("table config %+v", tc)
 	}
-	if tc := (CDCConfig{}).Defaults().TableConfig("dbo_y"); tc.Tenant != "dbo_y" {
+	if tc := (Config{}).Defaults().TableConfig("dbo_y"); tc.Tenant != "dbo_y" {
 		t.Fatalf("default tenant %+v", tc)
 	}
 }
 
-func TestLoadCDCConfig(t *testing.T) {
+func TestLoadConfig(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "mssql.yaml")
 	os.WriteFile(path, []byte("database: shop\ncapture_instances: [dbo_orders]\ntables:\n  dbo_audit:\n    text: [message]\n    attrs: [user_id]\n    bootstrap: never\nserver_time_zone: Europe/Berlin\n"), 0o600)
 	env := func(k string) string {
-		if k == CDCDSNEnv {
+		if k == DSNEnv {
 			return "sqlserver://u:secret@db:1433?database=shop"
 		}
 		return ""
 	}
-	c, dsn, err := LoadCDCConfig(path, env)
+	c, dsn, err := LoadConfig(path, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if dsn == "" || strings.Join(c.Instances(), ",") != "dbo_orders,dbo_audit" || c.TableConfig("DBO_AUDIT").Bootstrap != "never" || c.PageSize != 1000 {
 		t.Fatalf("config %+v", c)
 	}
-	if _, _, err := LoadCDCConfig(path, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), CDCDSNEnv) {
+	if _, _, err := LoadConfig(path, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), DSNEnv) {
 		t.Fatalf("no dsn: %v", err)
 	}
 	os.WriteFile(path, []byte("database: shop\ncapture_instances: [a]\ndsn: sqlserver://u:secret@x\n"), 0o600)
-	if _, _, err := LoadCDCConfig(path, env); err == nil || strings.Contains(err.Error(), "secret") {
+	if _, _, err := LoadConfig(path, env); err == nil || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("dsn in file: %v", err)
 	}
 	os.WriteFile(path, []byte("database: shop\ncapture_instances: [a]\npoll_intervall: 1s\n"), 0o600)
-	if _, _, err := LoadCDCConfig(path, env); err == nil {
+	if _, _, err := LoadConfig(path, env); err == nil {
 		t.Fatal("unknown field accepted")
 	}
 }
@@ -653,9 +655,9 @@ func TestLoadCDCConfig(t *testing.T) {
 func TestCDCFloorReleasedWhileQuiet(t *testing.T) {
 	e := newCDCEnv(t, "orders")
 	cfg := cdcTestConfig("dbo_orders")
-	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
+	cfg.TableDefaults.Bootstrap = BootstrapNever
 	subj := streams.CDCSubject("shop", "dbo_orders")
-	released := floorReleased(t, e.js, "cdc.shop.dbo_orders")
+	released := floortest.Released(t, e.js, "cdc.shop.dbo_orders")
 	e.insert("orders", 0, 5)
 	cdcStart(t, e, cfg)
 	cdcWait(t, "5 records and a released floor", func() bool { return len(cdcRecords(t, e.js, subj)) == 5 && released() })
@@ -665,13 +667,13 @@ func TestCDCFloorReleasedWhileQuiet(t *testing.T) {
 		t.Fatal("a quiet table holds its WAL floor")
 	}
 
-	w := watchFloor(t, e.js, "cdc.shop.dbo_orders")
+	w := floortest.Watch(t, e.js, "cdc.shop.dbo_orders")
 	before := len(cdcFrames(t, e.js, subj))
 	for i := 5; i < 45; i += 8 {
 		e.insert("orders", i, 8)
 	}
-	events := floorEventsUntilReleased(t, w, func() bool { return len(cdcRecords(t, e.js, subj)) == 45 })
-	checkFloorCovered(t, e.js, subj, before, events)
+	events := floortest.EventsUntilReleased(t, e.js, "cdc.shop.dbo_orders", w, func() bool { return len(cdcRecords(t, e.js, subj)) == 45 })
+	floortest.CheckCovered(t, e.js, subj, before, events)
 }
 
 // A restart after a crash whose floor the WAL was purged past says so in
@@ -679,24 +681,24 @@ func TestCDCFloorReleasedWhileQuiet(t *testing.T) {
 func TestCDCRestartPastPurgedFloorWarns(t *testing.T) {
 	e := newCDCEnv(t, "orders")
 	cfg := cdcTestConfig("dbo_orders")
-	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
+	cfg.TableDefaults.Bootstrap = BootstrapNever
 	subj := streams.CDCSubject("shop", "dbo_orders")
 	ctx := context.Background()
 	kv, _ := e.js.KeyValue(ctx, streams.PositionsBucket)
-	start := func() (*CDCGroup, *syncbuf.Buffer) {
+	start := func() (*Set, *syncbuf.Buffer) {
 		logs := &syncbuf.Buffer{}
-		g, err := StartMany(ctx, cfg, CDCDeps{JS: e.js, Source: e.db, Log: slog.New(slog.NewTextHandler(logs, nil))})
+		g, err := Start(ctx, cfg, Deps{JS: e.js, Source: e.db, Log: slog.New(slog.NewTextHandler(logs, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { StopAll(g) })
+		t.Cleanup(func() { g.Stop() })
 		return g, logs
 	}
 	const warning = "wal purged past this stream's floor"
 	e.insert("orders", 0, 12)
 	g, logs := start()
 	cdcWait(t, "12", func() bool { return len(cdcRecords(t, e.js, subj)) == 12 })
-	StopAll(g)
+	g.Stop()
 	if strings.Contains(logs.String(), warning) {
 		t.Fatalf("first run warned:\n%s", logs.String())
 	}
@@ -716,10 +718,10 @@ func TestCDCRestartPastPurgedFloorWarns(t *testing.T) {
 	if n := testutil.ToFloat64(g.Streams()[0].m.unverified.WithLabelValues("dbo_orders")); n != 1 {
 		t.Fatalf("quarry_producer_cdc_unverified_restarts_total = %v, want 1", n)
 	}
-	StopAll(g)
+	g.Stop()
 	g, logs = start()
 	cdcWait(t, "ready", func() bool { return g.Streams()[0].Ready() == nil })
-	StopAll(g)
+	g.Stop()
 	if strings.Contains(logs.String(), warning) {
 		t.Fatalf("restart after a clean stop warned:\n%s", logs.String())
 	}
@@ -732,8 +734,8 @@ func TestCDCRestartPastPurgedFloorWarns(t *testing.T) {
 func TestCDCFloorStaysReleasedOnHeartbeats(t *testing.T) {
 	e := newCDCEnv(t, "orders")
 	cfg := cdcTestConfig("dbo_orders")
-	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
-	released := floorReleased(t, e.js, "cdc.shop.dbo_orders")
+	cfg.TableDefaults.Bootstrap = BootstrapNever
+	released := floortest.Released(t, e.js, "cdc.shop.dbo_orders")
 	e.insert("orders", 0, 3)
 	g := cdcStart(t, e, cfg)
 	subj := streams.CDCSubject("shop", "dbo_orders")
@@ -758,20 +760,20 @@ func TestCDCFloorStaysReleasedOnHeartbeats(t *testing.T) {
 func TestCDCRecoveredStateSavedAndFloorReleased(t *testing.T) {
 	e := newCDCEnv(t, "orders")
 	cfg := cdcTestConfig("dbo_orders")
-	cfg.TableDefaults.Bootstrap = CDCBootstrapNever
+	cfg.TableDefaults.Bootstrap = BootstrapNever
 	subj := streams.CDCSubject("shop", "dbo_orders")
 	const key = "cdc.shop.dbo_orders"
-	released := floorReleased(t, e.js, key)
+	released := floortest.Released(t, e.js, key)
 	e.insert("orders", 0, 4)
 	g := cdcStart(t, e, cfg)
 	cdcWait(t, "4", func() bool { return len(cdcRecords(t, e.js, subj)) == 4 })
-	StopAll(g)
-	old := cdcState_(t, e.js, key)
+	g.Stop()
+	old := savedState(t, e.js, key)
 	e.insert("orders", 4, 3)
 	g = cdcStart(t, e, cfg)
 	cdcWait(t, "7", func() bool { return len(cdcRecords(t, e.js, subj)) == 7 })
-	StopAll(g)
-	done := cdcState_(t, e.js, key)
+	g.Stop()
+	done := savedState(t, e.js, key)
 	// The crash: the last save is lost and the floor of the old state stays.
 	kv, _ := e.js.KeyValue(context.Background(), streams.PositionsBucket)
 	b, _ := json.Marshal(old)
@@ -783,7 +785,7 @@ func TestCDCRecoveredStateSavedAndFloorReleased(t *testing.T) {
 	}
 	cdcStart(t, e, cfg) // nothing new to read: only the recovery moves it
 	cdcWait(t, "the recovered state saved and the floor released", func() bool {
-		return cdcState_(t, e.js, key).WALSeq == done.WALSeq && released()
+		return savedState(t, e.js, key).WALSeq == done.WALSeq && released()
 	})
 	if n := len(cdcRecords(t, e.js, subj)); n != 7 {
 		t.Fatalf("%d records after the restart, want 7", n)

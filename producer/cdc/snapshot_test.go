@@ -1,4 +1,4 @@
-package producer
+package cdc
 
 import (
 	"context"
@@ -196,7 +196,7 @@ func TestCDCSnapshotConsistentUnderConcurrentWrites(t *testing.T) {
 		return len(recs) >= len(want)
 	})
 	time.Sleep(100 * time.Millisecond) // anything extra would show now
-	StopAll(g)
+	g.Stop()
 	if calls < 8 {
 		t.Fatalf("only %d chunks: the snapshot did not race the writes", calls)
 	}
@@ -233,7 +233,7 @@ func TestCDCSnapshotRestartMidSnapshotStartsAgain(t *testing.T) {
 	h := newCDCHistory(map[int]string{})
 	cfg := cdcTestConfig("dbo_orders")
 	subj := streams.CDCSubject("shop", "dbo_orders")
-	var g *CDCGroup
+	var g *Set
 	var calls int
 	var mu sync.Mutex
 	stopped := make(chan struct{})
@@ -245,7 +245,7 @@ func TestCDCSnapshotRestartMidSnapshotStartsAgain(t *testing.T) {
 			mu.Lock()
 			gg := g
 			mu.Unlock()
-			go func() { StopAll(gg); close(stopped) }()
+			go func() { gg.Stop(); close(stopped) }()
 			time.Sleep(50 * time.Millisecond) // the stop cancels the stream's ctx
 		}
 	})
@@ -253,7 +253,7 @@ func TestCDCSnapshotRestartMidSnapshotStartsAgain(t *testing.T) {
 	g = cdcStart(t, e, cfg)
 	mu.Unlock()
 	<-stopped
-	st := cdcState_(t, e.js, "cdc.shop.dbo_orders")
+	st := savedState(t, e.js, "cdc.shop.dbo_orders")
 	if st.Snapshot == nil {
 		t.Fatalf("saved state is not mid-snapshot: %+v", st)
 	}
@@ -267,7 +267,7 @@ func TestCDCSnapshotRestartMidSnapshotStartsAgain(t *testing.T) {
 	h.commit(e.db, "orders", cdcStmt{sqlserver.OpInsert, 100, "orders row 100"})
 	cdcWait(t, "change", func() bool { return len(cdcRecords(t, e.js, subj)) >= len(partial)+31 })
 	time.Sleep(50 * time.Millisecond)
-	StopAll(g)
+	g.Stop()
 	recs := cdcRecords(t, e.js, subj)
 	if len(recs) != len(partial)+31 {
 		t.Fatalf("%d records after %d partial: %v", len(recs), len(partial), cdcTexts(recs))
@@ -319,12 +319,12 @@ func TestCDCCrashAfterSnapshotBeforeSave(t *testing.T) {
 	cdcWait(t, "snapshot", func() bool { return len(cdcRecords(t, e.js, subj)) == 12 })
 	e.insert("orders", 12, 3)
 	cdcWait(t, "changes", func() bool { return len(cdcRecords(t, e.js, subj)) == 15 })
-	StopAll(g)
+	g.Stop()
 	recs := cdcRecords(t, e.js, subj)
 	l, _ := sqlserver.ParseLSN(cdcAttr(recs[0], "_lsn"))
 	// The state as saved right after the snapshot began.
 	kv, _ := e.js.KeyValue(context.Background(), streams.PositionsBucket)
-	b, _ := json.Marshal(cdcState{V: 1, CaptureInstance: "dbo_orders", Snapshot: &cdcSnapshot{LSN: l}})
+	b, _ := json.Marshal(state{V: 1, CaptureInstance: "dbo_orders", Snapshot: &snapState{LSN: l}})
 	if _, err := kv.Put(context.Background(), "cdc.shop.dbo_orders", b); err != nil {
 		t.Fatal(err)
 	}
@@ -333,13 +333,13 @@ func TestCDCCrashAfterSnapshotBeforeSave(t *testing.T) {
 	g = cdcStart(t, e, cfg)
 	cdcWait(t, "16", func() bool { return len(cdcRecords(t, e.js, subj)) >= 16 })
 	time.Sleep(50 * time.Millisecond)
-	StopAll(g)
+	g.Stop()
 	recs = cdcRecords(t, e.js, subj)
 	if len(recs) != 16 || e.db.Calls(memsource.MethodBeginSnapshot) != n {
 		t.Fatalf("%d records, %d new snapshots: %v", len(recs), e.db.Calls(memsource.MethodBeginSnapshot)-n, cdcTexts(recs))
 	}
 	cdcNoDuplicates(t, recs)
-	if st := cdcState_(t, e.js, "cdc.shop.dbo_orders"); st.Snapshot != nil || st.Rows != 16 {
+	if st := savedState(t, e.js, "cdc.shop.dbo_orders"); st.Snapshot != nil || st.Rows != 16 {
 		t.Fatalf("state %+v", st)
 	}
 }
@@ -353,7 +353,7 @@ func TestCDCSnapshotIsolationNotAllowed(t *testing.T) {
 	cfg := cdcTestConfig("dbo_orders")
 	g := cdcStart(t, e, cfg)
 	cdcWait(t, "stopped", func() bool { err := g.Ready(); return err != nil && strings.Contains(err.Error(), "stopped") })
-	errs := AwaitAll(g)
+	errs := g.Wait()
 	err := errs["dbo_orders"]
 	if !errors.Is(err, sqlserver.ErrSnapshotIsolation) || !strings.Contains(err.Error(), "SET ALLOW_SNAPSHOT_ISOLATION ON") ||
 		!strings.Contains(err.Error(), "snapshot_isolation: read_committed") {
@@ -366,8 +366,8 @@ func TestCDCSnapshotIsolationNotAllowed(t *testing.T) {
 	cfg.SnapshotIsolation = string(sqlserver.IsolationReadCommitted)
 	g = cdcStart(t, e, cfg)
 	cdcWait(t, "read-committed snapshot", func() bool { return len(cdcRecords(t, e.js, subj)) == 3 })
-	StopAll(g)
-	if errs := AwaitAll(g); len(errs) != 0 {
+	g.Stop()
+	if errs := g.Wait(); len(errs) != 0 {
 		t.Fatal(errs)
 	}
 	bad := cdcTestConfig("dbo_orders")
@@ -408,7 +408,7 @@ func TestCDCSnapshotSQLErrors(t *testing.T) {
 				recs := cdcRecords(t, e.js, subj)
 				return cdcAttr(recs[len(recs)-1], "_op") == "insert"
 			})
-			StopAll(g)
+			g.Stop()
 			recs := cdcRecords(t, e.js, subj)
 			last := recs[len(recs)-31 : len(recs)-1]
 			for i, r := range last {

@@ -1,4 +1,4 @@
-package producer
+package cdc
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/producer/sqlserver/memsource"
 )
 
@@ -26,12 +27,12 @@ func BenchmarkCDCStream(b *testing.B) {
 			e.insert("orders", i, min(100, b.N-i))
 		}
 		cfg := cdcTestConfig("dbo_orders")
-		cfg.TableDefaults.Bootstrap = CDCBootstrapNever
+		cfg.TableDefaults.Bootstrap = BootstrapNever
 		cfg.PageSize, cfg.FrameRecords, cfg.SnapshotChunk = 0, 0, 0
-		cfg.Publisher = PublisherConfig{}
+		cfg.Publisher = producer.PublisherConfig{}
 		b.ReportAllocs()
 		b.ResetTimer()
-		g, err := StartMany(context.Background(), cfg, CDCDeps{JS: e.js, Source: e.db})
+		g, err := Start(context.Background(), cfg, Deps{JS: e.js, Source: e.db})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -40,7 +41,7 @@ func BenchmarkCDCStream(b *testing.B) {
 			time.Sleep(time.Millisecond)
 		}
 		b.StopTimer()
-		StopAll(g)
+		g.Stop()
 	})
 	b.Run("idle", func(b *testing.B) {
 		const k = 20
@@ -52,18 +53,18 @@ func BenchmarkCDCStream(b *testing.B) {
 		}
 		e := newCDCEnv(b, tables...)
 		cfg := cdcTestConfig(cis...)
-		cfg.TableDefaults.Bootstrap = CDCBootstrapNever
+		cfg.TableDefaults.Bootstrap = BootstrapNever
 		cfg.PollInterval = 50 * time.Millisecond
 		cfg.HeartbeatInterval = time.Second
 		cfg.SchemaCheckInterval = 30 * time.Second
 		cfg.PageSize, cfg.FrameRecords, cfg.SnapshotChunk = 0, 0, 0
-		cfg.Publisher = PublisherConfig{}
+		cfg.Publisher = producer.PublisherConfig{}
 		for i := 0; i < b.N; i++ {
 			runtime.GC()
 			var m0, m1 runtime.MemStats
 			runtime.ReadMemStats(&m0)
 			g0 := runtime.NumGoroutine()
-			g, err := StartMany(context.Background(), cfg, CDCDeps{JS: e.js, Source: e.db})
+			g, err := Start(context.Background(), cfg, Deps{JS: e.js, Source: e.db})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -78,7 +79,7 @@ func BenchmarkCDCStream(b *testing.B) {
 			runtime.GC()
 			runtime.ReadMemStats(&m1)
 			g1 := runtime.NumGoroutine()
-			StopAll(g)
+			g.Stop()
 			b.ReportMetric(float64(g1-g0)/k, "goroutines/stream")
 			b.ReportMetric(float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/k, "heap-bytes/stream")
 			b.ReportMetric(float64(q1-q0)/k/10, "queries/stream/poll")

@@ -1,4 +1,4 @@
-package producer
+package cdc
 
 import (
 	"errors"
@@ -10,32 +10,33 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/quarrylake/quarry/internal/natsutil"
+	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/producer/sqlserver"
 	"github.com/quarrylake/quarry/streams"
 )
 
-// CDCDSNEnv is the environment variable that holds the SQL Server
+// DSNEnv is the environment variable that holds the SQL Server
 // connection string of `quarry producer mssql`. It is never read from a
 // file and never logged.
-const CDCDSNEnv = "QUARRY_MSSQL_DSN"
+const DSNEnv = "QUARRY_MSSQL_DSN"
 
-// Bootstrap modes of a capture instance (CDCTableConfig.Bootstrap).
+// Bootstrap modes of a capture instance (TableConfig.Bootstrap).
 const (
-	// CDCBootstrapInitial snapshots the table when the stream has no saved
+	// BootstrapInitial snapshots the table when the stream has no saved
 	// position, then streams. A purged position is an error.
-	CDCBootstrapInitial = "initial"
-	// CDCBootstrapNever never snapshots: without a saved position the
+	BootstrapInitial = "initial"
+	// BootstrapNever never snapshots: without a saved position the
 	// stream starts at the oldest change the change table holds. A purged
 	// position is an error.
-	CDCBootstrapNever = "never"
-	// CDCBootstrapWhenNeeded snapshots when there is no saved position or
+	BootstrapNever = "never"
+	// BootstrapWhenNeeded snapshots when there is no saved position or
 	// the saved position is purged (it is the policy that allows a
 	// re-snapshot instead of ErrPurgedRange).
-	CDCBootstrapWhenNeeded = "when_needed"
+	BootstrapWhenNeeded = "when_needed"
 )
 
-// CDCTableConfig is the per capture instance part of CDCConfig.
-type CDCTableConfig struct {
+// TableConfig is the per capture instance part of Config.
+type TableConfig struct {
 	// Text names the column(s) the miner mines (Record.Text). One column:
 	// its value. Several: their values in the listed order joined by
 	// TextSeparator, a NULL as the empty string. None: the whole row,
@@ -57,9 +58,9 @@ type CDCTableConfig struct {
 	SkipUpdateBefore bool `yaml:"skip_update_before"`
 }
 
-// CDCConfig configures `quarry producer mssql`: one stream per capture
+// Config configures `quarry producer mssql`: one stream per capture
 // instance of one database.
-type CDCConfig struct {
+type Config struct {
 	// Database is the database name as it appears in subjects and keys
 	// (streams.CDCSubject, "cdc.<db>.<ci>"); a subject token.
 	Database string `yaml:"database"`
@@ -69,9 +70,9 @@ type CDCConfig struct {
 	// Tables maps capture instance names (matched ignoring case) to their
 	// settings; unset fields come from TableDefaults. A capture instance may
 	// be in both lists.
-	Tables map[string]CDCTableConfig `yaml:"tables"`
+	Tables map[string]TableConfig `yaml:"tables"`
 	// TableDefaults apply to every capture instance.
-	TableDefaults CDCTableConfig `yaml:"table_defaults"`
+	TableDefaults TableConfig `yaml:"table_defaults"`
 
 	// PollInterval is the wait between reads when a stream is caught up
 	// (default 1s).
@@ -115,15 +116,15 @@ type CDCConfig struct {
 
 	// Publisher bounds each stream's frame publisher (MaxInFlight default
 	// 8 for CDC streams).
-	Publisher PublisherConfig `yaml:"publisher"`
+	Publisher producer.PublisherConfig `yaml:"publisher"`
 	// NATS is the connection of the process.
 	NATS natsutil.ConnConfig `yaml:"nats"`
 }
 
 // Defaults returns c with unset fields set to their defaults.
-func (c CDCConfig) Defaults() CDCConfig {
+func (c Config) Defaults() Config {
 	if c.TableDefaults.Bootstrap == "" {
-		c.TableDefaults.Bootstrap = CDCBootstrapInitial
+		c.TableDefaults.Bootstrap = BootstrapInitial
 	}
 	if c.TableDefaults.TextSeparator == "" {
 		c.TableDefaults.TextSeparator = " | "
@@ -184,7 +185,7 @@ func (c CDCConfig) Defaults() CDCConfig {
 }
 
 // Validate reports every problem with c (after Defaults).
-func (c CDCConfig) Validate() error {
+func (c Config) Validate() error {
 	var errs []error
 	if err := streams.CheckToken(c.Database); err != nil {
 		errs = append(errs, fmt.Errorf("mssql.database: %w", err))
@@ -216,7 +217,7 @@ func (c CDCConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("mssql.tables.%s.tenant: %w", n, err))
 		}
 		switch t.Bootstrap {
-		case CDCBootstrapInitial, CDCBootstrapNever, CDCBootstrapWhenNeeded:
+		case BootstrapInitial, BootstrapNever, BootstrapWhenNeeded:
 		default:
 			errs = append(errs, fmt.Errorf("mssql.tables.%s.bootstrap %q: must be initial, never or when_needed", n, t.Bootstrap))
 		}
@@ -275,7 +276,7 @@ func (c CDCConfig) Validate() error {
 
 // Instances is every configured capture instance: CaptureInstances in
 // order, then the Tables keys not already listed (sorted ignoring case).
-func (c CDCConfig) Instances() []string {
+func (c Config) Instances() []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, n := range c.CaptureInstances {
@@ -306,7 +307,7 @@ func sortFold(s []string) {
 // TableConfig is the effective config of capture instance ci: its Tables
 // entry (matched ignoring case) over TableDefaults, with the tenant
 // defaulting to ci.
-func (c CDCConfig) TableConfig(ci string) CDCTableConfig {
+func (c Config) TableConfig(ci string) TableConfig {
 	t := c.TableDefaults
 	for n, o := range c.Tables {
 		if !strings.EqualFold(n, ci) {
@@ -335,7 +336,7 @@ func (c CDCConfig) TableConfig(ci string) CDCTableConfig {
 		t.Tenant = ci
 	}
 	if t.Bootstrap == "" {
-		t.Bootstrap = CDCBootstrapInitial
+		t.Bootstrap = BootstrapInitial
 	}
 	if t.TextSeparator == "" {
 		t.TextSeparator = " | "
@@ -344,7 +345,7 @@ func (c CDCConfig) TableConfig(ci string) CDCTableConfig {
 }
 
 // SourceOptions are the sqlserver.Options c implies.
-func (c CDCConfig) SourceOptions() sqlserver.Options {
+func (c Config) SourceOptions() sqlserver.Options {
 	loc, err := time.LoadLocation(c.ServerTimeZone)
 	if err != nil {
 		loc = time.UTC
@@ -352,29 +353,29 @@ func (c CDCConfig) SourceOptions() sqlserver.Options {
 	return sqlserver.Options{ServerTimeZone: loc, QueryTimeout: c.QueryTimeout, MaxOpenConns: c.MaxOpenConns}
 }
 
-// LoadCDCConfig reads the YAML config at path (unknown fields are an
+// LoadConfig reads the YAML config at path (unknown fields are an
 // error), applies Defaults and Validate, and returns the connection string
-// from getenv(CDCDSNEnv). A "dsn", "connection_string" or "password" key
+// from getenv(DSNEnv). A "dsn", "connection_string" or "password" key
 // in the file is rejected: the secret belongs in the environment.
-func LoadCDCConfig(path string, getenv func(string) string) (CDCConfig, string, error) {
+func LoadConfig(path string, getenv func(string) string) (Config, string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return CDCConfig{}, "", fmt.Errorf("mssql config: %w", err)
+		return Config{}, "", fmt.Errorf("mssql config: %w", err)
 	}
 	var probe map[string]any
 	if err := yaml.Unmarshal(b, &probe); err != nil {
-		return CDCConfig{}, "", fmt.Errorf("mssql config %s: %w", path, err)
+		return Config{}, "", fmt.Errorf("mssql config %s: %w", path, err)
 	}
 	for _, k := range []string{"dsn", "connection_string", "password"} {
 		if _, ok := probe[k]; ok {
-			return CDCConfig{}, "", fmt.Errorf("mssql config %s: key %q is not allowed: pass the connection string in %s", path, k, CDCDSNEnv)
+			return Config{}, "", fmt.Errorf("mssql config %s: key %q is not allowed: pass the connection string in %s", path, k, DSNEnv)
 		}
 	}
-	var c CDCConfig
+	var c Config
 	dec := yaml.NewDecoder(strings.NewReader(string(b)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
-		return CDCConfig{}, "", fmt.Errorf("mssql config %s: %w", path, err)
+		return Config{}, "", fmt.Errorf("mssql config %s: %w", path, err)
 	}
 	c = c.Defaults()
 	var errs []error
@@ -383,13 +384,13 @@ func LoadCDCConfig(path string, getenv func(string) string) (CDCConfig, string, 
 	}
 	dsn := ""
 	if getenv != nil {
-		dsn = strings.TrimSpace(getenv(CDCDSNEnv))
+		dsn = strings.TrimSpace(getenv(DSNEnv))
 	}
 	if dsn == "" {
-		errs = append(errs, fmt.Errorf("%s: not set (the SQL Server connection string, e.g. sqlserver://user:pass@host:1433?database=db)", CDCDSNEnv))
+		errs = append(errs, fmt.Errorf("%s: not set (the SQL Server connection string, e.g. sqlserver://user:pass@host:1433?database=db)", DSNEnv))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return CDCConfig{}, "", fmt.Errorf("mssql config %s: %w", path, err)
+		return Config{}, "", fmt.Errorf("mssql config %s: %w", path, err)
 	}
 	return c, dsn, nil
 }
