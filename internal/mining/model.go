@@ -685,6 +685,9 @@ func shapeKey(line string, toks []token) uint64 {
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
 	first := -1
+	if len(toks) > 0 && toks[0].head {
+		first = -2 // the first word after the header names the event
+	}
 	for i := range toks {
 		tk := &toks[i]
 		var v uint64
@@ -695,7 +698,7 @@ func shapeKey(line string, toks []token) uint64 {
 			// first byte and length; match compares the bytes
 			v = 2 | uint64(line[tk.start])<<8 | uint64(tk.end-tk.start)<<16
 		default:
-			if first < 0 {
+			if first == -1 || first == -2 && !toks[i].head {
 				first = i
 			}
 			v = 7
