@@ -389,3 +389,55 @@ func TestHugeLinesWithinLimits(t *testing.T) {
 		t.Fatalf("oversized lines: %+v", st)
 	}
 }
+
+// TestIdenticalTextsMerge: two templates of one tenant that end up with the
+// same text (here counter-led lines and lines with a timestamp header, which
+// have different shapes and widen apart) become one template, with a merge
+// event, and later lines of either shape go to the survivor.
+func TestIdenticalTextsMerge(t *testing.T) {
+	m, err := New(Config{VariableAfter: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []Event
+	mine := func(line string) uint64 {
+		t.Helper()
+		var r Result
+		r, events = m.Mine("t", line, events)
+		text, ok := m.TemplateVersion(r.ID, r.Version)
+		if !ok {
+			t.Fatalf("%q: template %d v%d missing", line, r.ID, r.Version)
+		}
+		if got, err := Render(text, r.Params); err != nil || got != line {
+			t.Fatalf("render %q = %q, %v", line, got, err)
+		}
+		return r.ID
+	}
+	a := mine("17 job alpha done")
+	mine("18 job beta done")
+	b := mine("2031-01-02 03:04:05 job gamma done")
+	mine("2031-01-02 03:04:06 job delta done")
+	if m.Canonical(a) != m.Canonical(b) {
+		_, _, ta, _ := m.Template(m.Canonical(a))
+		_, _, tb, _ := m.Template(m.Canonical(b))
+		t.Fatalf("templates %d %q and %d %q read alike but stay apart", a, ta, b, tb)
+	}
+	merged := false
+	for _, e := range events {
+		if e.Kind == EventMerged && e.Previous == e.Template {
+			merged = true
+		}
+	}
+	if !merged {
+		t.Fatalf("no merge event in %+v", events)
+	}
+	want := m.Canonical(a)
+	for _, l := range []string{"19 job omega done", "2031-01-02 03:04:07 job sigma done"} {
+		if id := mine(l); id != want {
+			t.Fatalf("%q got template %d, want the survivor %d", l, id, want)
+		}
+	}
+	if n := m.Stats().Templates; n != 2 { // the survivor and the merged (aliased) one
+		t.Fatalf("%d live templates, want 2", n)
+	}
+}

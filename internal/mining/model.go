@@ -380,6 +380,7 @@ func (m *Model) mine(tname, line string, toks []token, key uint64, events []Even
 	}
 	var c *cluster
 	var ps []string
+	n0 := len(events)
 	if best != nil && bestSim >= m.cfg.Similarity {
 		c = best
 		if bestSim < 1 {
@@ -394,6 +395,16 @@ func (m *Model) mine(tname, line string, toks []token, key uint64, events []Even
 		anchor := anchorKey(line, toks)
 		if c, ps, events = m.elastic(t, anchor, key, line, toks, events); c == nil {
 			c, events = m.newFixed(t, line, toks, key, anchor, events)
+		}
+	}
+	if len(events) > n0 {
+		// c is new or its text changed: it may now read exactly like
+		// another template of the tenant.
+		if o, evs := m.dedupe(t, c, events); o != c {
+			c, events = o, evs
+			if c.elastic {
+				ps, _ = matchPieces(c.pieces, line)
+			}
 		}
 	}
 	t.touch(c)
@@ -568,6 +579,66 @@ func (m *Model) absorb(t *tenant, c *cluster, events []Event) (*cluster, []Event
 		}
 	}
 	return c, events
+}
+
+// dedupe merges c with another live template of its tenant that has the
+// very same text: two templates that read alike are one template, whatever
+// the shapes of the lines that made them. The younger is merged into the
+// older. When their lines have different shapes, the survivor becomes
+// elastic and accepts both (it needs an anchor word to be found by lines
+// of either shape; without one the templates stay apart). It returns the
+// surviving template.
+func (m *Model) dedupe(t *tenant, c *cluster, events []Event) (*cluster, []Event) {
+	if c.oversized || c.aliasID != 0 || c.evicted {
+		return c, events
+	}
+	text := c.text()
+	var o *cluster
+	consider := func(x *cluster) {
+		if x != c && x.aliasID == 0 && !x.evicted && !x.oversized && (o == nil || x.id < o.id) && x.text() == text {
+			o = x
+		}
+	}
+	if !c.elastic {
+		for _, x := range t.buckets[c.key] {
+			consider(x)
+		}
+	}
+	if c.anchor != 0 {
+		cands := t.anchors[c.anchor]
+		for k := len(cands) - 1; k >= 0 && k >= len(cands)-maxCandidates; k-- {
+			consider(cands[k])
+		}
+	}
+	if o == nil {
+		return c, events
+	}
+	into, from := o, c
+	if from.id < into.id {
+		into, from = from, into
+	}
+	if into.elastic || from.elastic || into.key != from.key {
+		if into.anchor == 0 || into.anchor != from.anchor {
+			return c, events
+		}
+		if !into.elastic {
+			t.removeFromBucket(into)
+			into.elastic = true
+			t.addShape(into, into.key)
+			into.slots, into.alts, into.line = nil, nil, ""
+			into.pieces = strings.Split(into.text(), Wildcard)
+			into.nparams = len(into.pieces) - 1
+		}
+		if from.elastic {
+			for _, k := range from.shapes {
+				t.addShape(into, k)
+			}
+		} else {
+			t.addShape(into, from.key)
+		}
+	}
+	events = m.merge(t, from, into, events)
+	return into, events
 }
 
 // merge retires template from into template into.
