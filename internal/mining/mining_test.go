@@ -441,3 +441,43 @@ func TestIdenticalTextsMerge(t *testing.T) {
 		t.Fatalf("%d live templates, want 2", n)
 	}
 }
+
+// TestValueShapeChangeDoesNotSplit: a variable written in another shape in
+// one line (a name with a number in parentheses where the other lines have
+// an address or an IP) stays in the group.
+func TestValueShapeChangeDoesNotSplit(t *testing.T) {
+	for _, other := range []string{"0x7f3a10c4", "10.1.2.3"} {
+		m, err := New(Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := []string{
+			"released buffer " + other + " back to pool main",
+			"released buffer 0x7f3a10d8 back to pool main",
+			"released buffer 0x7f3a11e0 back to pool main",
+			"released buffer NONE(0) back to pool main",
+			"released buffer 0x7f3a12f4 back to pool main",
+		}
+		ids := map[uint64]bool{}
+		var rs []Result
+		for _, l := range lines {
+			r, _ := m.Mine("t", l, nil)
+			rs = append(rs, r)
+			text, _ := m.TemplateVersion(r.ID, r.Version)
+			if got, err := Render(text, r.Params); err != nil || got != l {
+				t.Fatalf("render %q = %q, %v", l, got, err)
+			}
+		}
+		for _, r := range rs {
+			ids[m.Canonical(r.ID)] = true
+		}
+		if len(ids) != 1 {
+			t.Errorf("%s: %d templates, want 1", other, len(ids))
+		}
+		// Words on both sides are not one value: another event stays apart.
+		r, _ := m.Mine("t", "released buffer limit 7 back to pool main", nil)
+		if ids[m.Canonical(r.ID)] {
+			t.Errorf("%s: a line with another word joined the group", other)
+		}
+	}
+}
