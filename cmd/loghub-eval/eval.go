@@ -381,7 +381,7 @@ func Sensitivity(dir string, names []string, base mining.Config) (string, error)
 			}
 		}
 		mark := ""
-		if v.cfg == base {
+		if sameKnobs(v.cfg, base) {
 			mark = " (default)"
 		}
 		n := float64(len(ds))

@@ -29,13 +29,18 @@ func Grid(base mining.Config) []mining.Config {
 			for _, es := range []float64{0.8, 0.9, 2} {
 				c := base
 				c.Similarity, c.VariableAfter, c.ElasticSimilarity = sim, va, es
-				if c != base {
+				if !sameKnobs(c, base) {
 					out = append(out, c)
 				}
 			}
 		}
 	}
 	return out
+}
+
+// sameKnobs reports whether a and b have the same tunable knobs.
+func sameKnobs(a, b mining.Config) bool {
+	return a.Similarity == b.Similarity && a.VariableAfter == b.VariableAfter && a.ElasticSimilarity == b.ElasticSimilarity
 }
 
 // LOORow is the held-one-out result of one dataset.

@@ -81,7 +81,7 @@ const maxShapes = 64
 // line of this shape, else after aligning the line with every template of
 // the anchor, widening the most similar one (making it elastic) if needed.
 func (m *Model) elastic(t *tenant, anchor, key uint64, line string, toks []token, events []Event) (*cluster, []string, []Event) {
-	if anchor == 0 || m.cfg.ElasticSimilarity > 1 {
+	if anchor == 0 || t.set.elasticSimilarity > 1 {
 		return nil, nil, events
 	}
 	for _, c := range t.byShape[key] {
@@ -110,14 +110,14 @@ func (m *Model) elastic(t *tenant, anchor, key uint64, line string, toks []token
 		// The score is at most min/max of the word counts (the line's
 		// words glued to a variable may be part of a value, see align).
 		tw := c.wordCount()
-		if float64(min(tw, lw)) < m.cfg.ElasticSimilarity*float64(max(tw, lw)-glued) {
+		if float64(min(tw, lw)) < t.set.elasticSimilarity*float64(max(tw, lw)-glued) {
 			continue
 		}
 		if tries++; tries > maxAligns {
 			break
 		}
 		text, score, ok := align(c.text(), line, toks)
-		if ok && score >= m.cfg.ElasticSimilarity && score > bestScore {
+		if ok && score >= t.set.elasticSimilarity && score > bestScore {
 			best, bestText, bestScore = c, text, score
 		}
 	}
@@ -172,7 +172,7 @@ func (m *Model) elastic(t *tenant, anchor, key uint64, line string, toks []token
 		if tries++; tries > maxAligns {
 			break
 		}
-		if _, score, ok := align(bestText, o.text(), mustTokens(o.text())); ok && score >= m.cfg.ElasticSimilarity {
+		if _, score, ok := align(bestText, o.text(), mustTokens(o.text())); ok && score >= t.set.elasticSimilarity {
 			absorbed = append(absorbed, o)
 		}
 	}

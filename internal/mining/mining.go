@@ -71,6 +71,18 @@ type Config struct {
 	// the line (see elastic.go). A value above 1 disables elastic
 	// templates.
 	ElasticSimilarity float64 `yaml:"elastic_similarity"`
+	// Masks are named regular expressions whose matches are parameters
+	// on sight, applied in order (see Mask). Without masks, mining costs
+	// nothing more.
+	Masks []Mask `yaml:"masks"`
+	// MatchOnly assigns lines to existing templates only: a line joins a
+	// template it fits as it is (no template is created or widened); a
+	// line that fits none is assigned whole to the tenant's catch-all
+	// template "<*>" (counted in Stats.Unmatched). Use it with a model
+	// restored from a snapshot of a learning run.
+	MatchOnly bool `yaml:"match_only"`
+	// Tenants overrides the settings above per tenant name.
+	Tenants map[string]TenantConfig `yaml:"tenants"`
 }
 
 // DefaultConfig returns the default configuration.
@@ -120,6 +132,7 @@ func (c Config) Validate() error {
 	if c.VariableAfter < 0 || c.VariableAfter > 64 {
 		errs = append(errs, fmt.Errorf("variable_after must be in [0, 64], got %d", c.VariableAfter))
 	}
+	errs = append(errs, c.validateControl()...)
 	return errors.Join(errs...)
 }
 
@@ -161,6 +174,10 @@ type Event struct {
 	Template string // new text, params as <*>
 	Previous string // old text for EventChanged; the merged template's text for EventMerged
 	Into     uint64 // EventMerged: the surviving template
+	// Kinds holds, for EventCreated and EventChanged, the kind of each
+	// <*> of Template in order: the name of the mask that made it, or ""
+	// (nil when no parameter came from a mask).
+	Kinds []string
 }
 
 // Result is the assignment of one line.
@@ -184,6 +201,7 @@ type Stats struct {
 	Evictions uint64 // templates evicted by the per-tenant cap
 	Oversized uint64 // lines assigned whole to an oversized template
 	Merges    uint64 // templates merged into another (see EventMerged)
+	Unmatched uint64 // match-only lines that fit no template (catch-all)
 	Tenants   []TenantStats
 }
 

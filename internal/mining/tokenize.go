@@ -27,7 +27,8 @@ const (
 type token struct {
 	start, end int32
 	kind       tokKind
-	head       bool // the line's header (see headerEnd), always kVar
+	head       bool  // the line's header (see headerEnd), always kVar
+	mask       uint8 // 1 + index of the mask that made this kVar token; 0 if none
 }
 
 // Byte classes. Chunk bytes are cChunk or cLetter (>= cChunk).
@@ -202,13 +203,13 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 			for j < n && byteClass[line[j]] == cSpace {
 				j++
 			}
-			dst = append(dst, token{int32(i), int32(j), kSpace, false})
+			dst = append(dst, token{int32(i), int32(j), kSpace, false, 0})
 			i = j
 		case cHard:
 			if c == '<' && i+2 < n && line[i+1] == '*' && line[i+2] == '>' {
 				// A literal "<*>" is always a parameter so that template
 				// texts stay unambiguous.
-				dst = append(dst, token{int32(i), int32(i + 3), kVar, false})
+				dst = append(dst, token{int32(i), int32(i + 3), kVar, false, 0})
 				i += 3
 				continue
 			}
@@ -217,24 +218,24 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 			// parameter.
 			if c == ':' && i+2 < n && line[i+1] == '/' && line[i+2] == '/' && len(dst) > 0 &&
 				dst[len(dst)-1].kind == kWord && int(dst[len(dst)-1].end) == i {
-				dst = append(dst, token{int32(i), int32(i + 1), kPunct, false}, token{int32(i + 1), int32(i + 3), kPunct, false})
+				dst = append(dst, token{int32(i), int32(i + 1), kPunct, false, 0}, token{int32(i + 1), int32(i + 3), kPunct, false, 0})
 				j := i + 3
 				for j < n && byteClass[line[j]] != cSpace && !isURLEnd(line[j]) {
 					j++
 				}
 				if j > i+3 {
-					dst = append(dst, token{int32(i + 3), int32(j), kVar, false})
+					dst = append(dst, token{int32(i + 3), int32(j), kVar, false, 0})
 				}
 				i = j
 				continue
 			}
-			dst = append(dst, token{int32(i), int32(i + 1), kPunct, false})
+			dst = append(dst, token{int32(i), int32(i + 1), kPunct, false, 0})
 			// A standalone empty pair "()", "[]" or "{}" is an empty
 			// value: give it an empty parameter so that it lines up with
 			// non-empty values ("(host)").
 			if (c == '(' || c == '[' || c == '{') && i+1 < n && line[i+1] == closer(c) &&
 				(i == 0 || byteClass[line[i-1]] == cSpace) {
-				dst = append(dst, token{int32(i + 1), int32(i + 1), kVar, false})
+				dst = append(dst, token{int32(i + 1), int32(i + 1), kVar, false, 0})
 			}
 			i++
 		default:
@@ -259,7 +260,7 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 				for j < n && line[j] == '.' {
 					j++
 				}
-				dst = append(dst, token{int32(i), int32(j), kPunct, false})
+				dst = append(dst, token{int32(i), int32(j), kPunct, false, 0})
 				i = j
 				continue
 			}
@@ -297,12 +298,12 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 			} else if w[0]|0x20 >= 'a' && w[0]|0x20 <= 'z' {
 				lists = true // maybe an id list ("blk_1 blk_2")
 			}
-			dst = append(dst, token{int32(i), int32(e), k, false})
+			dst = append(dst, token{int32(i), int32(e), k, false, 0})
 			for p := e; p < j; p++ {
 				if len(dst) >= max {
 					return dst, len(dst), true
 				}
-				dst = append(dst, token{int32(p), int32(p + 1), kPunct, false})
+				dst = append(dst, token{int32(p), int32(p + 1), kPunct, false, 0})
 			}
 			i = j
 		}
@@ -418,7 +419,7 @@ func mergeLists(line string, toks []token) []token {
 		tk := toks[i]
 		if tk.kind == kVar && isDigit(line[tk.start]) && i+2 < len(toks) && toks[i+1].kind == kSpace &&
 			toks[i+1].end-toks[i+1].start == 1 && toks[i+2].kind == kWord && isSizeUnit(line[toks[i+2].start:toks[i+2].end]) {
-			toks[out] = token{tk.start, toks[i+2].end, kVar, false}
+			toks[out] = token{tk.start, toks[i+2].end, kVar, false, 0}
 			out++
 			i += 2
 			continue
@@ -431,7 +432,7 @@ func mergeLists(line string, toks []token) []token {
 					j += 2
 				}
 				if j > i {
-					toks[out] = token{tk.start, toks[j].end, kVar, false}
+					toks[out] = token{tk.start, toks[j].end, kVar, false, 0}
 					out++
 					i = j
 					continue
@@ -481,7 +482,7 @@ func mergeDates(line string, toks []token) []token {
 		tk := toks[i]
 		if tk.kind == kWord && isMonthOrDay(line[tk.start:tk.end]) {
 			if j, ok := matchDate(line, toks, i); ok {
-				toks[out] = token{tk.start, toks[j].end, kVar, false}
+				toks[out] = token{tk.start, toks[j].end, kVar, false, 0}
 				out++
 				// minutes, colon, seconds; a year after the seconds joins them
 				copy(toks[out:], toks[j+1:j+5])
