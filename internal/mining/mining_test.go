@@ -481,3 +481,41 @@ func TestValueShapeChangeDoesNotSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestEnumerationConstantsStayApart: words written like enumeration
+// constants (capitals and '_') name different events however many occur,
+// while ordinary words at one position widen after VariableAfter values.
+func TestEnumerationConstantsStayApart(t *testing.T) {
+	m, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := []string{"NEW", "QUEUED", "RUNNING", "DRAINING", "STOPPED", "FAILED_CLEANUP"}
+	ids := map[uint64]bool{}
+	for round := 0; round < 2; round++ {
+		for i, s := range states {
+			l := fmt.Sprintf("unit %d went to %s", 10*round+i+2, s)
+			r, _ := m.Mine("t", l, nil)
+			text, _ := m.TemplateVersion(r.ID, r.Version)
+			if got, err := Render(text, r.Params); err != nil || got != l {
+				t.Fatalf("render %q = %q, %v", l, got, err)
+			}
+			if round == 1 {
+				ids[m.Canonical(r.ID)] = true
+			}
+		}
+	}
+	if len(ids) != len(states) {
+		t.Fatalf("%d templates for %d enumeration constants", len(ids), len(states))
+	}
+	names := map[uint64]bool{}
+	for i, u := range []string{"alice", "bob", "carol", "dave", "erin", "frank"} {
+		r, _ := m.Mine("t", fmt.Sprintf("session %d opened by %s", i+2, u), nil)
+		if i >= 4 {
+			names[m.Canonical(r.ID)] = true
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("names did not widen into one template: %v", names)
+	}
+}

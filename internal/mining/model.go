@@ -548,6 +548,10 @@ func (m *Model) join(t *tenant, best *cluster, line string, toks []token, events
 		if tk.kind == kVar || need {
 			continue
 		}
+		if isConstantCase(v) && isConstantCase(best.line[s.start:s.end]) {
+			need = true // enumeration constants name different events
+			continue
+		}
 		n := 2
 		if best.alts != nil {
 			n = 1 + len(best.alts[i])
@@ -954,4 +958,22 @@ func (m *Model) Stats() Stats {
 		s.Tenants = append(s.Tenants, TenantStats{Tenant: n, Templates: t.n, Evictions: t.evictions})
 	}
 	return s
+}
+
+// isConstantCase reports whether w is written like an enumeration constant:
+// capitals, digits and '_' only, at least two capitals ("RUNNING",
+// "FAIL_CLEANUP").
+func isConstantCase(w string) bool {
+	caps := 0
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		switch {
+		case c >= 'A' && c <= 'Z':
+			caps++
+		case c == '_' || isDigit(c):
+		default:
+			return false
+		}
+	}
+	return caps >= 2
 }
