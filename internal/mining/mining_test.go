@@ -519,3 +519,34 @@ func TestEnumerationConstantsStayApart(t *testing.T) {
 		t.Fatalf("names did not widen into one template: %v", names)
 	}
 }
+
+// TestListLengthDoesNotSplit: a list of a variable number of names is one
+// value; a list of enumeration constants stays literal.
+func TestListLengthDoesNotSplit(t *testing.T) {
+	m, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := []string{
+		"granted access to alice, bob, carol",
+		"granted access to dave, erin, frank, gina",
+		"granted access to hal, ivy, jo, kim, lee, max",
+		"granted access to 10.0.0.1;10.0.0.2;10.0.0.3",
+	}
+	rs, _ := mineAll(t, m, "t", lines)
+	for _, r := range rs[1:] {
+		if m.Canonical(r.ID) != m.Canonical(rs[0].ID) {
+			t.Fatalf("lists of other lengths got template %d, want %d", m.Canonical(r.ID), m.Canonical(rs[0].ID))
+		}
+	}
+	toks, _, _ := tokenize(nil, "trapping INT, TERM, HUP now", 100)
+	for _, tk := range toks {
+		if tk.kind == kVar {
+			t.Fatalf("a list of enumeration constants became a parameter: %v", toks)
+		}
+	}
+	toks, _, _ = tokenize(nil, "Service,attach,pid = 3", 100)
+	if toks[0].kind != kWord {
+		t.Fatalf("comma-joined name became a list: %v", toks)
+	}
+}

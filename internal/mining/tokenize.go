@@ -186,7 +186,7 @@ func looksVariable(s string) bool {
 // exceed max.
 func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 	n := len(line)
-	dates, lists := false, false // whether the merge passes can apply
+	dates, lists, seps := false, false, 0 // whether the merge passes can apply
 	i := 0
 	if h := headerEnd(line); h > 0 && max > 0 {
 		dst = append(dst, token{start: 0, end: int32(h), kind: kVar, head: true})
@@ -230,6 +230,9 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 				continue
 			}
 			dst = append(dst, token{int32(i), int32(i + 1), kPunct, false, 0})
+			if c == ',' || c == ';' {
+				seps++
+			}
 			// A standalone empty pair "()", "[]" or "{}" is an empty
 			// value: give it an empty parameter so that it lines up with
 			// non-empty values ("(host)").
@@ -317,6 +320,9 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 	}
 	if lists {
 		dst = mergeLists(line, dst)
+	}
+	if seps >= minListItems-1 {
+		dst = mergeSepLists(line, dst)
 	}
 	return dst, raw, false
 }
@@ -518,4 +524,75 @@ func matchDate(line string, toks []token, i int) (int, bool) {
 		return 0, false
 	}
 	return k + 4, true
+}
+
+// minListItems is the fewest items a separated list must have to be one
+// parameter.
+const minListItems = 3
+
+// mergeSepLists turns a list of minListItems or more single-chunk items
+// separated by one ',' or ';' (and at most one space), such as "a, b, c" or
+// "x;y;z", into one variable token: a list of a variable number of names is
+// one value, so lines that differ only in its length share a template. The
+// items must all be words (then with a space after each separator) or all
+// variables; lists of enumeration constants stay literal.
+func mergeSepLists(line string, toks []token) []token {
+	item := func(k int) bool { return k < len(toks) && (toks[k].kind == kWord || toks[k].kind == kVar) && !toks[k].head }
+	// next returns the index of the item after the separator at k, or -1.
+	next := func(k int, sep byte) int {
+		if k >= len(toks) || toks[k].kind != kPunct || toks[k].end-toks[k].start != 1 || line[toks[k].start] != sep {
+			return -1
+		}
+		k++
+		if k < len(toks) && toks[k].kind == kSpace && toks[k].end-toks[k].start == 1 && line[toks[k].start] == ' ' {
+			k++
+		}
+		if !item(k) {
+			return -1
+		}
+		return k
+	}
+	out := 0
+	for i := 0; i < len(toks); i++ {
+		if item(i) && (i == 0 || toks[i-1].kind == kSpace || toks[i-1].kind == kPunct) && i+1 < len(toks) &&
+			toks[i+1].kind == kPunct && toks[i+1].end-toks[i+1].start == 1 {
+			sep := line[toks[i+1].start]
+			if sep == ',' || sep == ';' {
+				last, n := i, 1
+				for {
+					k := next(last+1, sep)
+					if k < 0 {
+						break
+					}
+					last, n = k, n+1
+				}
+				// The list must end at a boundary, not inside a chunk run,
+				// its items must be of one kind, and a list of enumeration
+				// constants ("TERM, HUP, INT") is literal.
+				same, consts, spaced := true, true, true
+				for k := i; k <= last; k++ {
+					switch toks[k].kind {
+					case kWord, kVar:
+						same = same && toks[k].kind == toks[i].kind
+						consts = consts && isConstantCase(line[toks[k].start:toks[k].end])
+					case kPunct:
+						spaced = spaced && toks[k+1].kind == kSpace
+					}
+				}
+				if toks[i].kind == kWord && !spaced {
+					same = false // "Service,attach,pid" is one name
+				}
+				if n >= minListItems && same && !consts &&
+					(last+1 >= len(toks) || toks[last+1].kind != kWord && toks[last+1].kind != kVar) {
+					toks[out] = token{toks[i].start, toks[last].end, kVar, false, 0}
+					out++
+					i = last
+					continue
+				}
+			}
+		}
+		toks[out] = toks[i]
+		out++
+	}
+	return toks[:out]
 }
