@@ -537,7 +537,9 @@ const minListItems = 3
 // items must all be words (then with a space after each separator) or all
 // variables; lists of enumeration constants stay literal.
 func mergeSepLists(line string, toks []token) []token {
-	item := func(k int) bool { return k < len(toks) && (toks[k].kind == kWord || toks[k].kind == kVar) && !toks[k].head }
+	item := func(k int) bool {
+		return k < len(toks) && (toks[k].kind == kWord || toks[k].kind == kVar) && !toks[k].head
+	}
 	// next returns the index of the item after the separator at k, or -1.
 	next := func(k int, sep byte) int {
 		if k >= len(toks) || toks[k].kind != kPunct || toks[k].end-toks[k].start != 1 || line[toks[k].start] != sep {
