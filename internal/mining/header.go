@@ -90,11 +90,12 @@ func isFirstField(f string, bracket bool) bool {
 	return digits > 0
 }
 
-// isCapsWord reports whether f is letters only, all capitals.
+// isCapsWord reports whether f is written in capitals: letters only ("D",
+// "INFO") or like a constant ("UNKNOWN_LOCATION").
 func isCapsWord(f string) bool {
 	for i := 0; i < len(f); i++ {
 		if f[i] < 'A' || f[i] > 'Z' {
-			return false
+			return isConstantCase(f)
 		}
 	}
 	return len(f) > 0

@@ -14,6 +14,7 @@ func TestHeaderEnd(t *testing.T) {
 		{"88121 rack-4 fan speed 1700000000 1 fan slow", "88121 rack-4 fan speed 1700000000 1"},
 		{"[01.02 03:04:05] viewer.bin *64 - cdn.example.org:443 open via relay", "[01.02 03:04:05] viewer.bin *64 - cdn.example.org:443"},
 		{"0000002a@2031/2/3:04:05:06.789 CORE rebuilt index", "0000002a@2031/2/3:04:05:06.789 CORE"},
+		{"- 1700000000 NO_SITE 2031-01-02-03.04.05 NO_SITE NULL UNIT WARN fan tray missing", "- 1700000000 NO_SITE 2031-01-02-03.04.05 NO_SITE NULL UNIT WARN"},
 		// not headers
 		{"pool drained after 3 tries", ""},
 		{"10.0.0.1:80 connected to upstream", ""},                 // one value, then words
