@@ -2,6 +2,7 @@ package mining
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -169,4 +170,36 @@ func TestMatchOnly(t *testing.T) {
 	if after.Changes != before.Changes || after.Created != before.Created+1 || after.Unmatched != 2 {
 		t.Fatalf("stats before %+v after %+v", before, after)
 	}
+}
+
+// FuzzMineMasks: with masks that cut tokens anywhere (inside words, across
+// whitespace and punctuation), every line still renders back exactly, and
+// MinePrepared agrees with Mine.
+func FuzzMineMasks(f *testing.F) {
+	for _, s := range []string{
+		"", "a1 b2", "x=1 y=<*>", "2031-01-02 03:04:05 INFO a.B: k=v z9", "((a1))[] {}",
+		"list a, b, c, d", "NAME(0) at 0x7f3a", "\x00\xff q7", "Jun 18 02:08:10 h p[1]: t3 x",
+	} {
+		f.Add(s)
+	}
+	cfg := Config{MaxLineBytes: 4096, MaxTokens: 256, Masks: []Mask{
+		{Name: "lw", Regex: `[a-z][0-9]`}, {Name: "sp", Regex: `\s[0-9]+`}, {Name: "eq", Regex: `=.`},
+		{Name: "br", Regex: `\][ ]?`}, {Name: "star", Regex: `\*>`},
+	}}
+	f.Fuzz(func(t *testing.T, line string) {
+		m := mustNew(t, cfg)
+		var recs []record
+		for _, l := range []string{line, line + " a1", "p " + line, line} {
+			r, _ := m.Mine("t", l, nil)
+			recs = append(recs, record{"t", l, r})
+		}
+		checkRecords(t, m, recs)
+		m2 := mustNew(t, cfg)
+		for _, rc := range recs {
+			r, _ := m2.MinePrepared("t", Prepare(rc.line), nil)
+			if fmt.Sprint(r) != fmt.Sprint(rc.res) {
+				t.Fatalf("MinePrepared %v, Mine %v", r, rc.res)
+			}
+		}
+	})
 }
