@@ -40,7 +40,7 @@ soak: build ## a long chaos soak (ROUNDS=50 by default)
 e2e-mssql: ## the SQL Server CDC e2e suite (needs the mcr.microsoft.com/mssql/server:2022-latest image locally; skips without it)
 	$(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/mssql/...
 
-eval: ## score template mining on Loghub-2k (LOGHUB_DIR or ../shared/loghub2k); fails below the floors
+eval: ## score template mining on Loghub-2k (LOGHUB_DIR or ../shared/loghub2k): plain, leave-one-dataset-out and raw lines; fails below the floors
 	$(GO) run ./cmd/loghub-eval -write docs/accuracy.md
 
 bench: build ## run the benchmarks and write docs/benchmarks.md

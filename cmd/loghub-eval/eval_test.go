@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/quarrylake/quarry/internal/mining"
 )
 
 func TestNormalize(t *testing.T) {
@@ -63,6 +65,10 @@ func TestRun(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "Tiny", "Tiny_2k.log_structured_corrected.csv"), []byte(csvText), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	raw := "2024-01-02 10:00:00 INFO open file a, mode 1\n2024-01-02 10:00:01 INFO open file a, mode 2\n2024-01-02 10:00:02 WARN close\n"
+	if err := os.WriteFile(filepath.Join(dir, "Tiny", "Tiny_2k.log"), []byte(raw), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(dir, "acc.md")
 	var stdout, stderr strings.Builder
 	if code := run([]string{"-dir", dir, "-datasets", "Tiny", "-write", out}, &stdout, &stderr); code != 0 {
@@ -71,11 +77,51 @@ func TestRun(t *testing.T) {
 	if !strings.Contains(stdout.String(), "| Tiny | 1.000 | 1.000 |") {
 		t.Fatalf("unexpected report:\n%s", stdout.String())
 	}
-	if b, err := os.ReadFile(out); err != nil || !strings.Contains(string(b), "## Method") {
+	if !strings.Contains(stdout.String(), "| Tiny | 1.000 | 1.000 | 1.000 | 1.000 |") {
+		t.Fatalf("no held-one-out or raw-line row:\n%s", stdout.String())
+	}
+	if b, err := os.ReadFile(out); err != nil || !strings.Contains(string(b), "## Method") || !strings.Contains(string(b), "## Leave one dataset out") {
 		t.Fatalf("report file: %v", err)
 	}
 	// Missing data is an error (exit 2), not a pass.
 	if code := run([]string{"-dir", filepath.Join(dir, "nope")}, &stdout, &stderr); code != 2 {
 		t.Fatalf("missing data: exit %d, want 2", code)
+	}
+}
+
+func TestLeaveOneOut(t *testing.T) {
+	// Two datasets where the best knob differs: LOO must pick, for each,
+	// the setting that is best on the other one.
+	a := &Dataset{Name: "a", Content: []string{"x 1", "x 2"}, Templates: []string{"x <*>", "x <*>"}}
+	b := &Dataset{Name: "b", Content: []string{"y 1", "z 1"}, Templates: []string{"y <*>", "z <*>"}}
+	base := mining.DefaultConfig()
+	rows, err := LeaveOneOut([]*Dataset{a, b}, Grid(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Dataset != "a" || rows[1].Dataset != "b" {
+		t.Fatalf("rows = %+v", rows)
+	}
+	for _, r := range rows {
+		if r.Scores.GA != 1 {
+			t.Errorf("%s: held-one-out GA %v, want 1", r.Dataset, r.Scores.GA)
+		}
+		if !sameKnobs(r.Chosen, base) {
+			t.Errorf("%s: chose %+v on a tie, want the base configuration", r.Dataset, r.Chosen)
+		}
+	}
+}
+
+func TestLoadRawCountsLines(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "T"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "T", "T_2k.log"), []byte("a\nb\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := &Dataset{Name: "T", Content: []string{"a", "b", "c"}, Templates: []string{"a", "b", "c"}}
+	if _, err := LoadRaw(dir, d); err == nil {
+		t.Fatal("LoadRaw accepted a raw file shorter than the ground truth")
 	}
 }

@@ -81,7 +81,7 @@ const maxShapes = 64
 // line of this shape, else after aligning the line with every template of
 // the anchor, widening the most similar one (making it elastic) if needed.
 func (m *Model) elastic(t *tenant, anchor, key uint64, line string, toks []token, events []Event) (*cluster, []string, []Event) {
-	if anchor == 0 || m.cfg.ElasticSimilarity > 1 {
+	if anchor == 0 || t.set.elasticSimilarity > 1 {
 		return nil, nil, events
 	}
 	for _, c := range t.byShape[key] {
@@ -94,26 +94,30 @@ func (m *Model) elastic(t *tenant, anchor, key uint64, line string, toks []token
 	var best *cluster
 	var bestText string
 	bestScore := 0.0
-	lw := 0
-	for _, tk := range toks {
+	lw, glued := 0, 0
+	for i, tk := range toks {
 		if tk.kind == kWord {
 			lw++
+			if gluedToVar(toks, i) {
+				glued++
+			}
 		}
 	}
 	tries := 0
 	cands := t.anchors[anchor]
 	for k := len(cands) - 1; k >= 0 && k >= len(cands)-maxCandidates; k-- {
 		c := cands[k]
-		// The score is at most min/max of the word counts.
+		// The score is at most min/max of the word counts (the line's
+		// words glued to a variable may be part of a value, see align).
 		tw := c.wordCount()
-		if float64(min(tw, lw)) < m.cfg.ElasticSimilarity*float64(max(tw, lw)) {
+		if float64(min(tw, lw)) < t.set.elasticSimilarity*float64(max(tw, lw)-glued) {
 			continue
 		}
 		if tries++; tries > maxAligns {
 			break
 		}
 		text, score, ok := align(c.text(), line, toks)
-		if ok && score >= m.cfg.ElasticSimilarity && score > bestScore {
+		if ok && score >= t.set.elasticSimilarity && score > bestScore {
 			best, bestText, bestScore = c, text, score
 		}
 	}
@@ -168,7 +172,7 @@ func (m *Model) elastic(t *tenant, anchor, key uint64, line string, toks []token
 		if tries++; tries > maxAligns {
 			break
 		}
-		if _, score, ok := align(bestText, o.text(), mustTokens(o.text())); ok && score >= m.cfg.ElasticSimilarity {
+		if _, score, ok := align(bestText, o.text(), mustTokens(o.text())); ok && score >= t.set.elasticSimilarity {
 			absorbed = append(absorbed, o)
 		}
 	}
@@ -313,12 +317,31 @@ func align(text, line string, ltoks []token) (string, float64, bool) {
 	// Variables and whitespace do not make a side non-empty. Nor may a
 	// side that is only variables face one that is only literals: a value
 	// replaced by a marker ("****") is a different event too.
+	//
+	// A gap with variables on both sides and words on one side only, in
+	// one whitespace-free run whose only punctuation is brackets, is one
+	// value written in two shapes ("0x7f3a10" and "NAME(0)"): its words
+	// are part of the value, so they are allowed and do not count
+	// against the score. Words on both sides ("depth 3" and "limit 5")
+	// are different events.
 	tSkip, lSkip, tWords, lWords, tVars, lVars := 0, 0, 0, 0, 0, 0
+	tSpace, lSpace := 0, 0
+	tOther, lOther := 0, 0 // punctuation other than brackets
+	absorbedT, absorbedL := 0, 0
 	closeGap := func() bool {
-		ok := !((tSkip == 0 && lWords > 0) || (lSkip == 0 && tWords > 0) ||
-			(tSkip == 0 && tVars > 0 && lSkip > 0 && lVars == 0) ||
-			(lSkip == 0 && lVars > 0 && tSkip > 0 && tVars == 0))
+		var ok bool
+		if tVars > 0 && lVars > 0 && tSpace == 0 && lSpace == 0 &&
+			(tWords == 0 && lOther == 0 || lWords == 0 && tOther == 0) {
+			ok = true
+			absorbedT += tWords
+			absorbedL += lWords
+		} else {
+			ok = !((tSkip == 0 && lWords > 0) || (lSkip == 0 && tWords > 0) ||
+				(tSkip == 0 && tVars > 0 && lSkip > 0 && lVars == 0) ||
+				(lSkip == 0 && lVars > 0 && tSkip > 0 && tVars == 0))
+		}
 		tSkip, lSkip, tWords, lWords, tVars, lVars = 0, 0, 0, 0, 0, 0
+		tSpace, lSpace, tOther, lOther = 0, 0, 0, 0
 		return ok
 	}
 	literal := func(k tokKind) bool { return k == kWord || k == kPunct }
@@ -350,6 +373,12 @@ func align(text, line string, ltoks []token) (string, float64, bool) {
 				tWords++
 			case kVar:
 				tVars++
+			case kSpace:
+				tSpace++
+			case kPunct:
+				if !isBracketTok(text, ttoks[i]) {
+					tOther++
+				}
 			}
 			i++
 		} else {
@@ -361,6 +390,12 @@ func align(text, line string, ltoks []token) (string, float64, bool) {
 				lWords++
 			case kVar:
 				lVars++
+			case kSpace:
+				lSpace++
+			case kPunct:
+				if !isBracketTok(line, ltoks[j]) {
+					lOther++
+				}
 			}
 			j++
 		}
@@ -371,9 +406,37 @@ func align(text, line string, ltoks []token) (string, float64, bool) {
 		}
 		b.WriteString(Wildcard)
 	}
-	maxWords := max(wordsT, wordsL)
+	maxWords := max(wordsT-absorbedT, wordsL-absorbedL)
 	if maxWords == 0 {
 		return "", 0, false
 	}
 	return b.String(), float64(words) / float64(maxWords), true
+}
+
+// gluedToVar reports whether token i is in the same whitespace-delimited run
+// as a variable token ("NONE" in "NONE(0)").
+func gluedToVar(toks []token, i int) bool {
+	for j := i - 1; j >= 0 && toks[j].kind != kSpace; j-- {
+		if toks[j].kind == kVar {
+			return true
+		}
+	}
+	for j := i + 1; j < len(toks) && toks[j].kind != kSpace; j++ {
+		if toks[j].kind == kVar {
+			return true
+		}
+	}
+	return false
+}
+
+// isBracketTok reports whether tk is one bracket byte.
+func isBracketTok(s string, tk token) bool {
+	if tk.end-tk.start != 1 {
+		return false
+	}
+	switch s[tk.start] {
+	case '(', ')', '[', ']', '{', '}', '<', '>':
+		return true
+	}
+	return false
 }

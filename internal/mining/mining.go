@@ -4,7 +4,9 @@
 // for byte.
 //
 // The engine is a Drain-style online clusterer with a token-class aware
-// tokenizer: lines are split into whitespace runs, punctuation and chunks;
+// tokenizer: a line's header (timestamp, level, component; see header.go)
+// is one parameter, the rest is split into whitespace runs, punctuation and
+// chunks;
 // chunks that look variable (numbers, hex, ids) are parameters on sight, and
 // a line joins the most similar template of the same shape (same structural
 // tokens, same first word). When a line joins a template whose literal
@@ -40,7 +42,8 @@ const (
 const Wildcard = "<*>"
 
 // Config holds the generic knobs of the miner. The zero value is valid after
-// Defaults. There is deliberately no per-dataset tuning.
+// Defaults. The defaults were chosen by leave-one-dataset-out evaluation
+// (cmd/loghub-eval); users may override them per tenant and add masks.
 type Config struct {
 	// MaxTemplatesPerTenant caps the live templates of one tenant. When a
 	// new template would exceed it, the tenant's least-recently-used
@@ -71,6 +74,18 @@ type Config struct {
 	// the line (see elastic.go). A value above 1 disables elastic
 	// templates.
 	ElasticSimilarity float64 `yaml:"elastic_similarity"`
+	// Masks are named regular expressions whose matches are parameters
+	// on sight, applied in order (see Mask). Without masks, mining costs
+	// nothing more.
+	Masks []Mask `yaml:"masks"`
+	// MatchOnly assigns lines to existing templates only: a line joins a
+	// template it fits as it is (no template is created or widened); a
+	// line that fits none is assigned whole to the tenant's catch-all
+	// template "<*>" (counted in Stats.Unmatched). Use it with a model
+	// restored from a snapshot of a learning run.
+	MatchOnly bool `yaml:"match_only"`
+	// Tenants overrides the settings above per tenant name.
+	Tenants map[string]TenantConfig `yaml:"tenants"`
 }
 
 // DefaultConfig returns the default configuration.
@@ -120,6 +135,7 @@ func (c Config) Validate() error {
 	if c.VariableAfter < 0 || c.VariableAfter > 64 {
 		errs = append(errs, fmt.Errorf("variable_after must be in [0, 64], got %d", c.VariableAfter))
 	}
+	errs = append(errs, c.validateControl()...)
 	return errors.Join(errs...)
 }
 
@@ -161,6 +177,10 @@ type Event struct {
 	Template string // new text, params as <*>
 	Previous string // old text for EventChanged; the merged template's text for EventMerged
 	Into     uint64 // EventMerged: the surviving template
+	// Kinds holds, for EventCreated and EventChanged, the kind of each
+	// <*> of Template in order: the name of the mask that made it, or ""
+	// (nil when no parameter came from a mask).
+	Kinds []string
 }
 
 // Result is the assignment of one line.
@@ -184,6 +204,7 @@ type Stats struct {
 	Evictions uint64 // templates evicted by the per-tenant cap
 	Oversized uint64 // lines assigned whole to an oversized template
 	Merges    uint64 // templates merged into another (see EventMerged)
+	Unmatched uint64 // match-only lines that fit no template (catch-all)
 	Tenants   []TenantStats
 }
 

@@ -389,3 +389,164 @@ func TestHugeLinesWithinLimits(t *testing.T) {
 		t.Fatalf("oversized lines: %+v", st)
 	}
 }
+
+// TestIdenticalTextsMerge: two templates of one tenant that end up with the
+// same text (here counter-led lines and lines with a timestamp header, which
+// have different shapes and widen apart) become one template, with a merge
+// event, and later lines of either shape go to the survivor.
+func TestIdenticalTextsMerge(t *testing.T) {
+	m, err := New(Config{VariableAfter: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []Event
+	mine := func(line string) uint64 {
+		t.Helper()
+		var r Result
+		r, events = m.Mine("t", line, events)
+		text, ok := m.TemplateVersion(r.ID, r.Version)
+		if !ok {
+			t.Fatalf("%q: template %d v%d missing", line, r.ID, r.Version)
+		}
+		if got, err := Render(text, r.Params); err != nil || got != line {
+			t.Fatalf("render %q = %q, %v", line, got, err)
+		}
+		return r.ID
+	}
+	a := mine("17 job alpha done")
+	mine("18 job beta done")
+	b := mine("2031-01-02 03:04:05 job gamma done")
+	mine("2031-01-02 03:04:06 job delta done")
+	if m.Canonical(a) != m.Canonical(b) {
+		_, _, ta, _ := m.Template(m.Canonical(a))
+		_, _, tb, _ := m.Template(m.Canonical(b))
+		t.Fatalf("templates %d %q and %d %q read alike but stay apart", a, ta, b, tb)
+	}
+	merged := false
+	for _, e := range events {
+		if e.Kind == EventMerged && e.Previous == e.Template {
+			merged = true
+		}
+	}
+	if !merged {
+		t.Fatalf("no merge event in %+v", events)
+	}
+	want := m.Canonical(a)
+	for _, l := range []string{"19 job omega done", "2031-01-02 03:04:07 job sigma done"} {
+		if id := mine(l); id != want {
+			t.Fatalf("%q got template %d, want the survivor %d", l, id, want)
+		}
+	}
+	if n := m.Stats().Templates; n != 2 { // the survivor and the merged (aliased) one
+		t.Fatalf("%d live templates, want 2", n)
+	}
+}
+
+// TestValueShapeChangeDoesNotSplit: a variable written in another shape in
+// one line (a name with a number in parentheses where the other lines have
+// an address or an IP) stays in the group.
+func TestValueShapeChangeDoesNotSplit(t *testing.T) {
+	for _, other := range []string{"0x7f3a10c4", "10.1.2.3"} {
+		m, err := New(Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := []string{
+			"released buffer " + other + " back to pool main",
+			"released buffer 0x7f3a10d8 back to pool main",
+			"released buffer 0x7f3a11e0 back to pool main",
+			"released buffer NONE(0) back to pool main",
+			"released buffer 0x7f3a12f4 back to pool main",
+		}
+		ids := map[uint64]bool{}
+		var rs []Result
+		for _, l := range lines {
+			r, _ := m.Mine("t", l, nil)
+			rs = append(rs, r)
+			text, _ := m.TemplateVersion(r.ID, r.Version)
+			if got, err := Render(text, r.Params); err != nil || got != l {
+				t.Fatalf("render %q = %q, %v", l, got, err)
+			}
+		}
+		for _, r := range rs {
+			ids[m.Canonical(r.ID)] = true
+		}
+		if len(ids) != 1 {
+			t.Errorf("%s: %d templates, want 1", other, len(ids))
+		}
+		// Words on both sides are not one value: another event stays apart.
+		r, _ := m.Mine("t", "released buffer limit 7 back to pool main", nil)
+		if ids[m.Canonical(r.ID)] {
+			t.Errorf("%s: a line with another word joined the group", other)
+		}
+	}
+}
+
+// TestEnumerationConstantsStayApart: words written like enumeration
+// constants (capitals and '_') name different events however many occur,
+// while ordinary words at one position widen after VariableAfter values.
+func TestEnumerationConstantsStayApart(t *testing.T) {
+	m, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := []string{"NEW", "QUEUED", "RUNNING", "DRAINING", "STOPPED", "FAILED_CLEANUP"}
+	ids := map[uint64]bool{}
+	for round := 0; round < 2; round++ {
+		for i, s := range states {
+			l := fmt.Sprintf("unit %d went to %s", 10*round+i+2, s)
+			r, _ := m.Mine("t", l, nil)
+			text, _ := m.TemplateVersion(r.ID, r.Version)
+			if got, err := Render(text, r.Params); err != nil || got != l {
+				t.Fatalf("render %q = %q, %v", l, got, err)
+			}
+			if round == 1 {
+				ids[m.Canonical(r.ID)] = true
+			}
+		}
+	}
+	if len(ids) != len(states) {
+		t.Fatalf("%d templates for %d enumeration constants", len(ids), len(states))
+	}
+	names := map[uint64]bool{}
+	for i, u := range []string{"alice", "bob", "carol", "dave", "erin", "frank"} {
+		r, _ := m.Mine("t", fmt.Sprintf("session %d opened by %s", i+2, u), nil)
+		if i >= 4 {
+			names[m.Canonical(r.ID)] = true
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("names did not widen into one template: %v", names)
+	}
+}
+
+// TestListLengthDoesNotSplit: a list of a variable number of names is one
+// value; a list of enumeration constants stays literal.
+func TestListLengthDoesNotSplit(t *testing.T) {
+	m, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := []string{
+		"granted access to alice, bob, carol",
+		"granted access to dave, erin, frank, gina",
+		"granted access to hal, ivy, jo, kim, lee, max",
+		"granted access to 10.0.0.1;10.0.0.2;10.0.0.3",
+	}
+	rs, _ := mineAll(t, m, "t", lines)
+	for _, r := range rs[1:] {
+		if m.Canonical(r.ID) != m.Canonical(rs[0].ID) {
+			t.Fatalf("lists of other lengths got template %d, want %d", m.Canonical(r.ID), m.Canonical(rs[0].ID))
+		}
+	}
+	toks, _, _ := tokenize(nil, "trapping INT, TERM, HUP now", 100)
+	for _, tk := range toks {
+		if tk.kind == kVar {
+			t.Fatalf("a list of enumeration constants became a parameter: %v", toks)
+		}
+	}
+	toks, _, _ = tokenize(nil, "Service,attach,pid = 3", 100)
+	if toks[0].kind != kWord {
+		t.Fatalf("comma-joined name became a list: %v", toks)
+	}
+}

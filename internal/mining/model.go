@@ -12,6 +12,7 @@ type slot struct {
 	kind       tokKind
 	param      bool
 	prefix     int32 // param: length of a literal id prefix ("core." of "core.<*>")
+	mask       uint8 // param: 1 + index of the tenant's mask that made it; 0 if none
 }
 
 // pre returns the literal prefix of slot s of c.
@@ -91,6 +92,7 @@ type tenant struct {
 	n         int      // live templates
 	evictions uint64
 	oversized *cluster
+	set       *settings             // effective knobs of the tenant
 	anchors   map[uint64][]*cluster // live templates by anchor word
 	byShape   map[uint64][]*cluster // elastic templates by accepted shape, id order
 }
@@ -159,7 +161,11 @@ type Model struct {
 	tenants  map[string]*tenant
 	clusters map[uint64]*cluster // live templates by id
 
-	created, changes, evictions, oversized, merges uint64
+	created, changes, evictions, oversized, merges, unmatched uint64
+
+	defSet *settings            // settings of tenants without overrides
+	sets   map[string]*settings // per-tenant overrides
+	mtoks  []token              // scratch for masks
 
 	lastTenant *tenant  // cache for runs of the same tenant
 	toks       []token  // scratch for Mine
@@ -172,11 +178,14 @@ func New(cfg Config) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("mining config: %w", err)
 	}
+	def, per := compileSettings(cfg)
 	return &Model{
 		cfg:      cfg,
 		nextID:   1,
 		tenants:  make(map[string]*tenant),
 		clusters: make(map[uint64]*cluster),
+		defSet:   def,
+		sets:     per,
 	}, nil
 }
 
@@ -218,7 +227,12 @@ func (m *Model) Mine(tenant, line string, events []Event) (Result, []Event) {
 	if over {
 		return m.mineOversized(tenant, line, events)
 	}
-	return m.mine(tenant, line, m.toks, shapeKey(line, m.toks), events)
+	toks := m.toks
+	if ms := m.tenant(tenant).set.masks; len(ms) > 0 {
+		m.mtoks = applyMasks(ms, line, toks, m.mtoks)
+		toks = m.mtoks
+	}
+	return m.mine(tenant, line, toks, shapeKey(line, toks), events)
 }
 
 // MinePrepared is Mine for a line tokenized by Prepare. For the same
@@ -226,6 +240,9 @@ func (m *Model) Mine(tenant, line string, events []Event) (Result, []Event) {
 func (m *Model) MinePrepared(tenant string, p Prepared, events []Event) (Result, []Event) {
 	if len(p.line) > m.cfg.MaxLineBytes || p.over || p.raw > m.cfg.MaxTokens {
 		return m.mineOversized(tenant, p.line, events)
+	}
+	if len(m.tenant(tenant).set.masks) > 0 {
+		return m.Mine(tenant, p.line, events) // Prepare knows no tenant's masks
 	}
 	return m.mine(tenant, p.line, p.toks, p.key, events)
 }
@@ -238,7 +255,10 @@ func (m *Model) tenant(name string) *tenant {
 	if t == nil {
 		name = strings.Clone(name)
 		t = &tenant{name: name, buckets: make(map[uint64][]*cluster), anchors: make(map[uint64][]*cluster),
-			byShape: make(map[uint64][]*cluster)}
+			byShape: make(map[uint64][]*cluster), set: m.sets[name]}
+		if t.set == nil {
+			t.set = m.defSet
+		}
 		m.tenants[name] = t
 	}
 	m.lastTenant = t
@@ -249,6 +269,11 @@ func (m *Model) mineOversized(tname, line string, events []Event) (Result, []Eve
 	t := m.tenant(tname)
 	m.tick++
 	m.oversized++
+	return m.catchAll(t, line, events)
+}
+
+// catchAll assigns line whole to the tenant's "<*>" template.
+func (m *Model) catchAll(t *tenant, line string, events []Event) (Result, []Event) {
 	c := t.oversized
 	if c == nil {
 		c = &cluster{oversized: true, nparams: 1}
@@ -276,7 +301,7 @@ func (m *Model) add(t *tenant, c *cluster, events []Event) []Event {
 	t.n++
 	t.pushFront(c)
 	m.created++
-	return append(events, Event{Kind: EventCreated, ID: c.id, Tenant: t.name, Version: 1, Template: c.text()})
+	return append(events, Event{Kind: EventCreated, ID: c.id, Tenant: t.name, Version: 1, Template: c.text(), Kinds: c.kinds()})
 }
 
 func (m *Model) evict(t *tenant, c *cluster) {
@@ -380,7 +405,11 @@ func (m *Model) mine(tname, line string, toks []token, key uint64, events []Even
 	}
 	var c *cluster
 	var ps []string
-	if best != nil && bestSim >= m.cfg.Similarity {
+	n0 := len(events)
+	if t.set.matchOnly {
+		return m.mineExisting(t, line, toks, key, events)
+	}
+	if best != nil && bestSim >= t.set.similarity {
 		c = best
 		if bestSim < 1 {
 			c, events = m.join(t, best, line, toks, events)
@@ -394,6 +423,16 @@ func (m *Model) mine(tname, line string, toks []token, key uint64, events []Even
 		anchor := anchorKey(line, toks)
 		if c, ps, events = m.elastic(t, anchor, key, line, toks, events); c == nil {
 			c, events = m.newFixed(t, line, toks, key, anchor, events)
+		}
+	}
+	if len(events) > n0 {
+		// c is new or its text changed: it may now read exactly like
+		// another template of the tenant.
+		if o, evs := m.dedupe(t, c, events); o != c {
+			c, events = o, evs
+			if c.elastic {
+				ps, _ = matchPieces(c.pieces, line)
+			}
 		}
 	}
 	t.touch(c)
@@ -509,6 +548,10 @@ func (m *Model) join(t *tenant, best *cluster, line string, toks []token, events
 		if tk.kind == kVar || need {
 			continue
 		}
+		if isConstantCase(v) && isConstantCase(best.line[s.start:s.end]) {
+			need = true // enumeration constants name different events
+			continue
+		}
 		n := 2
 		if best.alts != nil {
 			n = 1 + len(best.alts[i])
@@ -516,7 +559,7 @@ func (m *Model) join(t *tenant, best *cluster, line string, toks []token, events
 				n++
 			}
 		}
-		if n < m.cfg.VariableAfter {
+		if n < t.set.variableAfter {
 			need = true
 		}
 	}
@@ -535,7 +578,7 @@ func (m *Model) join(t *tenant, best *cluster, line string, toks []token, events
 			tk := toks[i]
 			v := line[tk.start:tk.end]
 			if tk.kind != kVar && best.line[s.start:s.end] != v && !slices.Contains(best.alts[i], v) &&
-				len(best.alts[i]) < m.cfg.VariableAfter {
+				len(best.alts[i]) < t.set.variableAfter {
 				best.alts[i] = append(best.alts[i], strings.Clone(v))
 			}
 		}
@@ -568,6 +611,66 @@ func (m *Model) absorb(t *tenant, c *cluster, events []Event) (*cluster, []Event
 		}
 	}
 	return c, events
+}
+
+// dedupe merges c with another live template of its tenant that has the
+// very same text: two templates that read alike are one template, whatever
+// the shapes of the lines that made them. The younger is merged into the
+// older. When their lines have different shapes, the survivor becomes
+// elastic and accepts both (it needs an anchor word to be found by lines
+// of either shape; without one the templates stay apart). It returns the
+// surviving template.
+func (m *Model) dedupe(t *tenant, c *cluster, events []Event) (*cluster, []Event) {
+	if c.oversized || c.aliasID != 0 || c.evicted {
+		return c, events
+	}
+	text := c.text()
+	var o *cluster
+	consider := func(x *cluster) {
+		if x != c && x.aliasID == 0 && !x.evicted && !x.oversized && (o == nil || x.id < o.id) && x.text() == text {
+			o = x
+		}
+	}
+	if !c.elastic {
+		for _, x := range t.buckets[c.key] {
+			consider(x)
+		}
+	}
+	if c.anchor != 0 {
+		cands := t.anchors[c.anchor]
+		for k := len(cands) - 1; k >= 0 && k >= len(cands)-maxCandidates; k-- {
+			consider(cands[k])
+		}
+	}
+	if o == nil {
+		return c, events
+	}
+	into, from := o, c
+	if from.id < into.id {
+		into, from = from, into
+	}
+	if into.elastic || from.elastic || into.key != from.key {
+		if into.anchor == 0 || into.anchor != from.anchor {
+			return c, events
+		}
+		if !into.elastic {
+			t.removeFromBucket(into)
+			into.elastic = true
+			t.addShape(into, into.key)
+			into.slots, into.alts, into.line = nil, nil, ""
+			into.pieces = strings.Split(into.text(), Wildcard)
+			into.nparams = len(into.pieces) - 1
+		}
+		if from.elastic {
+			for _, k := range from.shapes {
+				t.addShape(into, k)
+			}
+		} else {
+			t.addShape(into, from.key)
+		}
+	}
+	events = m.merge(t, from, into, events)
+	return into, events
 }
 
 // merge retires template from into template into.
@@ -619,8 +722,8 @@ func newCluster(line string, toks []token, key uint64) *cluster {
 	c := &cluster{key: key, line: strings.Clone(line), slots: make([]slot, len(toks)), words: -1}
 	for i, tk := range toks {
 		p := tk.kind == kVar
-		c.slots[i] = slot{start: tk.start, end: tk.end, kind: tk.kind, param: p}
-		if p {
+		c.slots[i] = slot{start: tk.start, end: tk.end, kind: tk.kind, param: p, mask: tk.mask}
+		if p && tk.mask == 0 {
 			c.slots[i].prefix = idPrefixLen(line[tk.start:tk.end])
 		}
 		if p {
@@ -661,7 +764,7 @@ func (m *Model) widen(c *cluster, line string, toks []token, events []Event) []E
 	c.texts = append(c.texts, c.buildText())
 	c.words = -1
 	m.changes++
-	return append(events, Event{Kind: EventChanged, ID: c.id, Tenant: c.ten.name, Version: c.version(), Template: c.text(), Previous: prev})
+	return append(events, Event{Kind: EventChanged, ID: c.id, Tenant: c.ten.name, Version: c.version(), Template: c.text(), Previous: prev, Kinds: c.kinds()})
 }
 
 // isPlainWord reports whether w consists of letters, digits and '_' only:
@@ -685,6 +788,9 @@ func shapeKey(line string, toks []token) uint64 {
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
 	first := -1
+	if len(toks) > 0 && toks[0].head {
+		first = -2 // the first word after the header names the event
+	}
 	for i := range toks {
 		tk := &toks[i]
 		var v uint64
@@ -695,7 +801,7 @@ func shapeKey(line string, toks []token) uint64 {
 			// first byte and length; match compares the bytes
 			v = 2 | uint64(line[tk.start])<<8 | uint64(tk.end-tk.start)<<16
 		default:
-			if first < 0 {
+			if first == -1 || first == -2 && !toks[i].head {
 				first = i
 			}
 			v = 7
@@ -728,6 +834,88 @@ func (m *Model) Canonical(id uint64) uint64 {
 	}
 }
 
+// kinds returns the mask name of each parameter of c's current text, or
+// nil when none came from a mask.
+func (c *cluster) kinds() []string {
+	if c.elastic || c.oversized || c.ten == nil {
+		return nil
+	}
+	var out []string
+	for i, s := range c.slots {
+		if !s.param {
+			continue
+		}
+		if s.mask != 0 && out == nil {
+			out = make([]string, 0, c.nparams)
+			for _, p := range c.slots[:i] {
+				if p.param {
+					out = append(out, "")
+				}
+			}
+		}
+		if out != nil {
+			name := ""
+			if ms := c.ten.set.masks; int(s.mask) <= len(ms) && s.mask > 0 {
+				name = ms[s.mask-1].name
+			}
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// Kinds returns the kind of each <*> of the current text of a live
+// template: the name of the mask that made the parameter, or "". It is nil
+// when no parameter came from a mask.
+func (m *Model) Kinds(id uint64) []string {
+	if c := m.clusters[id]; c != nil {
+		return c.kinds()
+	}
+	return nil
+}
+
+// mineExisting is mine in match-only mode: the line joins a template it
+// fits as it is, or the catch-all.
+func (m *Model) mineExisting(t *tenant, line string, toks []token, key uint64, events []Event) (Result, []Event) {
+	var best *cluster
+	for _, c := range t.buckets[key] {
+		if sim, ok := match(c, line, toks); ok && sim == 1 && (best == nil || c.nparams > best.nparams) {
+			best = c
+		}
+	}
+	if best != nil {
+		t.touch(best)
+		best.lastUsed = m.tick
+		best.count++
+		return Result{ID: best.id, Version: best.version(), Params: m.params(best, line, toks)}, events
+	}
+	anchor := anchorKey(line, toks)
+	try := func(cs []*cluster) (Result, bool) {
+		for _, c := range cs {
+			if !c.elastic || c.anchor != anchor || c.aliasID != 0 {
+				continue
+			}
+			if ps, ok := matchPieces(c.pieces, line); ok {
+				t.touch(c)
+				c.lastUsed = m.tick
+				c.count++
+				return Result{ID: c.id, Version: c.version(), Params: ps}, true
+			}
+		}
+		return Result{}, false
+	}
+	if anchor != 0 {
+		if r, ok := try(t.byShape[key]); ok {
+			return r, events
+		}
+		if r, ok := try(t.anchors[anchor]); ok {
+			return r, events
+		}
+	}
+	m.unmatched++
+	return m.catchAll(t, line, events)
+}
+
 // Template returns the tenant, current version and text of a live template.
 func (m *Model) Template(id uint64) (tenant string, version uint32, text string, ok bool) {
 	c := m.clusters[id]
@@ -758,6 +946,7 @@ func (m *Model) Stats() Stats {
 		Evictions: m.evictions,
 		Oversized: m.oversized,
 		Merges:    m.merges,
+		Unmatched: m.unmatched,
 	}
 	names := make([]string, 0, len(m.tenants))
 	for n := range m.tenants {
@@ -769,4 +958,22 @@ func (m *Model) Stats() Stats {
 		s.Tenants = append(s.Tenants, TenantStats{Tenant: n, Templates: t.n, Evictions: t.evictions})
 	}
 	return s
+}
+
+// isConstantCase reports whether w is written like an enumeration constant:
+// capitals, digits and '_' only, at least two capitals ("RUNNING",
+// "FAIL_CLEANUP").
+func isConstantCase(w string) bool {
+	caps := 0
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		switch {
+		case c >= 'A' && c <= 'Z':
+			caps++
+		case c == '_' || isDigit(c):
+		default:
+			return false
+		}
+	}
+	return caps >= 2
 }

@@ -21,6 +21,7 @@ type snapSlot struct {
 	Kind       uint8
 	Param      bool
 	Prefix     int32
+	Mask       uint8 // added later: older snapshots decode as 0 (no mask)
 }
 
 type snapCluster struct {
@@ -56,6 +57,7 @@ type snapState struct {
 	Evictions uint64
 	Oversized uint64
 	Merges    uint64
+	Unmatched uint64
 	Tenants   []snapTenant // ascending name
 }
 
@@ -66,7 +68,7 @@ func (m *Model) Snapshot(w io.Writer) error {
 	st := snapState{
 		Magic: snapshotMagic, Version: snapshotVersion,
 		NextID: m.nextID, Tick: m.tick, Created: m.created, Changes: m.changes,
-		Evictions: m.evictions, Oversized: m.oversized, Merges: m.merges,
+		Evictions: m.evictions, Oversized: m.oversized, Merges: m.merges, Unmatched: m.unmatched,
 	}
 	names := make([]string, 0, len(m.tenants))
 	for n := range m.tenants {
@@ -85,7 +87,7 @@ func (m *Model) Snapshot(w io.Writer) error {
 			}
 			sc.Slots = make([]snapSlot, len(c.slots))
 			for i, s := range c.slots {
-				sc.Slots[i] = snapSlot{Start: s.start, End: s.end, Kind: uint8(s.kind), Param: s.param, Prefix: s.prefix}
+				sc.Slots[i] = snapSlot{Start: s.start, End: s.end, Kind: uint8(s.kind), Param: s.param, Prefix: s.prefix, Mask: s.mask}
 			}
 			ts.Clusters = append(ts.Clusters, sc)
 		}
@@ -127,12 +129,17 @@ func Restore(cfg Config, r io.Reader) (*Model, error) {
 	}
 	m.nextID, m.tick = st.NextID, st.Tick
 	m.created, m.changes, m.evictions, m.oversized, m.merges = st.Created, st.Changes, st.Evictions, st.Oversized, st.Merges
+	m.unmatched = st.Unmatched
 	for _, ts := range st.Tenants {
 		if _, dup := m.tenants[ts.Name]; dup {
 			return nil, fmt.Errorf("mining restore: duplicate tenant %q", ts.Name)
 		}
 		t := &tenant{name: strings.Clone(ts.Name), buckets: make(map[uint64][]*cluster),
-			anchors: make(map[uint64][]*cluster), byShape: make(map[uint64][]*cluster), evictions: ts.Evictions}
+			anchors: make(map[uint64][]*cluster), byShape: make(map[uint64][]*cluster), evictions: ts.Evictions,
+			set: m.sets[ts.Name]}
+		if t.set == nil {
+			t.set = m.defSet
+		}
 		m.tenants[t.name] = t
 		lru := make([]*cluster, 0, len(ts.Clusters))
 		for _, sc := range ts.Clusters {
@@ -219,10 +226,10 @@ func restoreCluster(sc snapCluster, nextID uint64) (*cluster, error) {
 	c.slots = make([]slot, len(sc.Slots))
 	for i, s := range sc.Slots {
 		if s.Start < 0 || s.End < s.Start || int(s.End) > len(sc.Line) || s.Kind > uint8(kVar) ||
-			s.Prefix < 0 || s.Prefix > s.End-s.Start || s.Prefix > 0 && !s.Param {
+			s.Prefix < 0 || s.Prefix > s.End-s.Start || s.Prefix > 0 && !s.Param || s.Mask != 0 && !s.Param {
 			return nil, errors.New("corrupt template slot")
 		}
-		c.slots[i] = slot{start: s.Start, end: s.End, kind: tokKind(s.Kind), param: s.Param, prefix: s.Prefix}
+		c.slots[i] = slot{start: s.Start, end: s.End, kind: tokKind(s.Kind), param: s.Param, prefix: s.Prefix, mask: s.Mask}
 		if s.Param {
 			c.nparams++
 		}

@@ -27,6 +27,8 @@ const (
 type token struct {
 	start, end int32
 	kind       tokKind
+	head       bool  // the line's header (see headerEnd), always kVar
+	mask       uint8 // 1 + index of the mask that made this kVar token; 0 if none
 }
 
 // Byte classes. Chunk bytes are cChunk or cLetter (>= cChunk).
@@ -184,8 +186,12 @@ func looksVariable(s string) bool {
 // exceed max.
 func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 	n := len(line)
-	dates, lists := false, false // whether the merge passes can apply
+	dates, lists, seps := false, false, 0 // whether the merge passes can apply
 	i := 0
+	if h := headerEnd(line); h > 0 && max > 0 {
+		dst = append(dst, token{start: 0, end: int32(h), kind: kVar, head: true})
+		i = h
+	}
 	for i < n {
 		if len(dst) >= max {
 			return dst, len(dst), true
@@ -197,13 +203,13 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 			for j < n && byteClass[line[j]] == cSpace {
 				j++
 			}
-			dst = append(dst, token{int32(i), int32(j), kSpace})
+			dst = append(dst, token{int32(i), int32(j), kSpace, false, 0})
 			i = j
 		case cHard:
 			if c == '<' && i+2 < n && line[i+1] == '*' && line[i+2] == '>' {
 				// A literal "<*>" is always a parameter so that template
 				// texts stay unambiguous.
-				dst = append(dst, token{int32(i), int32(i + 3), kVar})
+				dst = append(dst, token{int32(i), int32(i + 3), kVar, false, 0})
 				i += 3
 				continue
 			}
@@ -212,24 +218,27 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 			// parameter.
 			if c == ':' && i+2 < n && line[i+1] == '/' && line[i+2] == '/' && len(dst) > 0 &&
 				dst[len(dst)-1].kind == kWord && int(dst[len(dst)-1].end) == i {
-				dst = append(dst, token{int32(i), int32(i + 1), kPunct}, token{int32(i + 1), int32(i + 3), kPunct})
+				dst = append(dst, token{int32(i), int32(i + 1), kPunct, false, 0}, token{int32(i + 1), int32(i + 3), kPunct, false, 0})
 				j := i + 3
 				for j < n && byteClass[line[j]] != cSpace && !isURLEnd(line[j]) {
 					j++
 				}
 				if j > i+3 {
-					dst = append(dst, token{int32(i + 3), int32(j), kVar})
+					dst = append(dst, token{int32(i + 3), int32(j), kVar, false, 0})
 				}
 				i = j
 				continue
 			}
-			dst = append(dst, token{int32(i), int32(i + 1), kPunct})
+			dst = append(dst, token{int32(i), int32(i + 1), kPunct, false, 0})
+			if c == ',' || c == ';' {
+				seps++
+			}
 			// A standalone empty pair "()", "[]" or "{}" is an empty
 			// value: give it an empty parameter so that it lines up with
 			// non-empty values ("(host)").
 			if (c == '(' || c == '[' || c == '{') && i+1 < n && line[i+1] == closer(c) &&
 				(i == 0 || byteClass[line[i-1]] == cSpace) {
-				dst = append(dst, token{int32(i + 1), int32(i + 1), kVar})
+				dst = append(dst, token{int32(i + 1), int32(i + 1), kVar, false, 0})
 			}
 			i++
 		default:
@@ -254,7 +263,7 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 				for j < n && line[j] == '.' {
 					j++
 				}
-				dst = append(dst, token{int32(i), int32(j), kPunct})
+				dst = append(dst, token{int32(i), int32(j), kPunct, false, 0})
 				i = j
 				continue
 			}
@@ -292,12 +301,12 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 			} else if w[0]|0x20 >= 'a' && w[0]|0x20 <= 'z' {
 				lists = true // maybe an id list ("blk_1 blk_2")
 			}
-			dst = append(dst, token{int32(i), int32(e), k})
+			dst = append(dst, token{int32(i), int32(e), k, false, 0})
 			for p := e; p < j; p++ {
 				if len(dst) >= max {
 					return dst, len(dst), true
 				}
-				dst = append(dst, token{int32(p), int32(p + 1), kPunct})
+				dst = append(dst, token{int32(p), int32(p + 1), kPunct, false, 0})
 			}
 			i = j
 		}
@@ -311,6 +320,9 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 	}
 	if lists {
 		dst = mergeLists(line, dst)
+	}
+	if seps >= minListItems-1 {
+		dst = mergeSepLists(line, dst)
 	}
 	return dst, raw, false
 }
@@ -413,7 +425,7 @@ func mergeLists(line string, toks []token) []token {
 		tk := toks[i]
 		if tk.kind == kVar && isDigit(line[tk.start]) && i+2 < len(toks) && toks[i+1].kind == kSpace &&
 			toks[i+1].end-toks[i+1].start == 1 && toks[i+2].kind == kWord && isSizeUnit(line[toks[i+2].start:toks[i+2].end]) {
-			toks[out] = token{tk.start, toks[i+2].end, kVar}
+			toks[out] = token{tk.start, toks[i+2].end, kVar, false, 0}
 			out++
 			i += 2
 			continue
@@ -426,7 +438,7 @@ func mergeLists(line string, toks []token) []token {
 					j += 2
 				}
 				if j > i {
-					toks[out] = token{tk.start, toks[j].end, kVar}
+					toks[out] = token{tk.start, toks[j].end, kVar, false, 0}
 					out++
 					i = j
 					continue
@@ -476,7 +488,7 @@ func mergeDates(line string, toks []token) []token {
 		tk := toks[i]
 		if tk.kind == kWord && isMonthOrDay(line[tk.start:tk.end]) {
 			if j, ok := matchDate(line, toks, i); ok {
-				toks[out] = token{tk.start, toks[j].end, kVar}
+				toks[out] = token{tk.start, toks[j].end, kVar, false, 0}
 				out++
 				// minutes, colon, seconds; a year after the seconds joins them
 				copy(toks[out:], toks[j+1:j+5])
@@ -512,4 +524,77 @@ func matchDate(line string, toks []token, i int) (int, bool) {
 		return 0, false
 	}
 	return k + 4, true
+}
+
+// minListItems is the fewest items a separated list must have to be one
+// parameter.
+const minListItems = 3
+
+// mergeSepLists turns a list of minListItems or more single-chunk items
+// separated by one ',' or ';' (and at most one space), such as "a, b, c" or
+// "x;y;z", into one variable token: a list of a variable number of names is
+// one value, so lines that differ only in its length share a template. The
+// items must all be words (then with a space after each separator) or all
+// variables; lists of enumeration constants stay literal.
+func mergeSepLists(line string, toks []token) []token {
+	item := func(k int) bool {
+		return k < len(toks) && (toks[k].kind == kWord || toks[k].kind == kVar) && !toks[k].head
+	}
+	// next returns the index of the item after the separator at k, or -1.
+	next := func(k int, sep byte) int {
+		if k >= len(toks) || toks[k].kind != kPunct || toks[k].end-toks[k].start != 1 || line[toks[k].start] != sep {
+			return -1
+		}
+		k++
+		if k < len(toks) && toks[k].kind == kSpace && toks[k].end-toks[k].start == 1 && line[toks[k].start] == ' ' {
+			k++
+		}
+		if !item(k) {
+			return -1
+		}
+		return k
+	}
+	out := 0
+	for i := 0; i < len(toks); i++ {
+		if item(i) && (i == 0 || toks[i-1].kind == kSpace || toks[i-1].kind == kPunct) && i+1 < len(toks) &&
+			toks[i+1].kind == kPunct && toks[i+1].end-toks[i+1].start == 1 {
+			sep := line[toks[i+1].start]
+			if sep == ',' || sep == ';' {
+				last, n := i, 1
+				for {
+					k := next(last+1, sep)
+					if k < 0 {
+						break
+					}
+					last, n = k, n+1
+				}
+				// The list must end at a boundary, not inside a chunk run,
+				// its items must be of one kind, and a list of enumeration
+				// constants ("TERM, HUP, INT") is literal.
+				same, consts, spaced := true, true, true
+				for k := i; k <= last; k++ {
+					switch toks[k].kind {
+					case kWord, kVar:
+						same = same && toks[k].kind == toks[i].kind
+						consts = consts && isConstantCase(line[toks[k].start:toks[k].end])
+					case kPunct:
+						spaced = spaced && toks[k+1].kind == kSpace
+					}
+				}
+				if toks[i].kind == kWord && !spaced {
+					same = false // "Service,attach,pid" is one name
+				}
+				if n >= minListItems && same && !consts &&
+					(last+1 >= len(toks) || toks[last+1].kind != kWord && toks[last+1].kind != kVar) {
+					toks[out] = token{toks[i].start, toks[last].end, kVar, false, 0}
+					out++
+					i = last
+					continue
+				}
+			}
+		}
+		toks[out] = toks[i]
+		out++
+	}
+	return toks[:out]
 }
