@@ -17,7 +17,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/health"
 	"github.com/quarrylake/quarry/internal/lake"
-	"github.com/quarrylake/quarry/internal/pipeline"
+	"github.com/quarrylake/quarry/pipeline"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/streams"
 )
