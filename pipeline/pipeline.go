@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,6 +72,12 @@ type Pipeline struct {
 	commStage *stage
 	minerRuns int
 	closed    bool
+
+	// dlqBase is the dead-letter count per subject at Start; dlqFinal the
+	// count Close took (the connection is gone after it).
+	dlqBase  map[string]uint64
+	dlqFinal map[string]uint64
+	dlqErr   error
 }
 
 type stage struct {
@@ -116,6 +123,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Reg
 	if err := streams.Ensure(ctx, js, cfg.Streams); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("ensure streams: %w", err)
+	}
+	if p.dlqBase, err = p.countDeadLetters(ctx); err != nil {
+		p.Close()
+		return nil, err
 	}
 	store, err := objstore.Open(ctx, cfg.Lake.URL, objstore.S3Options{})
 	if err != nil {
@@ -231,6 +242,48 @@ func (p *Pipeline) WALLastSeq(ctx context.Context) (uint64, error) {
 	return s.CachedInfo().State.LastSeq, nil
 }
 
+// DeadLetters counts the dead letters of this run by stage ("producer",
+// "miner", "encoder", "committer": the last token of the subject
+// quarry.dlq.<stage>), as the dead-letter stream holds them: what it gained
+// since Start. After Close it is the count Close took.
+func (p *Pipeline) DeadLetters(ctx context.Context) (map[string]uint64, error) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	now, err := p.dlqFinal, p.dlqErr
+	if !closed {
+		now, err = p.countDeadLetters(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for subj, n := range now {
+		stage := strings.TrimPrefix(subj, streams.DeadLetterSubject(""))
+		if d := n - min(n, p.dlqBase[subj]); d > 0 {
+			out[stage] += d
+		}
+	}
+	return out, nil
+}
+
+// countDeadLetters is the dead-letter stream's message count per subject.
+func (p *Pipeline) countDeadLetters(ctx context.Context) (map[string]uint64, error) {
+	s, err := p.JS.Stream(ctx, streams.DeadLetterStream)
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter stream: %w", err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(streams.DeadLetterSubjects))
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter stream info: %w", err)
+	}
+	out := make(map[string]uint64, len(info.State.Subjects))
+	for subj, n := range info.State.Subjects {
+		out[subj] = n
+	}
+	return out, nil
+}
+
 // WaitCommitted waits until the high-water reaches seq, calling tick (if not
 // nil) about every interval while it waits.
 func (p *Pipeline) WaitCommitted(ctx context.Context, seq uint64, interval time.Duration, tick func()) error {
@@ -281,6 +334,9 @@ func (p *Pipeline) Close() error {
 		}
 	}
 	if p.NC != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		p.dlqFinal, p.dlqErr = p.countDeadLetters(ctx)
+		cancel()
 		p.NC.Close()
 	}
 	if p.Server != nil {

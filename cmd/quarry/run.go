@@ -237,8 +237,28 @@ func printSummaryAt(ctx context.Context, w io.Writer, p *pipeline.Pipeline, cfg 
 	if err != nil {
 		return fmt.Errorf("read high-water: %w", err)
 	}
+	dlq, err := p.DeadLetters(ctx)
+	if err != nil {
+		return fmt.Errorf("count dead letters: %w", err)
+	}
+	var dead uint64
+	for _, n := range dlq {
+		dead += n
+	}
 	fmt.Fprintln(w, "quarry run summary")
-	fmt.Fprintf(w, "  lines in        %d (%d dead-lettered)\n", st.Lines, st.DeadLetters)
+	fmt.Fprintf(w, "  lines in        %d (%d dead-lettered)\n", st.Lines, dead)
+	if dead > 0 {
+		stages := make([]string, 0, len(dlq))
+		for s := range dlq {
+			stages = append(stages, s)
+		}
+		sort.Strings(stages)
+		var parts []string
+		for _, s := range stages {
+			parts = append(parts, fmt.Sprintf("%s %d", s, dlq[s]))
+		}
+		fmt.Fprintf(w, "  dead letters    %s (stream %s)\n", strings.Join(parts, ", "), streams.DeadLetterStream)
+	}
 	if st.Lines == 0 && st.Recovered == 0 {
 		fmt.Fprintln(w, "                  (nothing new: the sources resumed after their saved positions; use a new --data or more --lines)")
 	}
