@@ -15,6 +15,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/laketest"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/internal/objstore/miniotest"
 )
@@ -377,14 +378,14 @@ func TestVacuum(t *testing.T) {
 
 func TestCheckWithArrow(t *testing.T) {
 	f := build(t)
-	if err := lake.CheckWithArrow(f.ctx, f.store); err != nil {
+	if err := laketest.CheckWithArrow(f.ctx, f.store); err != nil {
 		t.Fatalf("check: %v", err)
 	}
 	// A file whose stats lie about its row count is caught.
 	bad := f.recordsFile("acme", "2026-01-04", "enc1", []lake.RecordRow{rec(10, 0, "2026-01-04T00:00:00Z", 1, 1, "x")})
 	bad.Stats = delta.StatsJSON(2, nil, nil, nil)
 	f.commit(f.rec, 10, bad)
-	err := lake.CheckWithArrow(f.ctx, f.store)
+	err := laketest.CheckWithArrow(f.ctx, f.store)
 	if err == nil || !strings.Contains(err.Error(), "numRecords is 2") {
 		t.Fatalf("check with a wrong count: %v", err)
 	}
@@ -404,7 +405,7 @@ func TestOnMinIO(t *testing.T) {
 	if got := query(t, l, lake.Filter{Tenant: "acme"}); len(got) != 6 || got[0] != "1.0 acme user alice logged in" {
 		t.Fatalf("query over s3: %v", got)
 	}
-	if err := lake.CheckWithArrow(f.ctx, f.store); err != nil {
+	if err := laketest.CheckWithArrow(f.ctx, f.store); err != nil {
 		t.Fatalf("arrow over s3: %v", err)
 	}
 	for _, tbl := range []string{lake.RecordsTable, lake.TemplatesTable} {
