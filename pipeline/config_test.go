@@ -151,3 +151,30 @@ func TestLoadNoFile(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+// TestDocExamples: the config examples in the docs load and validate.
+func TestDocExamples(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "sources", "sqlserver.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "```yaml\nmssql:\n")
+	if !ok {
+		t.Fatal("docs/sources/sqlserver.md: no ```yaml block starting with mssql:")
+	}
+	block, _, _ := strings.Cut(rest, "```")
+	path := filepath.Join(t.TempDir(), "mssql.yaml")
+	if err := os.WriteFile(path, []byte("mssql:\n"+block), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Defaults().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.MSSQL == nil || c.MSSQL.Database != "shop" || c.NATS.URL == "" {
+		t.Fatalf("got %+v", c)
+	}
+}

@@ -85,3 +85,37 @@ func TestRunSummaryCountsDeadLettersByStage(t *testing.T) {
 		}
 	}
 }
+
+// TestRunReadsTheRootConfig: `quarry run` reads the same sections as the
+// roles, producer: included (it used to read only pipeline.*), and the old
+// pipeline: wrapper still works with a warning that says what to rename.
+func TestRunReadsTheRootConfig(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.log")
+	if err := os.WriteFile(in, []byte("a short line\n"+strings.Repeat("y", 64)+"\nanother short line\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, yaml, warn string
+	}{
+		{"root sections", "producer:\n  max_record_bytes: 32\nencoder:\n  max_age: 200ms\n", ""},
+		{"old pipeline wrapper", "producer:\n  max_record_bytes: 32\npipeline:\n  encoder:\n    max_age: 200ms\n", "pipeline.encoder -> encoder"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := filepath.Join(t.TempDir(), "quarry.yaml")
+			if err := os.WriteFile(cfg, []byte(tt.yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, stderr := runCLI(t, "", "run", "--config", cfg, "--data", filepath.Join(t.TempDir(), "data"), "--input", in, "--tenant", "acme")
+			if !strings.Contains(out, "lines in        2 (1 dead-lettered)") || !strings.Contains(out, "dead letters    producer 1") {
+				t.Errorf("summary:\n%s", out)
+			}
+			if tt.warn != "" && !strings.Contains(stderr, tt.warn) {
+				t.Errorf("no warning %q:\n%s", tt.warn, stderr)
+			}
+			if tt.warn == "" && strings.Contains(stderr, "config uses") {
+				t.Errorf("unexpected warning:\n%s", stderr)
+			}
+		})
+	}
+}
