@@ -309,6 +309,19 @@ func TestTemplatesAndHighWater(t *testing.T) {
 	}
 }
 
+// TestExists: a lake with a records log exists; a folder without one is
+// ErrNoTable, so readers can tell a wrong URL from an empty lake.
+func TestExists(t *testing.T) {
+	f := build(t)
+	if err := lake.Open(f.store).Exists(f.ctx); err != nil {
+		t.Fatalf("built lake: %v", err)
+	}
+	empty, _ := objstore.NewLocal(t.TempDir())
+	if err := lake.Open(empty).Exists(f.ctx); !errors.Is(err, lake.ErrNoTable) {
+		t.Fatalf("empty folder: %v, want ErrNoTable", err)
+	}
+}
+
 func age(t *testing.T, store objstore.Store, key string, d time.Duration) {
 	t.Helper()
 	s := store.(*objstore.Local)
