@@ -217,17 +217,21 @@ func parse(b []byte, path string, log *slog.Logger) (Config, error) {
 		return fail(fmt.Errorf("line %d: the top level must be a mapping of sections", root.Line))
 	}
 	var errs []error
+	rewritten := false
 	if renames, err := upgradePipeline(root); err != nil {
 		errs = append(errs, err...)
 	} else if renames != nil {
+		rewritten = true
 		log.Warn("config uses the old pipeline section; rename its keys", "file", path, "rename", strings.Join(renames, ", "))
 	}
 	if renames, err := upgradeMSSQL(root); err != nil {
 		errs = append(errs, err...)
 	} else if renames != nil {
+		rewritten = true
 		log.Warn("config uses the old producer mssql layout; move its settings under mssql", "file", path, "rename", strings.Join(renames, ", "))
 	}
-	errs = append(errs, unknownKeys(root, reflect.TypeFor[Config](), "")...)
+	lines := map[int]string{}
+	errs = append(errs, walkKeys(root, reflect.TypeFor[Config](), "", lines)...)
 	if m := mapValue(root, "mssql"); m != nil && m.Kind == yaml.MappingNode {
 		if mapValue(m, "nats") != nil {
 			errs = append(errs, errors.New("mssql.nats: move it to the top-level nats section"))
@@ -242,22 +246,55 @@ func parse(b []byte, path string, log *slog.Logger) (Config, error) {
 		return fail(errs...)
 	}
 	var c Config
-	nb, err := yaml.Marshal(root)
-	if err != nil {
-		return fail(err)
+	var err error
+	if rewritten {
+		// Every key is known (walkKeys); the moved nodes keep their lines.
+		err = root.Decode(&c)
+	} else {
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err = dec.Decode(&c); errors.Is(err, io.EOF) {
+			err = nil
+		}
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(nb))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return fail(err)
+	if err != nil {
+		return fail(decodeErrors(err, lines)...)
 	}
 	c.File = name
 	return c, nil
 }
 
+// decodeErrors splits a yaml.TypeError into one error per value, each
+// naming its key path (found by line) when it can.
+func decodeErrors(err error, lines map[int]string) []error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return []error{err}
+	}
+	var out []error
+	for _, msg := range te.Errors {
+		var line int
+		if _, serr := fmt.Sscanf(msg, "line %d:", &line); serr == nil {
+			if key, ok := lines[line]; ok {
+				_, rest, _ := strings.Cut(msg, ": ")
+				out = append(out, fmt.Errorf("%s: %s (line %d)", key, rest, line))
+				continue
+			}
+		}
+		out = append(out, errors.New(msg))
+	}
+	return out
+}
+
 // unknownKeys walks a mapping node against struct type t and reports every
 // key t has no field for, with its full path.
 func unknownKeys(n *yaml.Node, t reflect.Type, path string) []error {
+	return walkKeys(n, t, path, nil)
+}
+
+// walkKeys is unknownKeys that also records, in lines (when not nil), the
+// key path of every value by its line, to name the key of a decode error.
+func walkKeys(n *yaml.Node, t reflect.Type, path string, lines map[int]string) []error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -276,19 +313,30 @@ func unknownKeys(n *yaml.Node, t reflect.Type, path string) []error {
 				errs = append(errs, fmt.Errorf("%s: unknown key (line %d)", p, k.Line))
 				continue
 			}
-			errs = append(errs, unknownKeys(v, ft, p)...)
+			if lines != nil {
+				lines[v.Line] = p
+			}
+			errs = append(errs, walkKeys(v, ft, p, lines)...)
 		}
 		return errs
 	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
 		var errs []error
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			errs = append(errs, unknownKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))...)
+			p := join(path, n.Content[i].Value)
+			if lines != nil {
+				lines[n.Content[i+1].Line] = p
+			}
+			errs = append(errs, walkKeys(n.Content[i+1], t.Elem(), p, lines)...)
 		}
 		return errs
 	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
 		var errs []error
 		for i, e := range n.Content {
-			errs = append(errs, unknownKeys(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if lines != nil {
+				lines[e.Line] = p
+			}
+			errs = append(errs, walkKeys(e, t.Elem(), p, lines)...)
 		}
 		return errs
 	}
