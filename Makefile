@@ -21,24 +21,27 @@ run: build ## run the whole pipeline in one process on embedded defaults (lake u
 tools: ## build the test tools (the MinIO server from its Go module) into bin/tools
 	./scripts/build-minio.sh
 
-test: tools ## vet and run every unit and integration test with -race
+test: tools ## vet and run every unit and integration test with -race (and the multi-process suite of the e2e module)
 	$(GO) vet $(PKGS)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
+	cd e2e && $(GO) vet $(PKGS) && $(GO) test -race -timeout $(TEST_TIMEOUT) ./process/...
 
 images: ## build the FROM-scratch images (quarry, nats-server, MinIO) with no registry
 	./scripts/images.sh
 
-e2e: images ## container suites with testcontainers-go: NATS cluster, MinIO, faults (build tag e2e)
-	$(GO) test -tags e2e -count=1 -timeout 45m ./e2e/...
+# The container, chaos and SQL Server suites are their own module (e2e/go.mod),
+# so that testcontainers and the Docker client stay out of quarry's go.mod.
+e2e: images ## container suites with testcontainers-go: NATS cluster, MinIO, faults (build tag e2e; module e2e/)
+	cd e2e && $(GO) test -tags e2e -count=1 -timeout 45m ./...
 
 chaos: build ## the seeded fault harness: every role a process, kills, pauses, store and NATS faults (short round)
-	$(GO) test -tags chaos -count=1 -timeout 30m -v ./e2e/chaos/ -args -rounds=$${ROUNDS:-3}
+	cd e2e && $(GO) test -tags chaos -count=1 -timeout 30m -v ./chaos/ -args -rounds=$${ROUNDS:-3}
 
 soak: build ## a long chaos soak (ROUNDS=50 by default)
-	$(GO) test -tags chaos -count=1 -timeout 6h -v ./e2e/chaos/ -args -rounds=$${ROUNDS:-50}
+	cd e2e && $(GO) test -tags chaos -count=1 -timeout 6h -v ./chaos/ -args -rounds=$${ROUNDS:-50}
 
 e2e-mssql: ## the SQL Server CDC e2e suite (needs the mcr.microsoft.com/mssql/server:2022-latest image locally; skips without it)
-	$(GO) test -tags e2e -count=1 -timeout 30m -v ./e2e/mssql/...
+	cd e2e && $(GO) test -tags e2e -count=1 -timeout 30m -v ./mssql/...
 
 eval: ## score template mining on Loghub-2k (LOGHUB_DIR or ../shared/loghub2k): plain, leave-one-dataset-out and raw lines; fails below the floors
 	$(GO) run ./cmd/loghub-eval -write docs/accuracy.md
@@ -49,6 +52,7 @@ bench: build ## run the benchmarks and write docs/benchmarks.md
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	cd e2e && $(GO) vet $(PKGS) && $(GO) vet -tags e2e $(PKGS) && $(GO) vet -tags chaos $(PKGS)
 
 clean: ## remove build output and local data
 	rm -rf bin $(DATA)

@@ -15,6 +15,6 @@ if [ -z "$bin" ]; then
 	go build -o bin/quarry ./cmd/quarry
 	bin=$PWD/bin/quarry
 fi
-out=$(QUARRY_BIN="$bin" go test -v -tags chaos -count=1 -timeout 60m -run '^TestBenchEncoders$' ./e2e/chaos/ \
+out=$(cd e2e && QUARRY_BIN="$bin" go test -v -tags chaos -count=1 -timeout 60m -run '^TestBenchEncoders$' ./chaos/ \
 	-args -bench-encoders="$counts" -bench-lines="$lines") || { echo "$out" >&2; exit 1; }
 echo "$out" | grep -E '^\|'

@@ -1,21 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
-	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/quarrylake/quarry/internal/natsutil"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/pipeline"
 )
 
 var errHelp = errors.New("help shown")
@@ -41,38 +37,6 @@ func flagSet(fs *flag.FlagSet) map[string]bool {
 	return set
 }
 
-// loadSection decodes section name of the YAML config file at path into v.
-// A missing section leaves v unchanged; unknown fields are errors.
-func loadSection(path, name string, v any) error {
-	if path == "" {
-		return nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("read config: %w", err)
-	}
-	var doc map[string]yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return fmt.Errorf("parse config %s: %w", path, err)
-	}
-	node, ok := doc[name]
-	if !ok {
-		return nil
-	}
-	// Node.Decode ignores unknown fields; a typo in a config must not be
-	// silently ignored, so decode the section again with KnownFields.
-	sec, err := yaml.Marshal(&node)
-	if err != nil {
-		return fmt.Errorf("config %s section %s: %w", path, name, err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(sec))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("config %s section %s: %w", path, name, err)
-	}
-	return nil
-}
-
 // common holds the settings every role shares.
 type common struct {
 	config   string
@@ -81,6 +45,11 @@ type common struct {
 	logLevel string
 	logJSON  bool
 	httpAddr string
+
+	// cfg is the config file with the environment and flags laid over it
+	// and conn its NATS connection (resolve sets both).
+	cfg  pipeline.Config
+	conn natsutil.ConnConfig
 }
 
 func (c *common) register(fs *flag.FlagSet, needLake bool) {
@@ -100,64 +69,41 @@ func (c *common) registerEmbedded(fs *flag.FlagSet, needLake bool) {
 	fs.StringVar(&c.httpAddr, "http", "", "health and metrics listen address, e.g. :8080 (env QUARRY_HTTP_ADDR)")
 }
 
-// resolve fills unset values from the environment and the config file.
+// resolve reads the config file once (--config, else QUARRY_CONFIG) into
+// c.cfg and lays the environment, then the flags, over its nats.url,
+// lake.url, server.log_level and server.http. A command without a --nats
+// (or --lake) flag takes that setting from the file only. It returns the
+// NATS connection config, with the secrets from the environment only.
 func (c *common) resolve(fs *flag.FlagSet, e *env) (natsutil.ConnConfig, error) {
 	set := flagSet(fs)
-	pick := func(flagName string, cur *string, envName string) {
+	if !set["config"] {
+		if v := e.getenv("QUARRY_CONFIG"); v != "" {
+			c.config = v
+		}
+	}
+	cfg, err := pipeline.Load(c.config, c.warnLogger(e.stderr))
+	if err != nil {
+		return natsutil.ConnConfig{}, err
+	}
+	pick := func(flagName string, cur *string, file, envName string) {
 		if set[flagName] {
+			return
+		}
+		*cur = file
+		if fs.Lookup(flagName) == nil {
 			return
 		}
 		if v := e.getenv(envName); v != "" {
 			*cur = v
 		}
 	}
-	pick("config", &c.config, "QUARRY_CONFIG")
-	var file struct {
-		URL       string `yaml:"url"`
-		User      string `yaml:"user"`
-		CredsFile string `yaml:"creds_file"`
-		NKeyFile  string `yaml:"nkey_file"`
-		TLSCA     string `yaml:"tls_ca"`
-		TLSCert   string `yaml:"tls_cert"`
-		TLSKey    string `yaml:"tls_key"`
-		Timeout   time.Duration
-	}
-	if err := loadSection(c.config, "nats", &file); err != nil {
-		return natsutil.ConnConfig{}, err
-	}
-	var lake struct {
-		URL string `yaml:"url"`
-	}
-	if err := loadSection(c.config, "lake", &lake); err != nil {
-		return natsutil.ConnConfig{}, err
-	}
-	var top struct {
-		LogLevel string `yaml:"log_level"`
-		HTTP     string `yaml:"http"`
-	}
-	if err := loadSection(c.config, "server", &top); err != nil {
-		return natsutil.ConnConfig{}, err
-	}
-	if c.natsURL == "" {
-		c.natsURL = file.URL
-	}
-	if c.lake == "" {
-		c.lake = lake.URL
-	}
-	if c.logLevel == "" {
-		c.logLevel = top.LogLevel
-	}
-	if c.httpAddr == "" {
-		c.httpAddr = top.HTTP
-	}
-	pick("nats", &c.natsURL, "QUARRY_NATS_URL")
-	pick("lake", &c.lake, "QUARRY_LAKE")
-	pick("log-level", &c.logLevel, "QUARRY_LOG_LEVEL")
-	pick("http", &c.httpAddr, "QUARRY_HTTP_ADDR")
-	cc := natsutil.ConnConfig{
-		URL: c.natsURL, User: file.User, CredsFile: file.CredsFile, NKeyFile: file.NKeyFile,
-		TLSCA: file.TLSCA, TLSCert: file.TLSCert, TLSKey: file.TLSKey, Timeout: file.Timeout,
-	}
+	pick("nats", &c.natsURL, cfg.NATS.URL, "QUARRY_NATS_URL")
+	pick("lake", &c.lake, cfg.Lake.URL, "QUARRY_LAKE")
+	pick("log-level", &c.logLevel, cfg.Server.LogLevel, "QUARRY_LOG_LEVEL")
+	pick("http", &c.httpAddr, cfg.Server.HTTP, "QUARRY_HTTP_ADDR")
+	cfg.NATS.URL, cfg.Lake.URL, cfg.Server.LogLevel, cfg.Server.HTTP = c.natsURL, c.lake, c.logLevel, c.httpAddr
+	c.cfg = cfg
+	cc := cfg.NATS.Conn("")
 	// Secrets come from the environment only.
 	if v := e.getenv("QUARRY_NATS_USER"); v != "" {
 		cc.User = v
@@ -171,7 +117,23 @@ func (c *common) resolve(fs *flag.FlagSet, e *env) (natsutil.ConnConfig, error) 
 			*kv.dst = v
 		}
 	}
+	c.conn = cc
 	return cc, nil
+}
+
+// checked is cfg with its defaults, or every problem with it.
+func checked(cfg pipeline.Config) (pipeline.Config, error) {
+	cfg = cfg.Defaults()
+	return cfg, cfg.Validate()
+}
+
+// warnLogger logs what Load warns about, before the configured logger
+// exists.
+func (c *common) warnLogger(w io.Writer) *slog.Logger {
+	if c.logJSON {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
 }
 
 func (c *common) logger(w io.Writer) (*slog.Logger, error) {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"flag"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestConfigPrecedence: the config file is overridden by the environment,
@@ -56,25 +59,47 @@ func TestConfigPrecedence(t *testing.T) {
 	}
 }
 
+// TestConfigFileErrors: a role stops on a broken, missing or misspelled
+// config file, naming the file and the key, before it connects anywhere.
 func TestConfigFileErrors(t *testing.T) {
 	dir := t.TempDir()
-	bad := filepath.Join(dir, "bad.yaml")
-	os.WriteFile(bad, []byte("nats: [unclosed\n"), 0o644)
-	unknown := filepath.Join(dir, "unknown.yaml")
-	os.WriteFile(unknown, []byte("miner:\n  snapshot_evry: 5\n"), 0o644)
-	var v struct {
-		SnapshotEvery int `yaml:"snapshot_every"`
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
-	if err := loadSection(bad, "nats", &v); err == nil || !strings.Contains(err.Error(), "parse config") {
-		t.Fatalf("bad yaml: %v", err)
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"bad yaml", []string{"miner", "--nats", "nats://127.0.0.1:1", "--config", write("bad.yaml", "nats: [unclosed\n")}, []string{"bad.yaml"}},
+		{"missing file", []string{"miner", "--nats", "nats://127.0.0.1:1", "--config", filepath.Join(dir, "missing.yaml")}, []string{"missing.yaml"}},
+		{"unknown nested key", []string{"miner", "--nats", "nats://127.0.0.1:1", "--config", write("unknown.yaml", "miner:\n  snapshot_evry: 5\n")}, []string{"unknown.yaml: miner.snapshot_evry: unknown key"}},
+		{"unknown section", []string{"encoder", "--nats", "nats://127.0.0.1:1", "--lake", dir, "--config", write("section.yaml", "mineer:\n  snapshot_every: 5\n")}, []string{"section.yaml: mineer: unknown key"}},
+		{"bad value", []string{"committer", "--nats", "nats://127.0.0.1:1", "--lake", dir, "--config", write("value.yaml", "miner:\n  retry_min: 2s\n  retry_max: 1s\nstreams:\n  replicas: 9\n")},
+			[]string{"value.yaml: miner.retry_max 1s", "value.yaml: streams.replicas 9"}},
+		{"run: unknown key under the old pipeline section", []string{"run", "--data", dir, "--config", write("run.yaml", "pipeline:\n  miner:\n    snapshot_evry: 5\n")}, []string{"run.yaml: pipeline.miner.snapshot_evry: unknown key"}},
+		{"run: unknown key in miner", []string{"run", "--data", dir, "--config", write("run2.yaml", "miner:\n  snapshot_evry: 5\n")}, []string{"run2.yaml: miner.snapshot_evry: unknown key"}},
+		{"producer mssql: no section", []string{"producer", "mssql", "--config", write("nomssql.yaml", "streams:\n  replicas: 1\n")}, []string{"mssql section is required"}},
+		{"producer mssql: secret in the file", []string{"producer", "mssql", "--config", write("dsn.yaml", "mssql:\n  database: shop\n  capture_instances: [a]\n  dsn: x\n")}, []string{"dsn.yaml: mssql.dsn: not allowed"}},
 	}
-	if err := loadSection(filepath.Join(dir, "missing.yaml"), "nats", &v); err == nil {
-		t.Fatal("missing file: no error")
-	}
-	if err := loadSection(unknown, "miner", &v); err == nil || !strings.Contains(err.Error(), "snapshot_evry") {
-		t.Fatalf("unknown field: %v", err)
-	}
-	if err := loadSection(unknown, "encoder", &v); err != nil {
-		t.Fatalf("absent section: %v", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &out, getenv: func(string) string { return "" }}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if code := runMain(ctx, e, tt.args); code == 0 {
+				t.Fatalf("exit 0, output %q", out.String())
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output %q does not contain %q", out.String(), w)
+				}
+			}
+		})
 	}
 }

@@ -11,11 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/quarrylake/quarry/committer"
-	"github.com/quarrylake/quarry/encoder"
-	"github.com/quarrylake/quarry/miner"
-	"github.com/quarrylake/quarry/producer"
-	"github.com/quarrylake/quarry/streams"
+	"github.com/quarrylake/quarry/pipeline"
 )
 
 // TestDeployRoleConfig: the role config the compose and Kubernetes
@@ -23,27 +19,15 @@ import (
 // validates, so a typo there fails here rather than at a pod's start.
 func TestDeployRoleConfig(t *testing.T) {
 	path := filepath.Join("..", "..", "deploy", "compose", "quarry.yaml")
-	var sc streams.Config
-	var mc miner.Config
-	var ec encoder.Config
-	var cc committer.Config
-	var pc producer.Config
-	for section, v := range map[string]any{"streams": &sc, "miner": &mc, "encoder": &ec, "committer": &cc, "producer": &pc} {
-		if err := loadSection(path, section, v); err != nil {
-			t.Fatalf("section %s: %v", section, err)
-		}
+	cfg, err := pipeline.Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if sc.Replicas != 3 {
-		t.Errorf("deployment streams.replicas = %d, want 3 (a 3-node cluster)", sc.Replicas)
+	if cfg.Streams.Replicas != 3 {
+		t.Errorf("deployment streams.replicas = %d, want 3 (a 3-node cluster)", cfg.Streams.Replicas)
 	}
-	pc.Tenant = "acme" // set per producer on the command line
-	for name, err := range map[string]error{
-		"streams": sc.Defaults().Validate(), "miner": mc.Defaults().Validate(), "encoder": ec.Defaults().Validate(),
-		"committer": cc.Defaults().Validate(), "producer": pc.Defaults().Validate(),
-	} {
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
-		}
+	if err := cfg.Defaults().Validate(); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	iofs "io/fs"
+	"net/url"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/quarrylake/quarry/internal/lake"
@@ -16,7 +21,10 @@ func init() {
 	register(&command{name: "vacuum", summary: "delete data files no Delta version references, older than a retention", run: runVacuum})
 }
 
-// openLake resolves --lake (flag, env QUARRY_LAKE, config lake.url).
+// openLake resolves --lake (flag, env QUARRY_LAKE, config lake.url) and
+// opens it for reading. A URL with no Delta table is a usage error (exit
+// 2), so that a typo does not read as an empty lake; a local path that does
+// not exist is not created.
 func openLake(ctx context.Context, fs *flag.FlagSet, e *env, c *common) (*lake.Lake, error) {
 	if _, err := c.resolve(fs, e); err != nil {
 		return nil, err
@@ -24,11 +32,39 @@ func openLake(ctx context.Context, fs *flag.FlagSet, e *env, c *common) (*lake.L
 	if c.lake == "" {
 		return nil, errUsage{"--lake is required (or QUARRY_LAKE)"}
 	}
+	if dir, ok := localLakeDir(c.lake); ok {
+		if _, err := os.Stat(dir); errors.Is(err, iofs.ErrNotExist) {
+			return nil, errUsage{fmt.Sprintf("lake %s: %v: no such directory", c.lake, lake.ErrNoTable)}
+		}
+	}
 	store, err := objstore.Open(ctx, c.lake, s3Options(e))
 	if err != nil {
 		return nil, fmt.Errorf("open lake: %w", err)
 	}
-	return lake.Open(store), nil
+	lk := lake.Open(store)
+	if err := lk.Exists(ctx); errors.Is(err, lake.ErrNoTable) {
+		return nil, errUsage{fmt.Sprintf("lake %s: %v", c.lake, err)}
+	} else if err != nil {
+		return nil, fmt.Errorf("open lake %s: %w", c.lake, err)
+	}
+	return lk, nil
+}
+
+// localLakeDir is the directory of a local lake URL (file:///abs or a
+// plain path).
+func localLakeDir(lakeURL string) (string, bool) {
+	switch {
+	case strings.HasPrefix(lakeURL, "file://"):
+		u, err := url.Parse(lakeURL)
+		if err != nil {
+			return "", false
+		}
+		return u.Path, true
+	case strings.Contains(lakeURL, "://"):
+		return "", false
+	default:
+		return lakeURL, true
+	}
 }
 
 func parseTime(name, s string) (time.Time, error) {

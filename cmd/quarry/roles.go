@@ -22,6 +22,7 @@ import (
 	"github.com/quarrylake/quarry/internal/natsutil"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/miner"
+	"github.com/quarrylake/quarry/pipeline"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/producer/cdc"
 	"github.com/quarrylake/quarry/streams"
@@ -45,12 +46,10 @@ type role struct {
 	c   common
 }
 
-// setup resolves config, connects to NATS and ensures the streams.
-func setup(ctx context.Context, fs *flag.FlagSet, e *env, c *common, name string) (*role, error) {
-	cc, err := c.resolve(fs, e)
-	if err != nil {
-		return nil, err
-	}
+// setup connects to NATS with c's resolved connection and ensures the
+// streams of cfg (checked: see checked).
+func setup(ctx context.Context, e *env, c *common, cfg pipeline.Config, name string) (*role, error) {
+	cc := c.conn
 	if cc.URL == "" {
 		return nil, errUsage{"--nats is required (or QUARRY_NATS_URL, or nats.url in --config)"}
 	}
@@ -59,24 +58,16 @@ func setup(ctx context.Context, fs *flag.FlagSet, e *env, c *common, name string
 		return nil, err
 	}
 	log = log.With("role", name)
-	var scfg streams.Config
-	if err := loadSection(c.config, "streams", &scfg); err != nil {
-		return nil, err
-	}
-	scfg = scfg.Defaults()
-	if err := scfg.Validate(); err != nil {
-		return nil, err
-	}
 	cc.Name = "quarry-" + name
 	// A producer's frames must not overtake each other on a reconnect.
-	cc.NoReconnectBuffer = name == "producer"
+	cc.NoReconnectBuffer = strings.HasPrefix(name, "producer")
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	nc, js, err := natsutil.Connect(cctx, cc, log)
 	if err != nil {
 		return nil, err
 	}
-	if err := streams.Ensure(cctx, js, scfg); err != nil {
+	if err := streams.Ensure(cctx, js, cfg.Streams); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("streams: %w", err)
 	}
@@ -130,7 +121,7 @@ func runProducer(ctx context.Context, e *env, args []string) error {
 	var c common
 	c.register(fs, false)
 	input := fs.String("input", "", "FILE or - for stdin; empty with --subject serves quarry.ingest.<tenant>")
-	tenant := fs.String("tenant", "default", "tenant of the lines")
+	tenant := fs.String("tenant", pipeline.DefaultTenant, "tenant of the lines (producer.tenant in --config)")
 	follow := fs.Bool("follow", false, "tail --input")
 	subject := fs.Bool("subject", false, "read lines published to quarry.ingest.<tenant>")
 	generate := fs.Int("generate", 0, "publish this many generated lines per tenant of --tenants instead")
@@ -140,21 +131,28 @@ func runProducer(ctx context.Context, e *env, args []string) error {
 	if _, err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	r, err := setup(ctx, fs, e, &c, "producer")
+	if _, err := c.resolve(fs, e); err != nil {
+		return err
+	}
+	root := c.cfg
+	if flagSet(fs)["tenant"] || root.Producer.Tenant == "" {
+		root.Producer.Tenant = *tenant
+	}
+	if *follow {
+		root.Producer.Follow = true
+	}
+	if *rate != 0 {
+		root.Producer.Rate = *rate
+	}
+	root, err := checked(root)
 	if err != nil {
 		return err
 	}
-	var cfg producer.Config
-	if err := loadSection(c.config, "producer", &cfg); err != nil {
+	r, err := setup(ctx, e, &c, root, "producer")
+	if err != nil {
 		return err
 	}
-	cfg.Tenant = *tenant
-	if *follow {
-		cfg.Follow = true
-	}
-	if *rate != 0 {
-		cfg.Rate = *rate
-	}
+	cfg := root.Producer
 	deps := producer.Deps{JS: r.js, Log: r.log, Registerer: r.reg}
 	type src interface {
 		Run(context.Context) error
@@ -191,38 +189,27 @@ func runProducerMSSQL(ctx context.Context, e *env, args []string) error {
 	if _, err := c.resolve(fs, e); err != nil {
 		return err
 	}
-	if c.config == "" {
-		return errUsage{"--config FILE is required (capture instances and options; the connection string comes from " + cdc.DSNEnv + ")"}
+	if c.cfg.MSSQL == nil {
+		return errUsage{"--config FILE with an mssql section is required (capture instances and options; the connection string comes from " + cdc.DSNEnv + ")"}
 	}
-	cfg, dsn, err := cdc.LoadConfig(c.config, e.getenv)
+	if c.conn.URL == "" {
+		c.conn.URL = "nats://127.0.0.1:4222" // the mssql producer's default
+	}
+	root, err := checked(c.cfg)
+	dsn := strings.TrimSpace(e.getenv(cdc.DSNEnv))
+	if dsn == "" {
+		err = errors.Join(err, fmt.Errorf("%s: not set (the SQL Server connection string, e.g. sqlserver://user:pass@host:1433?database=db)", cdc.DSNEnv))
+	}
 	if err != nil {
 		return err
 	}
-	if c.natsURL != "" {
-		cfg.NATS.URL = c.natsURL
-	}
-	log, err := c.logger(e.stderr)
+	r, err := setup(ctx, e, &c, root, "producer-mssql")
 	if err != nil {
 		return err
 	}
-	log = log.With("role", "producer-mssql")
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	cfg.NATS.NoReconnectBuffer = true // frames in order across reconnects
-	nc, js, err := natsutil.Connect(cctx, cfg.NATS, log)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	if err := streams.Ensure(cctx, js, streams.Config{}.Defaults()); err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	hs := health.New(reg, log)
-	hctx, hcancel := context.WithCancel(ctx)
-	defer hcancel()
-	go hs.Serve(hctx, c.httpAddr)
-	return cdc.Run(ctx, cfg, dsn, cdc.Deps{JS: js, Log: log, Registerer: reg}, hs)
+	return r.serve(ctx, "producer-mssql", func(ctx context.Context) error {
+		return cdc.Run(ctx, *root.MSSQL, dsn, cdc.Deps{JS: r.js, Log: r.log, Registerer: r.reg}, r.hs)
+	}, func() error { return nil }) // cdc.Run registers the "cdc" check
 }
 
 func runMiner(ctx context.Context, e *env, args []string) error {
@@ -232,15 +219,18 @@ func runMiner(ctx context.Context, e *env, args []string) error {
 	if _, err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	r, err := setup(ctx, fs, e, &c, "miner")
+	if _, err := c.resolve(fs, e); err != nil {
+		return err
+	}
+	root, err := checked(c.cfg)
 	if err != nil {
 		return err
 	}
-	var cfg miner.Config
-	if err := loadSection(c.config, "miner", &cfg); err != nil {
+	r, err := setup(ctx, e, &c, root, "miner")
+	if err != nil {
 		return err
 	}
-	m, err := miner.New(cfg, miner.Deps{JS: r.js, Log: r.log, Registerer: r.reg})
+	m, err := miner.New(root.Miner, miner.Deps{JS: r.js, Log: r.log, Registerer: r.reg})
 	if err != nil {
 		r.nc.Close()
 		return err
@@ -258,23 +248,28 @@ func runEncoder(ctx context.Context, e *env, args []string) error {
 	if _, err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	r, err := setup(ctx, fs, e, &c, "encoder")
+	if _, err := c.resolve(fs, e); err != nil {
+		return err
+	}
+	root := c.cfg
+	if *workers > 0 {
+		root.Encoder.Workers = *workers
+	}
+	if *name != "" {
+		root.Encoder.Name = *name
+	}
+	if *maxAge > 0 {
+		root.Encoder.MaxAge = *maxAge
+	}
+	root, err := checked(root)
 	if err != nil {
 		return err
 	}
-	var cfg encoder.Config
-	if err := loadSection(c.config, "encoder", &cfg); err != nil {
+	r, err := setup(ctx, e, &c, root, "encoder")
+	if err != nil {
 		return err
 	}
-	if *workers > 0 {
-		cfg.Workers = *workers
-	}
-	if *name != "" {
-		cfg.Name = *name
-	}
-	if *maxAge > 0 {
-		cfg.MaxAge = *maxAge
-	}
+	cfg := root.Encoder
 	store, err := openStore(ctx, e, &r.c)
 	if err != nil {
 		r.nc.Close()
@@ -297,20 +292,25 @@ func runCommitter(ctx context.Context, e *env, args []string) error {
 	if _, err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	r, err := setup(ctx, fs, e, &c, "committer")
+	if _, err := c.resolve(fs, e); err != nil {
+		return err
+	}
+	root := c.cfg
+	if *name != "" {
+		root.Committer.Name = *name
+	}
+	if *leaseTTL > 0 {
+		root.Committer.LeaseTTL = *leaseTTL
+	}
+	root, err := checked(root)
 	if err != nil {
 		return err
 	}
-	var cfg committer.Config
-	if err := loadSection(c.config, "committer", &cfg); err != nil {
+	r, err := setup(ctx, e, &c, root, "committer")
+	if err != nil {
 		return err
 	}
-	if *name != "" {
-		cfg.Name = *name
-	}
-	if *leaseTTL > 0 {
-		cfg.LeaseTTL = *leaseTTL
-	}
+	cfg := root.Committer
 	store, err := openStore(ctx, e, &r.c)
 	if err != nil {
 		r.nc.Close()

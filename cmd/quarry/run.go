@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/health"
 	"github.com/quarrylake/quarry/internal/lake"
-	"github.com/quarrylake/quarry/internal/pipeline"
+	"github.com/quarrylake/quarry/pipeline"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -40,7 +39,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	c.registerEmbedded(fs, true)
 	data := fs.String("data", "./data", "data directory: NATS store in DIR/nats, lake in DIR/lake unless --lake")
 	input := fs.String("input", "", "ingest FILE (or - for stdin) as one line per record; default: the built-in generator")
-	tenant := fs.String("tenant", "default", "tenant of the --input lines")
+	tenant := fs.String("tenant", pipeline.DefaultTenant, "tenant of the --input lines (producer.tenant in --config)")
 	follow := fs.Bool("follow", false, "keep running: tail --input, or serve the ingest subject quarry.ingest.<tenant> when there is no --input")
 	lines := fs.Int("lines", 100000, "generator: lines per tenant")
 	tenants := fs.String("tenants", "acme,globex,initech", "generator: comma-separated tenants")
@@ -61,17 +60,31 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var cfg pipeline.Config
-	if err := loadSection(c.config, "pipeline", &cfg); err != nil {
-		return err
-	}
-	cfg.DataDir, cfg.NATSPort, cfg.Encoders = *data, *natsPort, *encoders
-	if c.lake != "" {
-		cfg.LakeURL = c.lake
-	}
 	if err := streams.CheckToken(*tenant); err != nil {
 		return errUsage{fmt.Sprintf("--tenant: %v", err)}
 	}
+	cfg := c.cfg
+	set := flagSet(fs)
+	if set["data"] || cfg.Server.DataDir == "" {
+		cfg.Server.DataDir = *data
+	}
+	if set["nats-port"] || cfg.Server.NATSPort == 0 {
+		cfg.Server.NATSPort = *natsPort
+	}
+	if set["encoders"] || cfg.Server.Encoders == 0 {
+		cfg.Server.Encoders = *encoders
+	}
+	if set["tenant"] || cfg.Producer.Tenant == "" {
+		cfg.Producer.Tenant = *tenant
+	}
+	if *follow && *input != "" && *input != "-" {
+		cfg.Producer.Follow = true
+	}
+	cfg, err = checked(cfg)
+	if err != nil {
+		return err
+	}
+	*tenant = cfg.Producer.Tenant
 	reg := prometheus.NewRegistry()
 	start := time.Now()
 	p, err := pipeline.Start(ctx, cfg, log, reg)
@@ -86,7 +99,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	go hs.Serve(hctx, c.httpAddr)
 	natsKind := "embedded NATS"
 	if p.Server == nil {
-		natsKind = "NATS" // pipeline.nats_url in --config
+		natsKind = "NATS" // nats.url in --config
 	}
 	fmt.Fprintf(e.stderr, "quarry: %s at %s, lake %s\n", natsKind, p.URL, lakeDisplay(cfg))
 
@@ -95,19 +108,19 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	var tenantList []string
 	switch {
 	case *input == "-":
-		l, err := producer.NewReader(producer.Config{Tenant: *tenant}, pdeps, e.stdin)
+		l, err := producer.NewReader(cfg.Producer, pdeps, e.stdin)
 		if err != nil {
 			return err
 		}
 		src, tenantList = l, []string{*tenant}
 	case *input != "":
-		l, err := producer.NewFile(producer.Config{Tenant: *tenant, Follow: *follow}, pdeps, *input)
+		l, err := producer.NewFile(cfg.Producer, pdeps, *input)
 		if err != nil {
 			return err
 		}
 		src, tenantList = l, []string{*tenant}
 	case *follow:
-		l, err := producer.NewSubject(producer.Config{Tenant: *tenant}, pdeps)
+		l, err := producer.NewSubject(cfg.Producer, pdeps)
 		if err != nil {
 			return err
 		}
@@ -115,7 +128,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "quarry: publish lines to %s on %s\n", producer.IngestSubject(*tenant), p.URL)
 	default:
 		tenantList = strings.Split(*tenants, ",")
-		g, err := producer.NewGenerate(producer.GenerateConfig{Seed: *seed, Tenants: tenantList, LinesPerTenant: *lines}, pdeps)
+		g, err := producer.NewGenerate(producer.GenerateConfig{Seed: *seed, Tenants: tenantList, LinesPerTenant: *lines, Lines: cfg.Producer}, pdeps)
 		if err != nil {
 			return err
 		}
@@ -166,12 +179,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	return printSummaryAt(ctx, e.stdout, p, cfg, src, elapsed, tenantList)
 }
 
-func lakeDisplay(cfg pipeline.Config) string {
-	if cfg.LakeURL != "" {
-		return cfg.LakeURL
-	}
-	return filepath.Join(cfg.DataDir, "lake")
-}
+func lakeDisplay(cfg pipeline.Config) string { return cfg.LakeURL() }
 
 type progress struct {
 	w     io.Writer
@@ -229,8 +237,28 @@ func printSummaryAt(ctx context.Context, w io.Writer, p *pipeline.Pipeline, cfg 
 	if err != nil {
 		return fmt.Errorf("read high-water: %w", err)
 	}
+	dlq, err := p.DeadLetters(ctx)
+	if err != nil {
+		return fmt.Errorf("count dead letters: %w", err)
+	}
+	var dead uint64
+	for _, n := range dlq {
+		dead += n
+	}
 	fmt.Fprintln(w, "quarry run summary")
-	fmt.Fprintf(w, "  lines in        %d (%d dead-lettered)\n", st.Lines, st.DeadLetters)
+	fmt.Fprintf(w, "  lines in        %d (%d dead-lettered)\n", st.Lines, dead)
+	if dead > 0 {
+		stages := make([]string, 0, len(dlq))
+		for s := range dlq {
+			stages = append(stages, s)
+		}
+		sort.Strings(stages)
+		var parts []string
+		for _, s := range stages {
+			parts = append(parts, fmt.Sprintf("%s %d", s, dlq[s]))
+		}
+		fmt.Fprintf(w, "  dead letters    %s (stream %s)\n", strings.Join(parts, ", "), streams.DeadLetterStream)
+	}
 	if st.Lines == 0 && st.Recovered == 0 {
 		fmt.Fprintln(w, "                  (nothing new: the sources resumed after their saved positions; use a new --data or more --lines)")
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/laketest"
 	"github.com/quarrylake/quarry/internal/natstest"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/producer"
@@ -95,7 +96,7 @@ func TestRunExactlyOnceMultiTenant(t *testing.T) {
 			t.Fatalf("delta log %s: %v", table, err)
 		}
 	}
-	if err := lake.CheckWithArrow(ctx, store); err != nil {
+	if err := laketest.CheckWithArrow(ctx, store); err != nil {
 		t.Fatalf("arrow-go cross-check: %v", err)
 	}
 	tpl, _ := runCLI(t, "", "templates", "--lake", lakeDir, "--tenant", "acme")

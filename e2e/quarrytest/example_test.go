@@ -12,7 +12,9 @@ import (
 
 // A user's own suite starts quarry with NATS and MinIO, publishes lines and
 // reads them back from the lake. Run with `make images` done and
-// `go test -tags e2e ./e2e/quarrytest/`.
+// `cd e2e && go test -tags e2e ./quarrytest/` (e2e/ is its own module,
+// github.com/quarrylake/quarry/e2e, so that testcontainers stays out of
+// quarry's go.mod).
 func TestExample(t *testing.T) {
 	env := quarrytest.Start(t, quarrytest.Options{Encoders: 1, Committers: 1})
 	var lines []string

@@ -23,6 +23,10 @@ const AppID = "quarry"
 // committed templates table does not have.
 var ErrTemplateMissing = errors.New("template version not in the templates table")
 
+// ErrNoTable: the lake holds no Delta table (a mistyped lake URL, or a lake
+// no committer has created yet).
+var ErrNoTable = errors.New("no Delta table")
+
 // Lake reads quarry's lake: only what the Delta logs have committed.
 type Lake struct {
 	store     objstore.Store
@@ -37,6 +41,19 @@ func Open(store objstore.Store) *Lake {
 		records:   delta.OpenTable(store, RecordsTable),
 		templates: delta.OpenTable(store, TemplatesTable),
 	}
+}
+
+// Exists returns an error wrapping ErrNoTable when the records table has
+// no Delta log, so that a reader can tell a wrong URL from an empty lake.
+func (l *Lake) Exists(ctx context.Context) error {
+	snap, err := l.records.Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("records snapshot: %w", err)
+	}
+	if snap.Version < 0 {
+		return fmt.Errorf("%w (no %s)", ErrNoTable, l.records.LogDir())
+	}
+	return nil
 }
 
 // Records is the records table.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/laketest"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/internal/objstore/miniotest"
 )
@@ -308,6 +309,19 @@ func TestTemplatesAndHighWater(t *testing.T) {
 	}
 }
 
+// TestExists: a lake with a records log exists; a folder without one is
+// ErrNoTable, so readers can tell a wrong URL from an empty lake.
+func TestExists(t *testing.T) {
+	f := build(t)
+	if err := lake.Open(f.store).Exists(f.ctx); err != nil {
+		t.Fatalf("built lake: %v", err)
+	}
+	empty, _ := objstore.NewLocal(t.TempDir())
+	if err := lake.Open(empty).Exists(f.ctx); !errors.Is(err, lake.ErrNoTable) {
+		t.Fatalf("empty folder: %v, want ErrNoTable", err)
+	}
+}
+
 func age(t *testing.T, store objstore.Store, key string, d time.Duration) {
 	t.Helper()
 	s := store.(*objstore.Local)
@@ -377,14 +391,14 @@ func TestVacuum(t *testing.T) {
 
 func TestCheckWithArrow(t *testing.T) {
 	f := build(t)
-	if err := lake.CheckWithArrow(f.ctx, f.store); err != nil {
+	if err := laketest.CheckWithArrow(f.ctx, f.store); err != nil {
 		t.Fatalf("check: %v", err)
 	}
 	// A file whose stats lie about its row count is caught.
 	bad := f.recordsFile("acme", "2026-01-04", "enc1", []lake.RecordRow{rec(10, 0, "2026-01-04T00:00:00Z", 1, 1, "x")})
 	bad.Stats = delta.StatsJSON(2, nil, nil, nil)
 	f.commit(f.rec, 10, bad)
-	err := lake.CheckWithArrow(f.ctx, f.store)
+	err := laketest.CheckWithArrow(f.ctx, f.store)
 	if err == nil || !strings.Contains(err.Error(), "numRecords is 2") {
 		t.Fatalf("check with a wrong count: %v", err)
 	}
@@ -404,7 +418,7 @@ func TestOnMinIO(t *testing.T) {
 	if got := query(t, l, lake.Filter{Tenant: "acme"}); len(got) != 6 || got[0] != "1.0 acme user alice logged in" {
 		t.Fatalf("query over s3: %v", got)
 	}
-	if err := lake.CheckWithArrow(f.ctx, f.store); err != nil {
+	if err := laketest.CheckWithArrow(f.ctx, f.store); err != nil {
 		t.Fatalf("arrow over s3: %v", err)
 	}
 	for _, tbl := range []string{lake.RecordsTable, lake.TemplatesTable} {

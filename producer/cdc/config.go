@@ -3,11 +3,8 @@ package cdc
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/quarrylake/quarry/internal/natsutil"
 	"github.com/quarrylake/quarry/producer"
@@ -351,46 +348,4 @@ func (c Config) SourceOptions() sqlserver.Options {
 		loc = time.UTC
 	}
 	return sqlserver.Options{ServerTimeZone: loc, QueryTimeout: c.QueryTimeout, MaxOpenConns: c.MaxOpenConns}
-}
-
-// LoadConfig reads the YAML config at path (unknown fields are an
-// error), applies Defaults and Validate, and returns the connection string
-// from getenv(DSNEnv). A "dsn", "connection_string" or "password" key
-// in the file is rejected: the secret belongs in the environment.
-func LoadConfig(path string, getenv func(string) string) (Config, string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, "", fmt.Errorf("mssql config: %w", err)
-	}
-	var probe map[string]any
-	if err := yaml.Unmarshal(b, &probe); err != nil {
-		return Config{}, "", fmt.Errorf("mssql config %s: %w", path, err)
-	}
-	for _, k := range []string{"dsn", "connection_string", "password"} {
-		if _, ok := probe[k]; ok {
-			return Config{}, "", fmt.Errorf("mssql config %s: key %q is not allowed: pass the connection string in %s", path, k, DSNEnv)
-		}
-	}
-	var c Config
-	dec := yaml.NewDecoder(strings.NewReader(string(b)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		return Config{}, "", fmt.Errorf("mssql config %s: %w", path, err)
-	}
-	c = c.Defaults()
-	var errs []error
-	if err := c.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	dsn := ""
-	if getenv != nil {
-		dsn = strings.TrimSpace(getenv(DSNEnv))
-	}
-	if dsn == "" {
-		errs = append(errs, fmt.Errorf("%s: not set (the SQL Server connection string, e.g. sqlserver://user:pass@host:1433?database=db)", DSNEnv))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return Config{}, "", fmt.Errorf("mssql config %s: %w", path, err)
-	}
-	return c, dsn, nil
 }

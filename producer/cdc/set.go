@@ -255,7 +255,7 @@ type Checks interface {
 // Server with dsn as deps.Source, and runs the set of cfg's streams (see
 // (*Set).Run). Wire it as:
 //
-//	cfg, dsn, err := cdc.LoadConfig(path, os.Getenv)
+//	root, err := pipeline.Load(path, log) // cfg = *root.MSSQL, dsn from QUARRY_MSSQL_DSN
 //	... natsutil.Connect(ctx, cfg.NATS, log) ...
 //	hs := health.New(reg, log)
 //	return cdc.Run(ctx, cfg, dsn, cdc.Deps{JS: js, Log: log, Registerer: reg}, hs)

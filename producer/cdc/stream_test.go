@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -615,36 +614,6 @@ func TestCDCConfigValidate(t *testing.T) {
 	}
 	if tc := (Config{}).Defaults().TableConfig("dbo_y"); tc.Tenant != "dbo_y" {
 		t.Fatalf("default tenant %+v", tc)
-	}
-}
-
-func TestLoadConfig(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "mssql.yaml")
-	os.WriteFile(path, []byte("database: shop\ncapture_instances: [dbo_orders]\ntables:\n  dbo_audit:\n    text: [message]\n    attrs: [user_id]\n    bootstrap: never\nserver_time_zone: Europe/Berlin\n"), 0o600)
-	env := func(k string) string {
-		if k == DSNEnv {
-			return "sqlserver://u:secret@db:1433?database=shop"
-		}
-		return ""
-	}
-	c, dsn, err := LoadConfig(path, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dsn == "" || strings.Join(c.Instances(), ",") != "dbo_orders,dbo_audit" || c.TableConfig("DBO_AUDIT").Bootstrap != "never" || c.PageSize != 1000 {
-		t.Fatalf("config %+v", c)
-	}
-	if _, _, err := LoadConfig(path, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), DSNEnv) {
-		t.Fatalf("no dsn: %v", err)
-	}
-	os.WriteFile(path, []byte("database: shop\ncapture_instances: [a]\ndsn: sqlserver://u:secret@x\n"), 0o600)
-	if _, _, err := LoadConfig(path, env); err == nil || strings.Contains(err.Error(), "secret") {
-		t.Fatalf("dsn in file: %v", err)
-	}
-	os.WriteFile(path, []byte("database: shop\ncapture_instances: [a]\npoll_intervall: 1s\n"), 0o600)
-	if _, _, err := LoadConfig(path, env); err == nil {
-		t.Fatal("unknown field accepted")
 	}
 }
 

@@ -1,10 +1,12 @@
-package lake
+package laketest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -12,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/objstore"
 )
 
@@ -45,15 +48,16 @@ func (r *readerAtSeeker) Seek(offset int64, whence int) (int64, error) {
 	return offset, nil
 }
 
-// CheckWithArrow reads every committed file of both tables with Apache
+// CheckWithArrow is a test fixture (it links Apache Arrow, so it lives here,
+// out of the product binary). It reads every committed file of both tables with Apache
 // Arrow's Parquet implementation (an independent reader) and checks that it
 // decodes whole, that its row count equals the add action's
 // stats.numRecords and that its columns are the table schema's non-partition
 // columns. It returns every mismatch joined.
 func CheckWithArrow(ctx context.Context, store objstore.Store) error {
-	l := Open(store)
+	l := lake.Open(store)
 	var problems []error
-	for _, t := range []*delta.Table{l.records, l.templates} {
+	for _, t := range []*delta.Table{l.Records(), l.TemplatesTable()} {
 		snap, err := t.Snapshot(ctx)
 		if err != nil {
 			return fmt.Errorf("%s snapshot: %w", t.Root(), err)
@@ -115,4 +119,28 @@ func checkFileWithArrow(ctx context.Context, t *delta.Table, f delta.Add, want [
 		return fmt.Errorf("columns %v, table schema has %v", got, want)
 	}
 	return nil
+}
+
+// schemaColumns is the top-level column names of a Delta schemaString,
+// without the partition columns (those live in the log, not the files).
+func schemaColumns(md delta.Metadata) ([]string, error) {
+	var s struct {
+		Type   string `json:"type"`
+		Fields []struct {
+			Name string `json:"name"`
+		} `json:"fields"`
+	}
+	if err := json.Unmarshal([]byte(md.SchemaString), &s); err != nil {
+		return nil, fmt.Errorf("schemaString: %w", err)
+	}
+	if s.Type != "struct" {
+		return nil, fmt.Errorf("schemaString: type %q, want struct", s.Type)
+	}
+	var out []string
+	for _, f := range s.Fields {
+		if !slices.Contains(md.PartitionColumns, f.Name) {
+			out = append(out, f.Name)
+		}
+	}
+	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,38 +30,13 @@ import (
 	"github.com/quarrylake/quarry/streams"
 )
 
-// Config configures an embedded pipeline.
-type Config struct {
-	// DataDir holds the NATS store (DataDir/nats) and, unless LakeURL says
-	// otherwise, the lake (DataDir/lake).
-	DataDir string `yaml:"data_dir"`
-	LakeURL string `yaml:"lake"`
-	// NATSPort is the embedded server's client port; -1 picks a free one.
-	NATSPort int `yaml:"nats_port"`
-	// NATSURL, when set, runs the stages against that NATS server or
-	// cluster (comma-separated URLs) instead of an embedded server.
-	NATSURL   string           `yaml:"nats_url"`
-	Streams   streams.Config   `yaml:"streams"`
-	Miner     miner.Config     `yaml:"miner"`
-	Encoder   encoder.Config   `yaml:"encoder"`
-	Committer committer.Config `yaml:"committer"`
-	// Encoders is the number of encoder instances in the process.
-	Encoders int `yaml:"encoders"`
-}
-
-// Defaults returns c with unset fields set for a single-process run.
-func (c Config) Defaults() Config {
-	if c.DataDir == "" {
-		c.DataDir = "./data"
-	}
-	if c.LakeURL == "" {
-		c.LakeURL = filepath.Join(c.DataDir, "lake")
-	}
-	if c.NATSPort == 0 {
-		c.NATSPort = -1
-	}
-	if c.Encoders == 0 {
-		c.Encoders = 1
+// runDefaults are the defaults of a single-process run where they differ
+// from a role process's: a lake under the data directory, and encoders and
+// a committer that flush sooner.
+func runDefaults(c Config) Config {
+	c = c.Defaults()
+	if c.Lake.URL == "" {
+		c.Lake.URL = filepath.Join(c.Server.DataDir, "lake")
 	}
 	if c.Encoder.MaxAge == 0 {
 		c.Encoder.MaxAge = time.Second
@@ -68,22 +44,12 @@ func (c Config) Defaults() Config {
 	if c.Committer.CommitInterval == 0 {
 		c.Committer.CommitInterval = 500 * time.Millisecond
 	}
-	c.Streams = c.Streams.Defaults()
 	return c
 }
 
-// Validate reports every problem with c.
-func (c Config) Validate() error {
-	var errs []error
-	if c.DataDir == "" {
-		errs = append(errs, errors.New("data_dir: required"))
-	}
-	if c.Encoders < 1 || c.Encoders > 64 {
-		errs = append(errs, fmt.Errorf("encoders %d: must be 1 to 64", c.Encoders))
-	}
-	errs = append(errs, c.Streams.Validate())
-	return errors.Join(errs...)
-}
+// LakeURL is the lake a run with c writes: lake.url, or the lake under
+// server.data_dir.
+func (c Config) LakeURL() string { return runDefaults(c).Lake.URL }
 
 // Pipeline is a running embedded server with the miner, encoders and
 // committer. Producers are run by the caller against JS.
@@ -91,7 +57,7 @@ type Pipeline struct {
 	cfg Config
 	log *slog.Logger
 	reg prometheus.Registerer
-	// Server is the embedded server; nil with Config.NATSURL.
+	// Server is the embedded server; nil when Config.NATS.URL is set.
 	Server *server.Server
 	// URL is the NATS URL the stages use.
 	URL   string
@@ -106,6 +72,12 @@ type Pipeline struct {
 	commStage *stage
 	minerRuns int
 	closed    bool
+
+	// dlqBase is the dead-letter count per subject at Start; dlqFinal the
+	// count Close took (the connection is gone after it).
+	dlqBase  map[string]uint64
+	dlqFinal map[string]uint64
+	dlqErr   error
 }
 
 type stage struct {
@@ -115,10 +87,12 @@ type stage struct {
 	ready  func() error
 }
 
-// Start starts the embedded server, creates the streams, opens the lake and
-// starts the miner, the encoders and the committer.
+// Start starts the embedded server (unless cfg.NATS.URL names one),
+// creates the streams, opens the lake and starts the miner, the encoders
+// and the committer. The producer section is the caller's: it runs the
+// producers against JS.
 func Start(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Pipeline, error) {
-	cfg = cfg.Defaults()
+	cfg = runDefaults(cfg)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -126,10 +100,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Reg
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Pipeline{cfg: cfg, log: log, reg: reg}
-	url := cfg.NATSURL
+	url := cfg.NATS.URL
 	if url == "" {
 		srv, err := natsutil.StartServer(natsutil.ServerConfig{
-			StoreDir: filepath.Join(cfg.DataDir, "nats"), Port: cfg.NATSPort, SyncAlways: true,
+			StoreDir: filepath.Join(cfg.Server.DataDir, "nats"), Port: cfg.Server.NATSPort, SyncAlways: true,
 			MaxPayload: cfg.Streams.MaxMsgSize,
 		}, nil)
 		if err != nil {
@@ -138,7 +112,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Reg
 		p.Server, url = srv, srv.ClientURL()
 	}
 	p.URL = url
-	nc, js, err := natsutil.Connect(ctx, natsutil.ConnConfig{URL: url, Name: "quarry-run"}, log)
+	cc := cfg.NATS.Conn("quarry-run")
+	cc.URL = url
+	nc, js, err := natsutil.Connect(ctx, cc, log)
 	if err != nil {
 		p.Close()
 		return nil, err
@@ -148,7 +124,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Reg
 		p.Close()
 		return nil, fmt.Errorf("ensure streams: %w", err)
 	}
-	store, err := objstore.Open(ctx, cfg.LakeURL, objstore.S3Options{})
+	if p.dlqBase, err = p.countDeadLetters(ctx); err != nil {
+		p.Close()
+		return nil, err
+	}
+	store, err := objstore.Open(ctx, cfg.Lake.URL, objstore.S3Options{})
 	if err != nil {
 		p.Close()
 		return nil, fmt.Errorf("open lake: %w", err)
@@ -162,7 +142,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Reg
 	}
 	p.committer = cm
 	p.commStage = p.start("committer", cm.Run, cm.Ready)
-	for i := 0; i < cfg.Encoders; i++ {
+	for i := 0; i < cfg.Server.Encoders; i++ {
 		ecfg := cfg.Encoder
 		if ecfg.Name == "" {
 			ecfg.Name = fmt.Sprintf("enc%d", i)
@@ -262,6 +242,48 @@ func (p *Pipeline) WALLastSeq(ctx context.Context) (uint64, error) {
 	return s.CachedInfo().State.LastSeq, nil
 }
 
+// DeadLetters counts the dead letters of this run by stage ("producer",
+// "miner", "encoder", "committer": the last token of the subject
+// quarry.dlq.<stage>), as the dead-letter stream holds them: what it gained
+// since Start. After Close it is the count Close took.
+func (p *Pipeline) DeadLetters(ctx context.Context) (map[string]uint64, error) {
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	now, err := p.dlqFinal, p.dlqErr
+	if !closed {
+		now, err = p.countDeadLetters(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for subj, n := range now {
+		stage := strings.TrimPrefix(subj, streams.DeadLetterSubject(""))
+		if d := n - min(n, p.dlqBase[subj]); d > 0 {
+			out[stage] += d
+		}
+	}
+	return out, nil
+}
+
+// countDeadLetters is the dead-letter stream's message count per subject.
+func (p *Pipeline) countDeadLetters(ctx context.Context) (map[string]uint64, error) {
+	s, err := p.JS.Stream(ctx, streams.DeadLetterStream)
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter stream: %w", err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(streams.DeadLetterSubjects))
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter stream info: %w", err)
+	}
+	out := make(map[string]uint64, len(info.State.Subjects))
+	for subj, n := range info.State.Subjects {
+		out[subj] = n
+	}
+	return out, nil
+}
+
 // WaitCommitted waits until the high-water reaches seq, calling tick (if not
 // nil) about every interval while it waits.
 func (p *Pipeline) WaitCommitted(ctx context.Context, seq uint64, interval time.Duration, tick func()) error {
@@ -312,6 +334,9 @@ func (p *Pipeline) Close() error {
 		}
 	}
 	if p.NC != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		p.dlqFinal, p.dlqErr = p.countDeadLetters(ctx)
+		cancel()
 		p.NC.Close()
 	}
 	if p.Server != nil {

@@ -26,7 +26,7 @@ func runPipeline(t *testing.T, input map[string][]string, order []string, restar
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	p, err := Start(ctx, Config{DataDir: filepath.Join(t.TempDir(), "data"), Encoders: 2}, nil, nil)
+	p, err := Start(ctx, Config{Server: ServerConfig{DataDir: filepath.Join(t.TempDir(), "data"), Encoders: 2}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,8 +117,8 @@ func TestTemplateIDsDependOnlyOnWALOrder(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	err := Config{DataDir: "x", Encoders: 99}.Defaults().Validate()
-	if err == nil || !strings.Contains(err.Error(), "encoders 99") {
+	err := Config{Server: ServerConfig{DataDir: "x", Encoders: 99}}.Defaults().Validate()
+	if err == nil || !strings.Contains(err.Error(), "server.encoders 99") {
 		t.Fatalf("want encoders error, got %v", err)
 	}
 	if err := (Config{}).Defaults().Validate(); err != nil {

@@ -58,7 +58,7 @@ func TestClusterNodeLoss(t *testing.T) {
 			t.Logf("stage logs:\n%s", logs.Tail(20000))
 		}
 	}()
-	cfg := Config{DataDir: t.TempDir(), NATSURL: natstest.ClusterURL(nodes), Encoders: 2}
+	cfg := Config{NATS: NATSConfig{URL: natstest.ClusterURL(nodes)}, Server: ServerConfig{DataDir: t.TempDir(), Encoders: 2}}
 	cfg.Streams.Replicas = 3
 	cfg.Committer.LeaseTTL = 3 * time.Second
 	cfg.Committer.CommitInterval = 200 * time.Millisecond
