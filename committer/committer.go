@@ -930,7 +930,7 @@ func producerFloor(ctx context.Context, js jetstream.JetStream, maxAge time.Dura
 }
 
 // oldestSnapshot is the WAL sequence of the oldest miner snapshot
-// ("miner-<seq:020d>" in streams.SnapshotBucket) still stored, 0 when there
+// (streams.SnapshotName in streams.SnapshotBucket) still stored, 0 when there
 // is none. The WAL is purged below it, not below the newest: a miner whose
 // newest snapshot is corrupt falls back to an older one and replays the WAL
 // from there, so every retained snapshot must stay restorable. Snapshots
@@ -950,11 +950,7 @@ func oldestSnapshot(ctx context.Context, js jetstream.JetStream) (uint64, error)
 	}
 	var oldest uint64
 	for _, in := range infos {
-		rest, ok := strings.CutPrefix(in.Name, "miner-")
-		if in.Deleted || !ok || len(rest) != 20 {
-			continue
-		}
-		if seq, err := strconv.ParseUint(rest, 10, 64); err == nil && (oldest == 0 || seq < oldest) {
+		if seq, ok := streams.ParseSnapshotName(in.Name); ok && !in.Deleted && (oldest == 0 || seq < oldest) {
 			oldest = seq
 		}
 	}

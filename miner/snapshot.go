@@ -10,7 +10,6 @@ import (
 	"hash/crc32"
 	"log/slog"
 	"slices"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -26,30 +25,6 @@ var ErrBadSnapshot = errors.New("bad miner snapshot")
 // the lake already uses, so the miner refuses to start: repair the
 // snapshots or, to start over deliberately, delete them.
 var ErrNoUsableSnapshot = errors.New("no miner snapshot restores")
-
-// snapshotPrefix starts the object name of every miner snapshot.
-const snapshotPrefix = "miner-"
-
-// SnapshotName is the object name of the snapshot covering WAL sequence seq
-// in the streams.SnapshotBucket object store. Names sort by sequence.
-func SnapshotName(seq uint64) string { return fmt.Sprintf("%s%020d", snapshotPrefix, seq) }
-
-// parseSnapshotName returns the sequence of a snapshot object name.
-func parseSnapshotName(name string) (uint64, bool) {
-	rest, ok := strings.CutPrefix(name, snapshotPrefix)
-	if !ok || len(rest) != 20 {
-		return 0, false
-	}
-	var seq uint64
-	for i := 0; i < len(rest); i++ {
-		c := rest[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		seq = seq*10 + uint64(c-'0')
-	}
-	return seq, true
-}
 
 // TenantCounters are the miner's running totals of one tenant.
 type TenantCounters struct {
@@ -129,7 +104,7 @@ func appendStr(b []byte, s string) []byte {
 }
 
 // DecodeSnapshot checks and splits a snapshot blob (stored under
-// SnapshotName) into the miner state and the model bytes, which restore
+// streams.SnapshotName) into the miner state and the model bytes, which restore
 // with mining.Restore and the miner's mining config. Errors wrap
 // ErrBadSnapshot.
 func DecodeSnapshot(b []byte) (*State, []byte, error) {
@@ -248,7 +223,7 @@ func snapshotNames(ctx context.Context, obs jetstream.ObjectStore) ([]string, er
 		if in.Deleted {
 			continue
 		}
-		if seq, ok := parseSnapshotName(in.Name); ok {
+		if seq, ok := streams.ParseSnapshotName(in.Name); ok {
 			ns = append(ns, named{in.Name, seq})
 		}
 	}
@@ -295,7 +270,7 @@ func loadNewest(ctx context.Context, obs jetstream.ObjectStore, cfg mining.Confi
 			onSkip()
 			continue
 		}
-		if seq, _ := parseSnapshotName(name); seq != st.WALSeq {
+		if seq, _ := streams.ParseSnapshotName(name); seq != st.WALSeq {
 			log.Warn("skip snapshot whose name and content disagree", "name", name, "wal_seq", st.WALSeq)
 			onSkip()
 			continue
@@ -319,10 +294,10 @@ func loadNewest(ctx context.Context, obs jetstream.ObjectStore, cfg mining.Confi
 	return nil, nil, nil
 }
 
-// putSnapshot stores blob under SnapshotName(seq) and deletes all but the
+// putSnapshot stores blob under streams.SnapshotName(seq) and deletes all but the
 // newest keep snapshots.
 func putSnapshot(ctx context.Context, obs jetstream.ObjectStore, seq uint64, blob []byte, keep int, log *slog.Logger) error {
-	name := SnapshotName(seq)
+	name := streams.SnapshotName(seq)
 	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Description: "quarry miner snapshot"}, bytes.NewReader(blob)); err != nil {
 		return fmt.Errorf("put snapshot %s: %w", name, err)
 	}

@@ -67,30 +67,6 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
-func TestSnapshotName(t *testing.T) {
-	tests := []struct {
-		name string
-		seq  uint64
-		ok   bool
-	}{
-		{SnapshotName(0), 0, true},
-		{SnapshotName(12345), 12345, true},
-		{SnapshotName(1<<64 - 1), 1<<64 - 1, true},
-		{"miner-123", 0, false},
-		{"miner-0000000000000000001x", 0, false},
-		{"other-00000000000000000001", 0, false},
-	}
-	for _, tt := range tests {
-		seq, ok := parseSnapshotName(tt.name)
-		if seq != tt.seq || ok != tt.ok {
-			t.Errorf("parse %q = %d %v, want %d %v", tt.name, seq, ok, tt.seq, tt.ok)
-		}
-	}
-	if !(SnapshotName(9) < SnapshotName(10)) {
-		t.Error("snapshot names do not sort by sequence")
-	}
-}
-
 func FuzzDecodeSnapshot(f *testing.F) {
 	st := &State{WALSeq: 7, PrevSeq: 7, Frames: 7, Records: 70,
 		Tenants: map[string]*TenantCounters{"acme": {Frames: 7, Records: 70}}}
