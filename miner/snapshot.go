@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarrylake/quarry/internal/mining"
+	"github.com/quarrylake/quarry/internal/wire"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -72,127 +73,75 @@ func encodeSnapshot(st *State, model *mining.Model) ([]byte, error) {
 	if err := model.Snapshot(&mb); err != nil {
 		return nil, fmt.Errorf("snapshot model: %w", err)
 	}
-	b := make([]byte, 0, mb.Len()+256+len(st.Tenants)*48)
-	b = append(b, snapMagic0, snapMagic1, snapVersion)
-	b = binary.AppendUvarint(b, st.WALSeq)
-	b = binary.AppendUvarint(b, st.PrevSeq)
-	b = binary.AppendUvarint(b, st.Frames)
-	b = binary.AppendUvarint(b, st.Records)
-	b = binary.AppendUvarint(b, st.Quarantined)
-	b = appendStr(b, st.MiningConfig)
+	e := wire.Encoder{B: make([]byte, 0, mb.Len()+256+len(st.Tenants)*48)}
+	e.U8(snapMagic0)
+	e.U8(snapMagic1)
+	e.U8(snapVersion)
+	e.Uvarint(st.WALSeq)
+	e.Uvarint(st.PrevSeq)
+	e.Uvarint(st.Frames)
+	e.Uvarint(st.Records)
+	e.Uvarint(st.Quarantined)
+	e.Str(st.MiningConfig)
 	names := make([]string, 0, len(st.Tenants))
 	for n := range st.Tenants {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	b = binary.AppendUvarint(b, uint64(len(names)))
+	e.Uvarint(uint64(len(names)))
 	for _, n := range names {
 		tc := st.Tenants[n]
-		b = appendStr(b, n)
-		b = binary.AppendUvarint(b, tc.Frames)
-		b = binary.AppendUvarint(b, tc.Records)
-		b = binary.AppendUvarint(b, tc.Quarantined)
+		e.Str(n)
+		e.Uvarint(tc.Frames)
+		e.Uvarint(tc.Records)
+		e.Uvarint(tc.Quarantined)
 	}
-	b = binary.AppendUvarint(b, uint64(mb.Len()))
-	b = append(b, mb.Bytes()...)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli)), nil
-}
-
-func appendStr(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
+	e.Bytes(mb.Bytes())
+	return binary.BigEndian.AppendUint32(e.B, crc32.Checksum(e.B, castagnoli)), nil
 }
 
 // DecodeSnapshot checks and splits a snapshot blob (stored under
-// streams.SnapshotName) into the miner state and the model bytes, which restore
-// with mining.Restore and the miner's mining config. Errors wrap
+// streams.SnapshotName) into the miner state and the model bytes, which
+// restore with mining.Restore and the miner's mining config. Errors wrap
 // ErrBadSnapshot.
 func DecodeSnapshot(b []byte) (*State, []byte, error) {
 	if len(b) < 3+4 {
 		return nil, nil, fmt.Errorf("%w: %d bytes", ErrBadSnapshot, len(b))
 	}
-	if b[0] != snapMagic0 || b[1] != snapMagic1 {
-		return nil, nil, fmt.Errorf("%w: magic %q", ErrBadSnapshot, b[:2])
-	}
-	if b[2] != snapVersion {
-		return nil, nil, fmt.Errorf("%w: unsupported version %d", ErrBadSnapshot, b[2])
-	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
+	d := wire.NewDecoder(body, ErrBadSnapshot)
+	if d.Header(snapMagic0, snapMagic1, snapVersion, "snapshot"); d.Err() != nil {
+		return nil, nil, d.Err()
+	}
 	if got := crc32.Checksum(body, castagnoli); got != sum {
 		return nil, nil, fmt.Errorf("%w: checksum %08x, want %08x", ErrBadSnapshot, got, sum)
 	}
-	d := snapDec{b: body, off: 3}
 	st := &State{Tenants: map[string]*TenantCounters{}}
-	st.WALSeq = d.uvarint("wal seq")
-	st.PrevSeq = d.uvarint("prev seq")
-	st.Frames = d.uvarint("frames")
-	st.Records = d.uvarint("records")
-	st.Quarantined = d.uvarint("quarantined")
-	st.MiningConfig = string(d.bytes("mining config"))
-	n := d.uvarint("tenants")
-	if d.err == nil && n > uint64(len(body)-d.off)/5 {
-		d.fail(fmt.Sprintf("tenant count %d exceeds payload", n))
-	}
-	for i := uint64(0); i < n && d.err == nil; i++ {
-		name := string(d.bytes("tenant"))
-		tc := &TenantCounters{Frames: d.uvarint("tenant frames"), Records: d.uvarint("tenant records"), Quarantined: d.uvarint("tenant quarantined")}
-		if d.err == nil {
+	st.WALSeq = d.Uvarint("wal seq")
+	st.PrevSeq = d.Uvarint("prev seq")
+	st.Frames = d.Uvarint("frames")
+	st.Records = d.Uvarint("records")
+	st.Quarantined = d.Uvarint("quarantined")
+	st.MiningConfig = d.Str("mining config", 0)
+	n := d.Count("tenant", 5)
+	for i := 0; i < n && d.Err() == nil; i++ {
+		name := d.Str("tenant", 0)
+		tc := &TenantCounters{Frames: d.Uvarint("tenant frames"), Records: d.Uvarint("tenant records"), Quarantined: d.Uvarint("tenant quarantined")}
+		if d.Err() == nil {
 			if _, dup := st.Tenants[name]; dup {
-				d.fail(fmt.Sprintf("tenant %q twice", name))
+				d.Fail(fmt.Sprintf("tenant %q twice", name))
 			}
 			st.Tenants[name] = tc
 		}
 	}
-	model := d.bytes("model")
-	if d.err == nil && d.off != len(body) {
-		d.fail(fmt.Sprintf("%d trailing bytes", len(body)-d.off))
-	}
-	if d.err != nil {
-		return nil, nil, d.err
+	model := d.Bytes("model", 0)
+	if err := d.End("model"); err != nil {
+		return nil, nil, err
 	}
 	if st.PrevSeq > st.WALSeq {
 		return nil, nil, fmt.Errorf("%w: prev seq %d after wal seq %d", ErrBadSnapshot, st.PrevSeq, st.WALSeq)
 	}
 	return st, model, nil
-}
-
-type snapDec struct {
-	b   []byte
-	off int
-	err error
-}
-
-func (d *snapDec) fail(what string) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s at byte %d", ErrBadSnapshot, what, d.off)
-	}
-}
-
-func (d *snapDec) uvarint(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b[d.off:])
-	if n <= 0 {
-		d.fail("bad varint " + what)
-		return 0
-	}
-	d.off += n
-	return v
-}
-
-func (d *snapDec) bytes(what string) []byte {
-	n := d.uvarint(what + " length")
-	if d.err != nil {
-		return nil
-	}
-	if n > uint64(len(d.b)-d.off) {
-		d.fail(fmt.Sprintf("%s length %d exceeds payload", what, n))
-		return nil
-	}
-	s := d.b[d.off : d.off+int(n)]
-	d.off += int(n)
-	return s
 }
 
 // miningConfigJSON is the canonical text of a mining config for the
