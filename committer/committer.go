@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/internal/crashpoint"
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
@@ -140,14 +141,13 @@ func (c *Committer) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	backoff := time.Duration(0)
+	// After a failed term: 100ms doubling to LeaseTTL; after a lost lease
+	// the next election starts at once.
+	b := backoff.New(backoff.Policy{Min: min(100*time.Millisecond, c.cfg.LeaseTTL), Max: c.cfg.LeaseTTL})
+	var wait time.Duration
 	for {
-		if backoff > 0 {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(backoff):
-			}
+		if wait > 0 && !backoff.Sleep(ctx, wait) {
+			return nil
 		}
 		c.setStatus("standby: waiting for the lease")
 		l, err := c.acquire(ctx, kvs.state)
@@ -166,11 +166,12 @@ func (c *Committer) Run(ctx context.Context) error {
 			return nil
 		case errors.Is(err, errLeaseLost), errors.Is(err, errFenced):
 			c.log.Warn("lost the lease, back to standby", "err", err)
-			backoff = 0
+			wait = 0
+			b.Reset()
 		case err != nil:
 			c.log.Error("active term failed, back to standby", "err", err)
 			c.setStatus("standby after error: " + err.Error())
-			backoff = min(max(2*backoff, 100*time.Millisecond), c.cfg.LeaseTTL)
+			wait = b.Next()
 		}
 	}
 }
@@ -178,25 +179,23 @@ func (c *Committer) Run(ctx context.Context) error {
 type buckets struct{ state, verdicts jetstream.KeyValue }
 
 func (c *Committer) buckets(ctx context.Context) (buckets, error) {
-	for {
-		var b buckets
+	var b buckets
+	err := backoff.Retry(ctx, backoff.Policy{Min: time.Second, Max: time.Second}, func(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
+		defer cancel()
 		var err error
 		if b.state, err = c.js.KeyValue(cctx, streams.StateBucket); err == nil {
 			b.verdicts, err = c.js.KeyValue(cctx, streams.VerdictsBucket)
 		}
-		cancel()
-		if err == nil {
-			return b, nil
-		}
+		return err
+	}, func(err error, _ time.Duration) {
 		c.setStatus(fmt.Sprintf("key-value buckets: %v", err))
 		c.log.Warn("key-value buckets", "err", err)
-		select {
-		case <-ctx.Done():
-			return b, ctx.Err()
-		case <-time.After(time.Second):
-		}
+	})
+	if err != nil && ctx.Err() != nil {
+		return b, ctx.Err()
 	}
+	return b, err
 }
 
 // holdTerm runs one active term with the lease renewed in the background.
@@ -281,7 +280,7 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 		if failures >= maxFetchFailures {
 			return fmt.Errorf("report stream consumer: %d fetches failed in a row: %w", failures, err)
 		}
-		sleepCtx(ctx, wait)
+		backoff.Sleep(ctx, wait)
 		return nil
 	}
 	for ctx.Err() == nil {
@@ -348,13 +347,6 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 	return nil
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
-}
-
 func (c *Committer) updateGap(ts *termState) {
 	low, prev, ok := ts.arb.gap()
 	c.m.pending.Set(float64(ts.arb.pendingBatches()))
@@ -377,21 +369,12 @@ func (c *Committer) updateGap(ts *termState) {
 
 // retry runs fn until it succeeds or ctx ends, backing off between tries.
 func (c *Committer) retry(ctx context.Context, what string, fn func(ctx context.Context) error) error {
-	wait := 50 * time.Millisecond
 	var prev *string // the status before the first failure, restored on success
-	for {
+	err := backoff.Retry(ctx, retryPolicy, func(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
-		err := fn(cctx)
-		cancel()
-		if err == nil {
-			if prev != nil {
-				c.setStatus(*prev)
-			}
-			return nil
-		}
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
+		defer cancel()
+		return fn(cctx)
+	}, func(err error, wait time.Duration) {
 		c.log.Warn("retrying", "what", what, "err", err, "in", wait)
 		if prev == nil {
 			c.mu.Lock()
@@ -400,10 +383,21 @@ func (c *Committer) retry(ctx context.Context, what string, fn func(ctx context.
 			prev = &p
 		}
 		c.setStatus(fmt.Sprintf("retrying %s: %v", what, err))
-		sleepCtx(ctx, wait)
-		wait = min(2*wait, 2*time.Second)
+	})
+	switch {
+	case err == nil:
+		if prev != nil {
+			c.setStatus(*prev)
+		}
+		return nil
+	case ctx.Err() != nil:
+		return context.Cause(ctx)
 	}
+	return err
 }
+
+// retryPolicy is the backoff of the committer's store and KV operations.
+var retryPolicy = backoff.Policy{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 
 // process judges one report message and returns how many messages the
 // stream holds after it.

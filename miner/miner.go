@@ -82,6 +82,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/internal/crashpoint"
 	"github.com/quarrylake/quarry/internal/mining"
 	"github.com/quarrylake/quarry/streams"
@@ -241,7 +242,7 @@ type runner struct {
 	lastSnap  atomic.Uint64
 	events    []mining.Event
 	// acker only
-	pubBackoff time.Duration
+	pubBackoff *backoff.Backoff // carries over between messages while publishing fails
 	pubWarned  time.Time
 	dirty      bool // the model holds a partly processed message: no snapshot
 	sinceSnap  int
@@ -257,7 +258,7 @@ func (m *Miner) Run(ctx context.Context) error {
 	defer m.running.Store(false)
 	defer m.setWaiting("stopped")
 
-	r := &runner{Miner: m}
+	r := &runner{Miner: m, pubBackoff: backoff.New(m.cfg.retryPolicy())}
 	if err := r.start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -269,35 +270,18 @@ func (m *Miner) Run(ctx context.Context) error {
 
 // retry calls fn until it succeeds or ctx ends, reporting what it waits for.
 func (m *Miner) retry(ctx context.Context, what string, fn func(ctx context.Context) error) error {
-	backoff := m.cfg.RetryMin
-	for {
+	err := backoff.Retry(ctx, m.cfg.retryPolicy(), func(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, m.cfg.SnapshotTimeout)
-		err := fn(cctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+		defer cancel()
+		return fn(cctx)
+	}, func(err error, wait time.Duration) {
 		m.setWaiting(fmt.Sprintf("waiting for %s: %v", what, err))
-		m.log.Warn("retry", "what", what, "err", err, "backoff", backoff)
-		if !sleep(ctx, backoff) {
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, m.cfg.RetryMax)
+		m.log.Warn("retry", "what", what, "err", err, "backoff", wait)
+	})
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
 	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return err
 }
 
 // start restores the newest snapshot and looks up the limits.
@@ -459,7 +443,7 @@ func (r *runner) run(ctx context.Context) error {
 // ctx ends.
 func (r *runner) readLoop(ctx context.Context, next uint64, out chan<- *item) {
 	defer close(out)
-	backoff := r.cfg.RetryMin
+	b := backoff.New(r.cfg.retryPolicy())
 	for ctx.Err() == nil {
 		cons, err := r.js.OrderedConsumer(ctx, streams.WALStream, jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: next,
@@ -470,8 +454,7 @@ func (r *runner) readLoop(ctx context.Context, next uint64, out chan<- *item) {
 			}
 			r.setWaiting(fmt.Sprintf("waiting for WAL stream %s: %v", streams.WALStream, err))
 			r.log.Warn("create ordered consumer", "start_seq", next, "err", err)
-			sleep(ctx, backoff)
-			backoff = min(2*backoff, r.cfg.RetryMax)
+			backoff.Sleep(ctx, b.Next())
 			continue
 		}
 		fetchBytes := r.cfg.FetchBytes
@@ -482,12 +465,11 @@ func (r *runner) readLoop(ctx context.Context, next uint64, out chan<- *item) {
 		if err != nil {
 			r.setWaiting(fmt.Sprintf("waiting for WAL stream %s: %v", streams.WALStream, err))
 			r.log.Warn("consume WAL", "start_seq", next, "err", err)
-			sleep(ctx, backoff)
-			backoff = min(2*backoff, r.cfg.RetryMax)
+			backoff.Sleep(ctx, b.Next())
 			continue
 		}
 		r.setWaiting("")
-		backoff = r.cfg.RetryMin
+		b.Reset()
 		first := true
 		for {
 			msg, err := it.Next(jetstream.NextContext(ctx))
@@ -495,7 +477,7 @@ func (r *runner) readLoop(ctx context.Context, next uint64, out chan<- *item) {
 				it.Stop()
 				if ctx.Err() == nil {
 					r.log.Warn("read WAL, recreating the consumer", "next_seq", next, "err", err)
-					sleep(ctx, backoff)
+					backoff.Sleep(ctx, b.Peek())
 				}
 				break
 			}
@@ -829,29 +811,25 @@ func (r *runner) finish(ctx context.Context, in *item, b *streams.MinedBatch) er
 
 // deadLetter retries fn until it succeeds or ctx ends.
 func (r *runner) deadLetter(ctx context.Context, fn func(context.Context) error) error {
-	backoff := r.cfg.RetryMin
 	blocked := false
-	for {
+	err := backoff.Retry(ctx, r.cfg.retryPolicy(), func(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
-		err := fn(cctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+		defer cancel()
+		return fn(cctx)
+	}, func(err error, wait time.Duration) {
 		if !blocked {
 			blocked = true
 			r.setWaiting(fmt.Sprintf("dead-lettering blocked since %s: %v", time.Now().UTC().Format(time.RFC3339), err))
-			defer r.setWaiting("")
 		}
-		r.log.Warn("dead-letter, retrying", "err", err, "backoff", backoff)
-		if !sleep(ctx, backoff) {
-			return ctx.Err()
-		}
-		backoff = min(2*backoff, r.cfg.RetryMax)
+		r.log.Warn("dead-letter, retrying", "err", err, "backoff", wait)
+	})
+	if blocked {
+		r.setWaiting("")
 	}
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // deadLetterRecord sends record i of in's frame to the dead-letter stream as
@@ -966,9 +944,6 @@ func (r *runner) await(ctx context.Context, msg *nats.Msg, fut jetstream.PubAckF
 			// The backoff carries over from one message to the next while
 			// publishing fails, so an outage costs one backoff per attempt,
 			// not one per message.
-			if r.pubBackoff == 0 {
-				r.pubBackoff = r.cfg.RetryMin
-			}
 			if r.blockedSince.Load() == 0 {
 				r.blockedSince.Store(time.Now().UnixNano())
 			}
@@ -976,19 +951,18 @@ func (r *runner) await(ctx context.Context, msg *nats.Msg, fut jetstream.PubAckF
 			r.blockedErr.Store(&s)
 			if time.Since(r.pubWarned) >= 5*time.Second {
 				r.pubWarned = time.Now()
-				r.log.Warn("publish failed, retrying", "subject", msg.Subject, "msg_id", id, "err", err, "backoff", r.pubBackoff)
+				r.log.Warn("publish failed, retrying", "subject", msg.Subject, "msg_id", id, "err", err, "backoff", r.pubBackoff.Peek())
 			}
-			if !sleep(ctx, r.pubBackoff) {
+			if r.pubBackoff.Wait(ctx) != nil {
 				return false
 			}
-			r.pubBackoff = min(2*r.pubBackoff, r.cfg.RetryMax)
 		}
 		r.metrics.publishRetries.Inc()
 		cctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
 		_, err = r.js.PublishMsg(cctx, msg)
 		cancel()
 		if err == nil {
-			r.pubBackoff = 0
+			r.pubBackoff.Reset()
 			return true
 		}
 		if ctx.Err() != nil {
