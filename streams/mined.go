@@ -53,8 +53,9 @@ type TemplateDef struct {
 	Into     uint64 // TemplateMerged: the surviving template
 }
 
-// MinedBatch is the miner's output for one WAL frame (format "mined/1"),
-// published on MinedSubject(Tenant) with Nats-Msg-Id MinedMsgID(WALSeq).
+// MinedBatch is the miner's output for one WAL frame (format FormatMined,
+// "mined/2"), published on MinedSubject(Tenant) with Nats-Msg-Id
+// MinedMsgID(WALSeq).
 //
 // Every WAL message yields exactly one batch, possibly with no records (a
 // frame that was dead-lettered whole has Quarantined set and no records).
@@ -79,7 +80,7 @@ type MinedBatch struct {
 // reads version 1 (no merges, no into field).
 const minedVersion = 2
 
-// AppendMinedBatch appends the "mined/1" encoding of m to b.
+// AppendMinedBatch appends the "mined/2" encoding of m to b.
 //
 // Layout: 'Q' 'M' version:u8, walseq:uvarint, prevseq:uvarint, tenant:str,
 // source:str, subject:str, first:uvarint, next:uvarint, quarantined:uvarint,
@@ -127,7 +128,8 @@ func AppendMinedBatch(b []byte, m *MinedBatch) []byte {
 	return e.B
 }
 
-// DecodeMinedBatch decodes a "mined/1" payload. Errors wrap ErrMalformed.
+// DecodeMinedBatch decodes a "mined/2" payload, or a "mined/1" one (written
+// before merges existed: no into field). Errors wrap ErrMalformed.
 func DecodeMinedBatch(b []byte) (*MinedBatch, error) {
 	d := newDec(b)
 	version := d.VersionedHeader('Q', 'M', 1, minedVersion, "mined batch")
