@@ -1,8 +1,8 @@
 // Package encoder is quarry's Parquet stage: workers pull mined batches
-// (mined/2; mined/1 is still read) from the work queue streams.MinedStream through the one durable
-// consumer streams.EncoderConsumer, write them as zstd Parquet files with
-// column statistics into the lake's object store, and report each flush
-// (report/1) to the committer.
+// (mined/2; mined/1 is still read) from the work queue streams.MinedStream
+// through the one durable consumer streams.EncoderConsumer, write them as
+// zstd Parquet files with column statistics into the lake's object store,
+// and report each flush (report/1) to the committer.
 //
 // # Flow
 //
