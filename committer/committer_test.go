@@ -596,7 +596,7 @@ func TestPurge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := obs.PutBytes(ctx, fmt.Sprintf("miner-%020d", 3), []byte("snap")); err != nil {
+	if _, err := obs.PutBytes(ctx, streams.SnapshotName(3), []byte("snap")); err != nil {
 		t.Fatal(err)
 	}
 	cfg := testConfig("a")

@@ -99,4 +99,10 @@
 //     records the rest;
 //   - after the records commit, before the high-water key: the key lags;
 //     the Delta log is the truth and the next advance fixes the key.
+//
+// The code follows these steps by file: committer.go (the standby/lease
+// loop and retries), lease.go, term.go (one active term: rebuild, replay,
+// follow), report.go (judging a report, verdicts, dead letters), arbiter.go
+// (the rules), commit.go (an advance: both Delta commits and the high-water
+// key) and purge.go. docs/architecture.md tells the whole pipeline's story.
 package committer

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -126,10 +127,8 @@ func (c *Committer) acquire(ctx context.Context, kv jetstream.KeyValue) (*lease,
 			c.log.Warn("lease attempt", "err", err)
 			c.setStatus("standby: " + err.Error())
 		}
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, poll) {
 			return nil, ctx.Err()
-		case <-time.After(poll):
 		}
 	}
 }
@@ -141,10 +140,8 @@ func (c *Committer) renew(ctx context.Context, kv jetstream.KeyValue, l *lease, 
 	retry := max(c.cfg.LeaseTTL/20, 5*time.Millisecond)
 	wait := every
 	for {
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, wait) {
 			return
-		case <-time.After(wait):
 		}
 		sent := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, min(c.cfg.OpTimeout, every))

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quarrylake/quarry/internal/promutil"
 )
 
 type metrics struct {
@@ -34,13 +36,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_committer_dead_letters_total",
 			Help: "Reports sent to the dead-letter stream (malformed or conflicting)."}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.highWater, m.commits, m.reports, m.commitTime, m.leaseHeld, m.pending, m.deadLetters} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register committer metrics: %w", err)
-		}
+	if err := promutil.RegisterUnique(reg, m.highWater, m.commits, m.reports, m.commitTime, m.leaseHeld, m.pending, m.deadLetters); err != nil {
+		return nil, fmt.Errorf("register committer metrics: %w", err)
 	}
 	return m, nil
 }

@@ -2,7 +2,6 @@ package committer
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -27,7 +26,7 @@ func TestPurgeWALKeepsOldestSnapshotRestorable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, seq := range []uint64{2, 5} { // 5 may be the corrupt one
-		if _, err := obs.PutBytes(ctx, fmt.Sprintf("miner-%020d", seq), []byte("snap")); err != nil {
+		if _, err := obs.PutBytes(ctx, streams.SnapshotName(seq), []byte("snap")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,7 +69,7 @@ func TestPurgeWALKeepsProducerFloor(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := obs.PutBytes(ctx, fmt.Sprintf("miner-%020d", 8), []byte("snap")); err != nil {
+			if _, err := obs.PutBytes(ctx, streams.SnapshotName(8), []byte("snap")); err != nil {
 				t.Fatal(err)
 			}
 			kv, err := e.js.KeyValue(ctx, streams.PositionsBucket)

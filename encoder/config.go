@@ -26,8 +26,9 @@ type Config struct {
 	// pulls from the shared consumer and flushes its own files.
 	Workers int `yaml:"workers"`
 	// TargetFileBytes flushes a worker's buffer when the encoded size of the
-	// batches it holds reaches it (default 64 MiB). It measures the mined/1
-	// input, so compressed Parquet files come out smaller.
+	// batches it holds reaches it (default 64 MiB). It measures the mined
+	// batches as received (mined/2), so compressed Parquet files come out
+	// smaller.
 	TargetFileBytes int64 `yaml:"target_file_bytes"`
 	// MaxBatches flushes a worker's buffer when it holds that many batches
 	// (default 4096); it bounds the size of one report.

@@ -1,8 +1,8 @@
 // Package encoder is quarry's Parquet stage: workers pull mined batches
-// (mined/1) from the work queue streams.MinedStream through the one durable
-// consumer streams.EncoderConsumer, write them as zstd Parquet files with
-// column statistics into the lake's object store, and report each flush
-// (report/1) to the committer.
+// (mined/2; mined/1 is still read) from the work queue streams.MinedStream
+// through the one durable consumer streams.EncoderConsumer, write them as
+// zstd Parquet files with column statistics into the lake's object store,
+// and report each flush (report/1) to the committer.
 //
 // # Flow
 //
@@ -70,4 +70,7 @@
 // whatever is still held, so it is redelivered at once; files of reports
 // still waiting for their verdict stay (accepted later, or vacuumed).
 // Files of a flush cut short before its report was published are deleted.
+//
+// docs/architecture.md tells the whole pipeline's story, docs/formats.md
+// the formats.
 package encoder

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -118,7 +119,7 @@ func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 // EnsureConsumer creates the shared consumer, or updates it to cfg's
 // settings (ack wait, ack pending, deliveries) if it exists.
 func EnsureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.Consumer, error) {
-	ctx, cancel := withDefaultTimeout(ctx, 30*time.Second)
+	ctx, cancel := backoff.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c, err := js.CreateOrUpdateConsumer(ctx, streams.MinedStream, cfg.Defaults().ConsumerConfig())
 	if err != nil {
@@ -155,7 +156,7 @@ func (e *Encoder) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	kvCtx, cancel := withDefaultTimeout(ctx, 30*time.Second)
+	kvCtx, cancel := backoff.WithTimeout(ctx, 30*time.Second)
 	kv, err := e.js.KeyValue(kvCtx, streams.VerdictsBucket)
 	cancel()
 	if err != nil {
@@ -298,11 +299,4 @@ func runToken() string {
 		s.WriteByte(alphabet[c&31])
 	}
 	return s.String()
-}
-
-func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, d)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/internal/crashpoint"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/streams"
@@ -493,29 +494,30 @@ func (w *worker) deleteKeys(timeout time.Duration, keys []string) {
 // retry calls fn until it succeeds or ctx ends, backing off from 100ms to
 // 5s and keeping the held batches in progress meanwhile.
 func (w *worker) retry(ctx context.Context, what string, fn func(context.Context) error) error {
-	backoff := 100 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := fn(ctx)
-		if err == nil {
-			if attempt > 1 {
-				w.setStatus(what, "")
-			}
-			return nil
+	attempt := 0
+	var last error
+	err := backoff.Retry(ctx, backoff.Default, func(ctx context.Context) error {
+		attempt++
+		if attempt > 1 {
+			w.keepAlive(false)
 		}
-		if ctx.Err() != nil {
-			return err
-		}
+		last = fn(ctx)
+		return last
+	}, func(err error, _ time.Duration) {
 		w.log.Warn(what+" failed, retrying", "attempt", attempt, "err", err)
 		w.setStatus(what, err.Error())
 		w.keepAlive(false)
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(backoff):
+	})
+	switch {
+	case err == nil:
+		if attempt > 1 {
+			w.setStatus(what, "")
 		}
-		w.keepAlive(false)
-		backoff = min(backoff*2, 5*time.Second)
+		return nil
+	case ctx.Err() != nil:
+		return last // the caller sees the operation's error, not the context's
 	}
+	return err
 }
 
 func (w *worker) startWatch(ctx context.Context) {

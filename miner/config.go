@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/internal/mining"
 )
 
@@ -143,4 +144,10 @@ type Deps struct {
 	Log *slog.Logger
 	// Registerer receives the miner's metrics; nil registers none.
 	Registerer prometheus.Registerer
+}
+
+// retryPolicy is the backoff of every miner retry: RetryMin doubling to
+// RetryMax, until the context ends.
+func (c Config) retryPolicy() backoff.Policy {
+	return backoff.Policy{Min: c.RetryMin, Max: c.RetryMax}
 }

@@ -1,12 +1,12 @@
 package miner
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quarrylake/quarry/internal/mining"
+	"github.com/quarrylake/quarry/internal/promutil"
 )
 
 type metrics struct {
@@ -61,17 +61,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, k := range []string{"created", "changed", "merged"} {
 		m.templateEvents.WithLabelValues(k)
 	}
-	if reg == nil {
-		return m, nil
-	}
-	var errs []error
-	for _, c := range []prometheus.Collector{m.frames, m.records, m.templates, m.evicted, m.oversized, m.templateEvents, m.quarantined,
-		m.walLag, m.position, m.snapshotSeconds, m.snapshotErrors, m.snapshotSkipped, m.publishRetries, m.inFlight} {
-		if err := reg.Register(c); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := promutil.RegisterUnique(reg, m.frames, m.records, m.templates, m.evicted, m.oversized, m.templateEvents, m.quarantined,
+		m.walLag, m.position, m.snapshotSeconds, m.snapshotErrors, m.snapshotSkipped, m.publishRetries, m.inFlight); err != nil {
 		return nil, fmt.Errorf("register miner metrics: %w", err)
 	}
 	return m, nil

@@ -108,7 +108,7 @@ func TestRestartGivesSameIDs(t *testing.T) {
 	if len(names) == 0 {
 		t.Fatal("no snapshot written on shutdown")
 	}
-	snapSeq, _ := parseSnapshotName(names[0])
+	snapSeq, _ := streams.ParseSnapshotName(names[0])
 	waitFor(t, 10*time.Second, "tap", func() bool { return tp.seen(snapSeq) > 0 })
 	if tp.seen(snapSeq+1) != 0 {
 		t.Fatalf("shutdown snapshot at %d does not match the last published batch", snapSeq)
@@ -165,7 +165,7 @@ func TestHardStopReplaysIdentically(t *testing.T) {
 	names := snapshotList(t, e.js)
 	var restoreAt uint64
 	for _, n := range names {
-		seq, _ := parseSnapshotName(n)
+		seq, _ := streams.ParseSnapshotName(n)
 		if seq > uint64(len(frames))/2 {
 			if err := obs.Delete(ctxT(t), n); err != nil {
 				t.Fatal(err)
@@ -219,10 +219,10 @@ func TestCorruptSnapshotFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := snapshotList(t, e.js)
-	if names[0] != SnapshotName(20) {
-		t.Fatalf("newest snapshot %s, want %s", names[0], SnapshotName(20))
+	if names[0] != streams.SnapshotName(20) {
+		t.Fatalf("newest snapshot %s, want %s", names[0], streams.SnapshotName(20))
 	}
-	older, _ := parseSnapshotName(names[1])
+	older, _ := streams.ParseSnapshotName(names[1])
 	obs, err := e.js.ObjectStore(ctxT(t), streams.SnapshotBucket)
 	if err != nil {
 		t.Fatal(err)
@@ -546,7 +546,7 @@ func TestNoUsableSnapshotRefusesToStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, seq := range []uint64{3, 9} {
-		if _, err := obs.PutBytes(ctxT(t), SnapshotName(seq), []byte("QS\x01garbage")); err != nil {
+		if _, err := obs.PutBytes(ctxT(t), streams.SnapshotName(seq), []byte("QS\x01garbage")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -555,7 +555,7 @@ func TestNoUsableSnapshotRefusesToStart(t *testing.T) {
 	select {
 	case err := <-r.done:
 		r.done <- err
-		if !errors.Is(err, ErrNoUsableSnapshot) || !strings.Contains(err.Error(), SnapshotName(9)) {
+		if !errors.Is(err, ErrNoUsableSnapshot) || !strings.Contains(err.Error(), streams.SnapshotName(9)) {
 			t.Fatalf("Run: %v, want ErrNoUsableSnapshot naming the newest", err)
 		}
 	case <-time.After(30 * time.Second):
@@ -602,7 +602,7 @@ func TestServerRestartMidStream(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	if names := snapshotList(t, js); len(names) == 0 || names[0] != SnapshotName(uint64(len(frames))) {
+	if names := snapshotList(t, js); len(names) == 0 || names[0] != streams.SnapshotName(uint64(len(frames))) {
 		t.Errorf("final snapshot missing: %v", names)
 	}
 	compare(t, want, storedBatches(t, js))
@@ -691,7 +691,7 @@ func TestStopWhileBlocked(t *testing.T) {
 		t.Errorf("stop took %s with a drain timeout of %s", d, cfg.DrainTimeout)
 	}
 	for _, n := range snapshotList(t, e.js) {
-		if seq, _ := parseSnapshotName(n); seq > 3 {
+		if seq, _ := streams.ParseSnapshotName(n); seq > 3 {
 			t.Errorf("snapshot %s past the 3 acked batches", n)
 		}
 	}

@@ -32,8 +32,8 @@ func TestRestartAfterWALPurge(t *testing.T) {
 			if err := r.stop(t); err != nil {
 				t.Fatal(err)
 			}
-			if names := snapshotList(t, e.js); len(names) == 0 || names[0] != SnapshotName(3) {
-				t.Fatalf("snapshots %v, want %s first", names, SnapshotName(3))
+			if names := snapshotList(t, e.js); len(names) == 0 || names[0] != streams.SnapshotName(3) {
+				t.Fatalf("snapshots %v, want %s first", names, streams.SnapshotName(3))
 			}
 			publishFrames(t, e.js, frames[3:])
 			wal, err := e.js.Stream(ctxT(t), streams.WALStream)

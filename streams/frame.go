@@ -42,22 +42,22 @@ const frameVersion = 1
 // next:uvarint, n:uvarint, then n records of ts:varint, text:str,
 // attrs:(n:uvarint, (key:str, value:str)*). str is uvarint length + bytes.
 func AppendFrame(b []byte, f *Frame) []byte {
-	e := enc{b: b}
-	e.u8('Q')
-	e.u8('F')
-	e.u8(frameVersion)
-	e.str(f.Source)
-	e.str(f.Tenant)
-	e.uvarint(f.FirstOffset)
-	e.uvarint(f.NextOffset)
-	e.uvarint(uint64(len(f.Records)))
+	e := newEnc(b)
+	e.U8('Q')
+	e.U8('F')
+	e.U8(frameVersion)
+	e.Str(f.Source)
+	e.Str(f.Tenant)
+	e.Uvarint(f.FirstOffset)
+	e.Uvarint(f.NextOffset)
+	e.Uvarint(uint64(len(f.Records)))
 	for i := range f.Records {
 		r := &f.Records[i]
-		e.varint(r.TS)
-		e.str(r.Text)
+		e.Varint(r.TS)
+		e.Str(r.Text)
 		e.attrs(r.Attrs)
 	}
-	return e.b
+	return e.B
 }
 
 // EncodedRecordSize is an upper bound of the bytes r adds to a frame, for
@@ -72,24 +72,24 @@ func EncodedRecordSize(r *Record) int {
 
 // DecodeFrame decodes a "frame/1" payload. Errors wrap ErrMalformed.
 func DecodeFrame(b []byte) (*Frame, error) {
-	d := dec{b: b}
-	d.header('Q', 'F', frameVersion, "frame")
+	d := newDec(b)
+	d.Header('Q', 'F', frameVersion, "frame")
 	f := &Frame{}
 	f.Source = d.str("source")
 	f.Tenant = d.str("tenant")
-	f.FirstOffset = d.uvarint("first offset")
-	f.NextOffset = d.uvarint("next offset")
-	n := d.count("records", 3)
+	f.FirstOffset = d.Uvarint("first offset")
+	f.NextOffset = d.Uvarint("next offset")
+	n := d.Count("records", 3)
 	if n > 0 {
 		f.Records = make([]Record, n)
 		for i := range f.Records {
 			r := &f.Records[i]
-			r.TS = d.varint("ts")
+			r.TS = d.Varint("ts")
 			r.Text = d.str("text")
 			r.Attrs = d.attrs("attrs")
 		}
 	}
-	if err := d.end("frame"); err != nil {
+	if err := d.End("frame"); err != nil {
 		return nil, err
 	}
 	if f.NextOffset < f.FirstOffset {

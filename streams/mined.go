@@ -53,8 +53,9 @@ type TemplateDef struct {
 	Into     uint64 // TemplateMerged: the surviving template
 }
 
-// MinedBatch is the miner's output for one WAL frame (format "mined/1"),
-// published on MinedSubject(Tenant) with Nats-Msg-Id MinedMsgID(WALSeq).
+// MinedBatch is the miner's output for one WAL frame (format FormatMined,
+// "mined/2"), published on MinedSubject(Tenant) with Nats-Msg-Id
+// MinedMsgID(WALSeq).
 //
 // Every WAL message yields exactly one batch, possibly with no records (a
 // frame that was dead-lettered whole has Quarantined set and no records).
@@ -79,7 +80,7 @@ type MinedBatch struct {
 // reads version 1 (no merges, no into field).
 const minedVersion = 2
 
-// AppendMinedBatch appends the "mined/1" encoding of m to b.
+// AppendMinedBatch appends the "mined/2" encoding of m to b.
 //
 // Layout: 'Q' 'M' version:u8, walseq:uvarint, prevseq:uvarint, tenant:str,
 // source:str, subject:str, first:uvarint, next:uvarint, quarantined:uvarint,
@@ -88,75 +89,76 @@ const minedVersion = 2
 // n:uvarint templates of (kind:u8, id:uvarint, tenant:str, version:uvarint,
 // text:str, previous:str, into:uvarint). Version 1 had no into.
 func AppendMinedBatch(b []byte, m *MinedBatch) []byte {
-	e := enc{b: b}
-	e.u8('Q')
-	e.u8('M')
-	e.u8(minedVersion)
-	e.uvarint(m.WALSeq)
-	e.uvarint(m.PrevSeq)
-	e.str(m.Tenant)
-	e.str(m.Source)
-	e.str(m.Subject)
-	e.uvarint(m.FirstOffset)
-	e.uvarint(m.NextOffset)
-	e.uvarint(uint64(m.Quarantined))
-	e.uvarint(uint64(len(m.Records)))
+	e := newEnc(b)
+	e.U8('Q')
+	e.U8('M')
+	e.U8(minedVersion)
+	e.Uvarint(m.WALSeq)
+	e.Uvarint(m.PrevSeq)
+	e.Str(m.Tenant)
+	e.Str(m.Source)
+	e.Str(m.Subject)
+	e.Uvarint(m.FirstOffset)
+	e.Uvarint(m.NextOffset)
+	e.Uvarint(uint64(m.Quarantined))
+	e.Uvarint(uint64(len(m.Records)))
 	for i := range m.Records {
 		r := &m.Records[i]
-		e.uvarint(uint64(r.Index))
-		e.varint(r.TS)
-		e.uvarint(r.TemplateID)
-		e.uvarint(uint64(r.TemplateVersion))
-		e.uvarint(uint64(len(r.Params)))
+		e.Uvarint(uint64(r.Index))
+		e.Varint(r.TS)
+		e.Uvarint(r.TemplateID)
+		e.Uvarint(uint64(r.TemplateVersion))
+		e.Uvarint(uint64(len(r.Params)))
 		for _, p := range r.Params {
-			e.str(p)
+			e.Str(p)
 		}
 		e.attrs(r.Attrs)
 	}
-	e.uvarint(uint64(len(m.Templates)))
+	e.Uvarint(uint64(len(m.Templates)))
 	for i := range m.Templates {
 		t := &m.Templates[i]
-		e.u8(uint8(t.Kind))
-		e.uvarint(t.ID)
-		e.str(t.Tenant)
-		e.uvarint(uint64(t.Version))
-		e.str(t.Text)
-		e.str(t.Previous)
-		e.uvarint(t.Into)
+		e.U8(uint8(t.Kind))
+		e.Uvarint(t.ID)
+		e.Str(t.Tenant)
+		e.Uvarint(uint64(t.Version))
+		e.Str(t.Text)
+		e.Str(t.Previous)
+		e.Uvarint(t.Into)
 	}
-	return e.b
+	return e.B
 }
 
-// DecodeMinedBatch decodes a "mined/1" payload. Errors wrap ErrMalformed.
+// DecodeMinedBatch decodes a "mined/2" payload, or a "mined/1" one (written
+// before merges existed: no into field). Errors wrap ErrMalformed.
 func DecodeMinedBatch(b []byte) (*MinedBatch, error) {
-	d := dec{b: b}
-	version := d.versionedHeader('Q', 'M', 1, minedVersion, "mined batch")
+	d := newDec(b)
+	version := d.VersionedHeader('Q', 'M', 1, minedVersion, "mined batch")
 	m := &MinedBatch{}
-	m.WALSeq = d.uvarint("wal seq")
-	m.PrevSeq = d.uvarint("prev seq")
+	m.WALSeq = d.Uvarint("wal seq")
+	m.PrevSeq = d.Uvarint("prev seq")
 	m.Tenant = d.str("tenant")
 	m.Source = d.str("source")
 	m.Subject = d.str("subject")
-	m.FirstOffset = d.uvarint("first offset")
-	m.NextOffset = d.uvarint("next offset")
-	q := d.uvarint("quarantined")
+	m.FirstOffset = d.Uvarint("first offset")
+	m.NextOffset = d.Uvarint("next offset")
+	q := d.Uvarint("quarantined")
 	if q > 1<<32-1 {
-		d.fail("quarantined count overflows")
+		d.Fail("quarantined count overflows")
 	}
 	m.Quarantined = uint32(q)
-	if n := d.count("records", 6); n > 0 {
+	if n := d.Count("records", 6); n > 0 {
 		m.Records = make([]MinedRecord, n)
 		for i := range m.Records {
 			r := &m.Records[i]
-			idx := d.uvarint("index")
-			r.TS = d.varint("ts")
-			r.TemplateID = d.uvarint("template id")
-			ver := d.uvarint("template version")
+			idx := d.Uvarint("index")
+			r.TS = d.Varint("ts")
+			r.TemplateID = d.Uvarint("template id")
+			ver := d.Uvarint("template version")
 			if idx > 1<<32-1 || ver > 1<<32-1 {
-				d.fail("index or version overflows")
+				d.Fail("index or version overflows")
 			}
 			r.Index, r.TemplateVersion = uint32(idx), uint32(ver)
-			if np := d.count("params", 1); np > 0 {
+			if np := d.Count("params", 1); np > 0 {
 				r.Params = make([]string, np)
 				for j := range r.Params {
 					r.Params[j] = d.str("param")
@@ -165,39 +167,39 @@ func DecodeMinedBatch(b []byte) (*MinedBatch, error) {
 			r.Attrs = d.attrs("attrs")
 		}
 	}
-	if n := d.count("templates", 6); n > 0 {
+	if n := d.Count("templates", 6); n > 0 {
 		m.Templates = make([]TemplateDef, n)
 		for i := range m.Templates {
 			t := &m.Templates[i]
-			t.Kind = TemplateKind(d.u8("template kind"))
-			t.ID = d.uvarint("template id")
+			t.Kind = TemplateKind(d.U8("template kind"))
+			t.ID = d.Uvarint("template id")
 			t.Tenant = d.str("template tenant")
-			ver := d.uvarint("template version")
+			ver := d.Uvarint("template version")
 			if ver > 1<<32-1 {
-				d.fail("template version overflows")
+				d.Fail("template version overflows")
 			}
 			t.Version = uint32(ver)
 			t.Text = d.str("template text")
 			t.Previous = d.str("template previous")
 			if version >= 2 {
-				t.Into = d.uvarint("template into")
+				t.Into = d.Uvarint("template into")
 			}
 			switch {
-			case d.err != nil:
+			case d.Err() != nil:
 			case t.Kind == TemplateCreated || t.Kind == TemplateChanged:
 				if t.Into != 0 {
-					d.fail(fmt.Sprintf("template %d of kind %s merged into %d", t.ID, t.Kind, t.Into))
+					d.Fail(fmt.Sprintf("template %d of kind %s merged into %d", t.ID, t.Kind, t.Into))
 				}
 			case t.Kind == TemplateMerged:
 				if t.Into == 0 || t.Into == t.ID {
-					d.fail(fmt.Sprintf("template %d merged into %d", t.ID, t.Into))
+					d.Fail(fmt.Sprintf("template %d merged into %d", t.ID, t.Into))
 				}
 			default:
-				d.fail(fmt.Sprintf("template kind %d", t.Kind))
+				d.Fail(fmt.Sprintf("template kind %d", t.Kind))
 			}
 		}
 	}
-	if err := d.end("mined batch"); err != nil {
+	if err := d.End("mined batch"); err != nil {
 		return nil, err
 	}
 	if m.WALSeq == 0 || m.PrevSeq >= m.WALSeq {

@@ -8,40 +8,40 @@ import (
 
 // appendMinedV1 is the mined/1 encoder as it was, for the compatibility test.
 func appendMinedV1(m *MinedBatch) []byte {
-	e := enc{}
-	e.u8('Q')
-	e.u8('M')
-	e.u8(1)
-	e.uvarint(m.WALSeq)
-	e.uvarint(m.PrevSeq)
-	e.str(m.Tenant)
-	e.str(m.Source)
-	e.str(m.Subject)
-	e.uvarint(m.FirstOffset)
-	e.uvarint(m.NextOffset)
-	e.uvarint(uint64(m.Quarantined))
-	e.uvarint(uint64(len(m.Records)))
+	e := newEnc(nil)
+	e.U8('Q')
+	e.U8('M')
+	e.U8(1)
+	e.Uvarint(m.WALSeq)
+	e.Uvarint(m.PrevSeq)
+	e.Str(m.Tenant)
+	e.Str(m.Source)
+	e.Str(m.Subject)
+	e.Uvarint(m.FirstOffset)
+	e.Uvarint(m.NextOffset)
+	e.Uvarint(uint64(m.Quarantined))
+	e.Uvarint(uint64(len(m.Records)))
 	for _, r := range m.Records {
-		e.uvarint(uint64(r.Index))
-		e.varint(r.TS)
-		e.uvarint(r.TemplateID)
-		e.uvarint(uint64(r.TemplateVersion))
-		e.uvarint(uint64(len(r.Params)))
+		e.Uvarint(uint64(r.Index))
+		e.Varint(r.TS)
+		e.Uvarint(r.TemplateID)
+		e.Uvarint(uint64(r.TemplateVersion))
+		e.Uvarint(uint64(len(r.Params)))
 		for _, p := range r.Params {
-			e.str(p)
+			e.Str(p)
 		}
 		e.attrs(r.Attrs)
 	}
-	e.uvarint(uint64(len(m.Templates)))
+	e.Uvarint(uint64(len(m.Templates)))
 	for _, t := range m.Templates {
-		e.u8(uint8(t.Kind))
-		e.uvarint(t.ID)
-		e.str(t.Tenant)
-		e.uvarint(uint64(t.Version))
-		e.str(t.Text)
-		e.str(t.Previous)
+		e.U8(uint8(t.Kind))
+		e.Uvarint(t.ID)
+		e.Str(t.Tenant)
+		e.Uvarint(uint64(t.Version))
+		e.Str(t.Text)
+		e.Str(t.Previous)
 	}
-	return e.b
+	return e.B
 }
 
 func TestMinedV1StillDecodes(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quarrylake/quarry/internal/backoff"
 )
 
 // Config sets the shape of quarry's streams and buckets.
@@ -130,21 +132,22 @@ var ErrMismatch = errors.New("stream config mismatch")
 // retried every second until ctx ends (default: two minutes); a config
 // mismatch is final and returned at once.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) error {
-	ctx, cancel := withDefaultTimeout(ctx, 2*time.Minute)
+	ctx, cancel := backoff.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	for {
+	var last error
+	err := backoff.Retry(ctx, backoff.Policy{Min: time.Second, Max: time.Second}, func(ctx context.Context) error {
 		actx, acancel := context.WithTimeout(ctx, 10*time.Second)
-		err := ensureOnce(actx, js, c)
-		acancel()
-		if err == nil || errors.Is(err, ErrMismatch) || ctx.Err() != nil {
-			return err
+		defer acancel()
+		last = ensureOnce(actx, js, c)
+		if errors.Is(last, ErrMismatch) {
+			return backoff.Permanent(last)
 		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Second):
-		}
+		return last
+	}, nil)
+	if err != nil && ctx.Err() != nil {
+		return last // the last attempt's error says what the cluster lacked
 	}
+	return err
 }
 
 func ensureOnce(ctx context.Context, js jetstream.JetStream, c Config) error {
@@ -225,7 +228,7 @@ func diffStream(have, want jetstream.StreamConfig) []string {
 // reason, the original subject and, when known, its stream sequence. It
 // returns only after JetStream acked, so a caller may then ack the original.
 func DeadLetter(ctx context.Context, js jetstream.JetStream, stage, origSubject string, origSeq uint64, payload []byte, reason string, extra nats.Header) error {
-	ctx, cancel := withDefaultTimeout(ctx, 10*time.Second)
+	ctx, cancel := backoff.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	msg := nats.NewMsg(DeadLetterSubject(stage))
 	for k, v := range extra {
@@ -243,11 +246,4 @@ func DeadLetter(ctx context.Context, js jetstream.JetStream, stage, origSubject 
 		return fmt.Errorf("dead-letter to %s: %w", msg.Subject, err)
 	}
 	return nil
-}
-
-func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, d)
 }

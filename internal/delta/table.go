@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/internal/objstore"
 )
 
@@ -402,13 +403,10 @@ func (t *Table) Commit(ctx context.Context, version int64, actions []Action) err
 	key := t.CommitKey(version)
 	const attempts = 5
 	var lastErr error
+	wait := backoff.New(backoff.Policy{Min: 200 * time.Millisecond, Max: 100 << (attempts - 1) * time.Millisecond})
 	for attempt := 0; attempt < attempts; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("commit version %d: %w (last error: %v)", version, ctx.Err(), lastErr)
-			case <-time.After(time.Duration(100<<attempt) * time.Millisecond):
-			}
+		if attempt > 0 && wait.Wait(ctx) != nil {
+			return fmt.Errorf("commit version %d: %w (last error: %v)", version, ctx.Err(), lastErr)
 		}
 		err := t.store.PutIfAbsent(ctx, key, data)
 		if err == nil {

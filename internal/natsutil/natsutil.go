@@ -14,6 +14,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quarrylake/quarry/internal/backoff"
 )
 
 // ServerConfig configures an embedded nats-server with JetStream.
@@ -207,11 +209,9 @@ func Connect(ctx context.Context, c ConnConfig, log *slog.Logger) (*nats.Conn, j
 	}
 	// RetryOnFailedConnect returns at once; wait for the first connect.
 	for !nc.IsConnected() {
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, 50*time.Millisecond) {
 			nc.Close()
 			return nil, nil, fmt.Errorf("connect %s: %w", redact(c.URL), ctx.Err())
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(c.Timeout))

@@ -19,15 +19,6 @@ const (
 	DefaultDataTimeout = 5 * time.Minute
 )
 
-// withDefaultTimeout returns ctx unchanged when it has a deadline, else ctx
-// bounded by d.
-func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, d)
-}
-
 // S3Options configures the S3 store. Credentials never appear in String,
 // in slog output or in errors.
 type S3Options struct {

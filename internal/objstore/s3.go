@@ -16,6 +16,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/quarrylake/quarry/internal/backoff"
 )
 
 // S3 is a Store over an S3 bucket and key prefix, through minio-go.
@@ -91,7 +93,7 @@ func openS3(ctx context.Context, bucket, prefix string, opts S3Options) (*S3, er
 		return nil, fmt.Errorf("s3 store %s at %s: %w", desc, endpoint, err)
 	}
 	s := &S3{client: client, bucket: bucket, prefix: prefix, desc: desc}
-	cctx, cancel := withDefaultTimeout(ctx, DefaultMetaTimeout)
+	cctx, cancel := backoff.WithTimeout(ctx, DefaultMetaTimeout)
 	defer cancel()
 	ok, err := client.BucketExists(cctx, bucket)
 	if err != nil {
@@ -138,7 +140,7 @@ func (s *S3) Put(ctx context.Context, key string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("put: %w", err)
 	}
-	ctx, cancel := withDefaultTimeout(ctx, DefaultDataTimeout)
+	ctx, cancel := backoff.WithTimeout(ctx, DefaultDataTimeout)
 	defer cancel()
 	_, err = s.client.PutObject(ctx, s.bucket, obj, bytes.NewReader(data), int64(len(data)),
 		minio.PutObjectOptions{ContentType: "application/octet-stream"})
@@ -158,8 +160,9 @@ func (s *S3) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("put-if-absent: %w", err)
 	}
-	ctx, cancel := withDefaultTimeout(ctx, DefaultDataTimeout)
+	ctx, cancel := backoff.WithTimeout(ctx, DefaultDataTimeout)
 	defer cancel()
+	wait := backoff.New(backoff.Policy{Min: 50 * time.Millisecond, Max: 50 << (conditionalConflictRetries - 1) * time.Millisecond})
 	for attempt := 0; ; attempt++ {
 		opts := minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: true}
 		opts.SetMatchETagExcept("*")
@@ -172,10 +175,8 @@ func (s *S3) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 		case resp.StatusCode == http.StatusPreconditionFailed || resp.Code == "PreconditionFailed":
 			return fmt.Errorf("put-if-absent %s: %w", key, ErrExists)
 		case (resp.StatusCode == http.StatusConflict || resp.Code == "ConditionalRequestConflict") && attempt < conditionalConflictRetries:
-			select {
-			case <-ctx.Done():
+			if wait.Wait(ctx) != nil {
 				return fmt.Errorf("put-if-absent %s: %w", key, ctx.Err())
-			case <-time.After(time.Duration(50<<attempt) * time.Millisecond):
 			}
 		default:
 			return fmt.Errorf("put-if-absent %s: %w", key, s.cleanErr(err))
@@ -188,7 +189,7 @@ func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("get: %w", err)
 	}
-	ctx, cancel := withDefaultTimeout(ctx, DefaultDataTimeout)
+	ctx, cancel := backoff.WithTimeout(ctx, DefaultDataTimeout)
 	defer cancel()
 	o, err := s.client.GetObject(ctx, s.bucket, obj, minio.GetObjectOptions{})
 	if err != nil {
@@ -214,7 +215,7 @@ func (s *S3) Open(ctx context.Context, key string) (ReaderAtCloser, int64, error
 	if err != nil {
 		return nil, 0, fmt.Errorf("open: %w", err)
 	}
-	sctx, cancel := withDefaultTimeout(ctx, DefaultMetaTimeout)
+	sctx, cancel := backoff.WithTimeout(ctx, DefaultMetaTimeout)
 	defer cancel()
 	st, err := s.client.StatObject(sctx, s.bucket, obj, minio.StatObjectOptions{})
 	if err != nil {
@@ -249,7 +250,7 @@ func (r *s3Reader) ReadAt(p []byte, off int64) (int, error) {
 	if off+want > r.size {
 		want = r.size - off
 	}
-	ctx, cancel := withDefaultTimeout(r.ctx, DefaultDataTimeout)
+	ctx, cancel := backoff.WithTimeout(r.ctx, DefaultDataTimeout)
 	defer cancel()
 	var opts minio.GetObjectOptions
 	if err := opts.SetRange(off, off+want-1); err != nil {
@@ -282,7 +283,7 @@ func (s *S3) Stat(ctx context.Context, key string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("stat: %w", err)
 	}
-	ctx, cancel := withDefaultTimeout(ctx, DefaultMetaTimeout)
+	ctx, cancel := backoff.WithTimeout(ctx, DefaultMetaTimeout)
 	defer cancel()
 	st, err := s.client.StatObject(ctx, s.bucket, obj, minio.StatObjectOptions{})
 	if err != nil {
@@ -292,7 +293,7 @@ func (s *S3) Stat(ctx context.Context, key string) (Info, error) {
 }
 
 func (s *S3) List(ctx context.Context, prefix string) ([]Info, error) {
-	ctx, cancel := withDefaultTimeout(ctx, DefaultMetaTimeout)
+	ctx, cancel := backoff.WithTimeout(ctx, DefaultMetaTimeout)
 	defer cancel()
 	var out []Info
 	for o := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}) {
@@ -316,7 +317,7 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
-	ctx, cancel := withDefaultTimeout(ctx, DefaultMetaTimeout)
+	ctx, cancel := backoff.WithTimeout(ctx, DefaultMetaTimeout)
 	defer cancel()
 	if err := s.client.RemoveObject(ctx, s.bucket, obj, minio.RemoveObjectOptions{}); err != nil && !isNotFound(err) {
 		return fmt.Errorf("delete %s: %w", key, s.cleanErr(err))

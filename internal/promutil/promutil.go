@@ -26,3 +26,22 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	}
 	return c
 }
+
+// RegisterUnique registers every collector with reg for a stage that runs
+// once per process (the miner, the committer): a name already registered is
+// an error, not a collector to share, so a second instance on one registry
+// is refused instead of silently counting into the first one's series.
+// Every collector is tried and every failure reported. A nil reg registers
+// nothing.
+func RegisterUnique(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	if reg == nil {
+		return nil
+	}
+	var errs []error
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

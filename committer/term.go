@@ -1,0 +1,256 @@
+package committer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quarrylake/quarry/internal/backoff"
+	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/streams"
+)
+
+// tableState is what a term knows of one Delta table: it is the only writer
+// while it holds the lease, so it tracks the version itself.
+type tableState struct {
+	name    string
+	t       *delta.Table
+	version int64
+	txn     int64 // txn version of AppID, -1 when none
+	paths   map[string]bool
+}
+
+// termState is the state of one active term.
+type termState struct {
+	l         *lease
+	kvs       buckets
+	arb       *arbiter
+	rec, tpl  *tableState
+	lastAdv   time.Time
+	walPurged uint64
+}
+
+// maxFetchFailures is how many report fetches may fail in a row before the
+// term ends and a new one starts with a new consumer.
+const maxFetchFailures = 10
+
+// term is one active term: create the tables, rebuild the state from the
+// Delta log, replay the report stream and then follow it, committing every
+// advance. It returns when ctx ends (after a final commit when parent, not
+// the lease, ended) or on an error.
+func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) error {
+	c.setStatus("active: opening the tables")
+	if err := c.ensureTables(ctx); err != nil {
+		return err
+	}
+	ts := &termState{l: l, kvs: kvs}
+	if err := c.rebuild(ctx, ts); err != nil {
+		return err
+	}
+	c.setStatus(fmt.Sprintf("active: replaying %s from high-water %d", streams.ReportStream, ts.arb.hw))
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
+	cons, err := c.js.OrderedConsumer(cctx, streams.ReportStream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("report stream consumer: %w", err)
+	}
+	wait := min(max(c.cfg.CommitInterval/2, 10*time.Millisecond), time.Second)
+	replayed := false
+	// A consumer whose server died answers "no responders" for ever; the
+	// client does not always recreate it. After maxFetchFailures failed
+	// fetches in a row the term ends, and the next one replays the report
+	// stream with a new consumer (verdicts are persisted, so nothing flips).
+	failures := 0
+	fetchFailed := func(err error) error {
+		failures++
+		c.log.Warn("fetch reports", "err", err, "failures_in_a_row", failures)
+		if failures >= maxFetchFailures {
+			return fmt.Errorf("report stream consumer: %d fetches failed in a row: %w", failures, err)
+		}
+		backoff.Sleep(ctx, wait)
+		return nil
+	}
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(c.cfg.FetchBatch, jetstream.FetchMaxWait(wait))
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if err := fetchFailed(err); err != nil {
+				return err
+			}
+			continue
+		}
+		n, caughtUp := 0, false
+		var perr error
+		for msg := range batch.Messages() {
+			if perr != nil {
+				continue // drain the batch; the next term replays it
+			}
+			n++
+			pending, err := c.process(ctx, ts, msg)
+			perr = err
+			caughtUp = pending == 0
+		}
+		if perr != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return perr
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
+			if err := fetchFailed(err); err != nil {
+				return err
+			}
+		} else {
+			failures = 0
+		}
+		if n == 0 {
+			caughtUp = true
+		}
+		force := false
+		if caughtUp && !replayed {
+			replayed, force = true, true
+			c.log.Info("report stream replayed", "high_water", ts.arb.hw, "pending_batches", ts.arb.pendingBatches())
+		}
+		if replayed && (force || time.Since(ts.lastAdv) >= c.cfg.CommitInterval) {
+			if err := c.commit(ctx, ts); err != nil {
+				return err
+			}
+		}
+		if replayed {
+			c.updateGap(ts)
+		}
+	}
+	if c.crash.Load() || !l.valid() || parent.Err() == nil {
+		return context.Cause(ctx)
+	}
+	// Graceful stop: commit what is accepted, with a fresh deadline.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(parent), c.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := c.commit(fctx, ts); err != nil {
+		return fmt.Errorf("final commit: %w", err)
+	}
+	return nil
+}
+
+func (c *Committer) updateGap(ts *termState) {
+	low, prev, ok := ts.arb.gap()
+	c.m.pending.Set(float64(ts.arb.pendingBatches()))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.status = ""
+	if !ok {
+		c.gapSince = time.Time{}
+		return
+	}
+	if c.gapSince.IsZero() || c.gapHW != ts.arb.hw {
+		c.gapSince = time.Now()
+	}
+	c.gapHW = ts.arb.hw
+	c.gapBatch = 0
+	if prev > ts.arb.hw && prev < low {
+		c.gapBatch = prev
+	}
+}
+
+// ensureTables creates both tables when absent.
+func (c *Committer) ensureTables(ctx context.Context) error {
+	for _, t := range []struct {
+		t      *delta.Table
+		schema string
+		parts  []string
+	}{
+		{c.templates, lake.TemplatesSchemaString, []string{}},
+		{c.records, lake.RecordsSchemaString, lake.RecordsPartitionColumns},
+	} {
+		err := c.retry(ctx, "create table "+t.t.Root(), func(ctx context.Context) error {
+			snap, err := t.t.Snapshot(ctx)
+			if err != nil {
+				return fmt.Errorf("snapshot %s: %w", t.t.Root(), err)
+			}
+			if snap.Version >= 0 {
+				return nil
+			}
+			err = t.t.Create(ctx, delta.Metadata{
+				Name: t.t.Root(), SchemaString: t.schema, PartitionColumns: t.parts, Configuration: map[string]string{},
+			})
+			if err != nil && !errors.Is(err, delta.ErrVersionExists) {
+				return fmt.Errorf("create %s: %w", t.t.Root(), err)
+			}
+			if err == nil {
+				c.log.Info("table created", "table", t.t.Root())
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rebuild reads both tables and sets up the term's arbiter: the high-water
+// is the records table's txn, and every committed file's report and seqs
+// come from its tags.
+func (c *Committer) rebuild(ctx context.Context, ts *termState) error {
+	load := func(name string, t *delta.Table) (*tableState, *delta.Snapshot, error) {
+		var snap *delta.Snapshot
+		err := c.retry(ctx, "snapshot "+name, func(ctx context.Context) (err error) {
+			snap, err = t.Snapshot(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := snap.Writable(); err != nil {
+			return nil, nil, fmt.Errorf("table %s: %w", name, err)
+		}
+		st := &tableState{name: name, t: t, version: snap.Version, txn: -1, paths: map[string]bool{}}
+		if v, ok := snap.Txns[AppID]; ok {
+			st.txn = v
+		}
+		for _, f := range snap.Files {
+			st.paths[f.Path] = true
+		}
+		return st, snap, nil
+	}
+	rec, recSnap, err := load(lake.RecordsTable, c.records)
+	if err != nil {
+		return err
+	}
+	tpl, tplSnap, err := load(lake.TemplatesTable, c.templates)
+	if err != nil {
+		return err
+	}
+	hw := uint64(max(rec.txn, 0))
+	arb := newArbiter(hw)
+	arb.trackSeen = c.cfg.PurgeReports
+	for _, f := range recSnap.Files {
+		seqs, err := parseSeqs(f.Tags[TagSeqs])
+		if err != nil {
+			c.log.Error("unreadable seqs tag on a committed file", "table", lake.RecordsTable, "path", f.Path, "err", err)
+		}
+		arb.loadCommitted(streams.TableRecords, f.Path, f.Tags[TagReport], seqs)
+	}
+	for _, f := range tplSnap.Files {
+		arb.loadCommittedPath(streams.TableTemplates, f.Path, f.Tags[TagReport])
+	}
+	if tpl.txn > rec.txn {
+		c.log.Warn("templates table is ahead of records: the last advance was cut between its commits, repairing",
+			"templates_txn", tpl.txn, "records_txn", rec.txn)
+	}
+	ts.arb, ts.rec, ts.tpl = arb, rec, tpl
+	c.hw.Store(hw)
+	c.m.highWater.Set(float64(hw))
+	c.log.Info("state rebuilt", "high_water", hw, "records_version", rec.version, "templates_version", tpl.version,
+		"committed_files", len(recSnap.Files)+len(tplSnap.Files))
+	return nil
+}

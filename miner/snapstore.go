@@ -1,0 +1,188 @@
+package miner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quarrylake/quarry/internal/crashpoint"
+	"github.com/quarrylake/quarry/internal/mining"
+	"github.com/quarrylake/quarry/streams"
+)
+
+// snapshotNames lists the miner snapshots in obs, newest first.
+func snapshotNames(ctx context.Context, obs jetstream.ObjectStore) ([]string, error) {
+	infos, err := obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", streams.SnapshotBucket, err)
+	}
+	type named struct {
+		name string
+		seq  uint64
+	}
+	var ns []named
+	for _, in := range infos {
+		if in.Deleted {
+			continue
+		}
+		if seq, ok := streams.ParseSnapshotName(in.Name); ok {
+			ns = append(ns, named{in.Name, seq})
+		}
+	}
+	slices.SortFunc(ns, func(a, b named) int { return -cmpU64(a.seq, b.seq) })
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.name
+	}
+	return out, nil
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// loadNewest restores the newest snapshot that decodes. A snapshot that
+// does not read or decode is skipped with a warning and the next older one
+// is tried. No snapshot at all gives (nil, nil, nil): start from scratch;
+// snapshots of which none restores give ErrNoUsableSnapshot.
+func loadNewest(ctx context.Context, obs jetstream.ObjectStore, cfg mining.Config, log *slog.Logger, onSkip func()) (*State, *mining.Model, error) {
+	names, err := snapshotNames(ctx, obs)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, name := range names {
+		blob, err := obs.GetBytes(ctx, name)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, fmt.Errorf("read snapshot %s: %w", name, err)
+			}
+			log.Warn("skip unreadable snapshot", "name", name, "err", err)
+			onSkip()
+			continue
+		}
+		st, mb, err := DecodeSnapshot(blob)
+		if err != nil {
+			log.Warn("skip corrupt snapshot", "name", name, "err", err)
+			onSkip()
+			continue
+		}
+		if seq, _ := streams.ParseSnapshotName(name); seq != st.WALSeq {
+			log.Warn("skip snapshot whose name and content disagree", "name", name, "wal_seq", st.WALSeq)
+			onSkip()
+			continue
+		}
+		model, err := mining.Restore(cfg, bytes.NewReader(mb))
+		if err != nil {
+			log.Warn("skip snapshot whose model does not restore", "name", name, "err", err)
+			onSkip()
+			continue
+		}
+		if want := miningConfigJSON(cfg); st.MiningConfig != want {
+			log.Warn("mining config changed since the snapshot: ids after it may differ from the run that wrote it",
+				"name", name, "snapshot_config", st.MiningConfig, "config", want)
+		}
+		return st, model, nil
+	}
+	if len(names) > 0 {
+		return nil, nil, fmt.Errorf("%w: %d snapshots in %s (newest %s) and none restores; starting over would reuse template ids",
+			ErrNoUsableSnapshot, len(names), streams.SnapshotBucket, names[0])
+	}
+	return nil, nil, nil
+}
+
+// putSnapshot stores blob under streams.SnapshotName(seq) and deletes all but the
+// newest keep snapshots.
+func putSnapshot(ctx context.Context, obs jetstream.ObjectStore, seq uint64, blob []byte, keep int, log *slog.Logger) error {
+	name := streams.SnapshotName(seq)
+	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Description: "quarry miner snapshot"}, bytes.NewReader(blob)); err != nil {
+		return fmt.Errorf("put snapshot %s: %w", name, err)
+	}
+	names, err := snapshotNames(ctx, obs)
+	if err != nil {
+		log.Warn("list snapshots to prune", "err", err)
+		return nil
+	}
+	for i, n := range names {
+		if i < keep || n == name {
+			continue
+		}
+		if err := obs.Delete(ctx, n); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			log.Warn("delete old snapshot", "name", n, "err", err)
+		}
+	}
+	return nil
+}
+
+// requestSnapshot hands a snapshot of the current state to the snapshotter
+// unless it is still busy with the previous one (then it is tried again
+// after the next message).
+func (r *runner) requestSnapshot() {
+	if r.dirty || !r.snapBusy.CompareAndSwap(false, true) {
+		return
+	}
+	blob, err := encodeSnapshot(&r.st, r.model)
+	if err != nil {
+		r.snapBusy.Store(false)
+		r.metrics.snapshotErrors.Inc()
+		r.log.Error("encode snapshot", "wal_seq", r.st.WALSeq, "err", err)
+		return
+	}
+	r.snapJobs <- snapJob{seq: r.st.WALSeq, blob: blob}
+	r.sinceSnap = 0
+	r.snapAt = time.Now()
+}
+
+// snapLoop writes snapshots once every batch they cover is acked.
+func (r *runner) snapLoop(ctx context.Context) {
+	for {
+		var job snapJob
+		select {
+		case <-ctx.Done():
+			return
+		case job = <-r.snapJobs:
+		}
+		for r.acked.Load() < job.seq {
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.ackedCh:
+			}
+		}
+		r.writeSnapshot(ctx, job)
+		r.snapBusy.Store(false)
+	}
+}
+
+func (r *runner) writeSnapshot(ctx context.Context, job snapJob) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.SnapshotTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := putSnapshot(ctx, r.obs, job.seq, job.blob, r.cfg.SnapshotKeep, r.log); err != nil {
+		r.metrics.snapshotErrors.Inc()
+		r.log.Error("write snapshot", "wal_seq", job.seq, "err", err)
+		return
+	}
+	r.metrics.snapshotSeconds.Observe(time.Since(start).Seconds())
+	crashpoint.Hit("miner.after-snapshot")
+	r.lastSnap.Store(job.seq)
+	r.log.Debug("snapshot written", "wal_seq", job.seq, "bytes", len(job.blob), "took", time.Since(start))
+	if _, err := r.kv.Put(ctx, KeySnapshot, []byte(strconv.FormatUint(job.seq, 10))); err != nil {
+		r.log.Warn("save snapshot position", "key", KeySnapshot, "err", err)
+	}
+}
