@@ -281,7 +281,7 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	w := parquet.NewWriter(&buf, schema,
 		parquet.Compression(&zstd.Codec{Level: e.o.level}),
 		parquet.PageBufferSize(e.o.pageBuffer),
-		parquet.DataPageStatistics(true),
+		parquet.DataPageStatistics(!e.o.noPageStats),
 		parquet.CreatedBy("quarry", "recfile-v3", ""),
 		parquet.KeyValueMetadata("quarry.records.version", "3"),
 	)

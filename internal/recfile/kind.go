@@ -24,7 +24,7 @@ const (
 // slot is one decoded item of a kinds string.
 type slot struct {
 	kind   byte
-	digits uint8             // kindDecimal
+	digits uint8              // kindDecimal
 	layout eventtime.LayoutID // kindTime
 }
 

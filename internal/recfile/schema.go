@@ -68,25 +68,31 @@ func buildSchemaString() string {
 // options are the writer's tunables, fixed by measurement (see the package
 // doc); tests vary them.
 type options struct {
-	level      zstd.Level
-	strings    string // "auto", "dict", "delta" or "plain" for p<j>
-	ints       string // "delta" or "plain" for n<j>
-	pageBuffer int
-	sortByTpl  bool
+	level       zstd.Level
+	strings     string // "auto", "dict", "delta" or "plain" for p<j>
+	ints        string // "delta" or "plain" for n<j>
+	pageBuffer  int
+	sortByTpl   bool
+	noPageStats bool
+	indexPlain  bool // record_index PLAIN instead of DELTA_BINARY_PACKED
 }
 
 func defaultOptions() options {
-	return options{level: zstd.SpeedBetterCompression, strings: "auto", ints: "delta", pageBuffer: 1 << 20, sortByTpl: true}
+	return options{level: zstd.SpeedBetterCompression, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
 // columns.
 func schemaFor(u *usage, o *options) *parquet.Schema {
 	bin := parquet.Leaf(parquet.ByteArrayType)
+	index := parquet.Leaf(parquet.Int32Type)
+	if !o.indexPlain {
+		index = parquet.Encoded(index, &parquet.DeltaBinaryPacked)
+	}
 	g := parquet.Group{
-		colWALSeq:     parquet.Encoded(parquet.Leaf(parquet.Int64Type), &parquet.DeltaBinaryPacked),
-		colIndex:      parquet.Encoded(parquet.Leaf(parquet.Int32Type), &parquet.DeltaBinaryPacked),
-		colTS:         parquet.Encoded(parquet.Timestamp(parquet.Microsecond), &parquet.DeltaBinaryPacked),
+		colWALSeq:     parquet.Leaf(parquet.Int64Type),
+		colIndex:      index,
+		colTS:         parquet.Timestamp(parquet.Microsecond),
 		colTemplateID: parquet.Encoded(parquet.Leaf(parquet.Int64Type), &parquet.DeltaBinaryPacked),
 		colVersion:    parquet.Encoded(parquet.Leaf(parquet.Int32Type), &parquet.DeltaBinaryPacked),
 		colSource:     parquet.Encoded(parquet.String(), &parquet.RLEDictionary),
