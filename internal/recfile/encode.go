@@ -285,32 +285,25 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 		parquet.CreatedBy("quarry", "recfile-v3", ""),
 		parquet.KeyValueMetadata("quarry.records.version", "3"),
 	)
-	const batch = 256
+	// Column by column: each column's values for a batch of whole rows.
+	const batch = 4096
 	var vals []parquet.Value
-	out := make([]parquet.Row, 0, batch)
-	flush := func() error {
-		if len(out) == 0 {
-			return nil
-		}
-		if _, err := w.WriteRows(out); err != nil {
-			return fmt.Errorf("write parquet rows: %w", err)
-		}
-		out, vals = out[:0], vals[:0]
-		return nil
-	}
-	for _, i := range order {
-		r, en := &rows[i], &enc[i]
-		start := len(vals)
-		vals = e.appendRow(vals, cols, r, en)
-		out = append(out, vals[start:len(vals):len(vals)])
-		if len(out) == batch {
-			if err := flush(); err != nil {
-				return nil, err
+	cws := w.ColumnWriters()
+	for ci, c := range cols {
+		for lo := 0; lo < len(order); lo += batch {
+			vals = vals[:0]
+			part := order[lo:min(lo+batch, len(order))]
+			if c.kind == cP || c.kind == cN || c.kind == cB {
+				vals = e.appendSlot(vals, c, ci, rows, enc, part)
+			} else {
+				for _, i := range part {
+					vals = e.appendCell(vals, c, ci, &rows[i], &enc[i])
+				}
+			}
+			if _, err := cws[ci].WriteRowValues(vals); err != nil {
+				return nil, fmt.Errorf("write parquet column %d: %w", ci, err)
 			}
 		}
-	}
-	if err := flush(); err != nil {
-		return nil, err
 	}
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("close parquet writer: %w", err)
@@ -390,10 +383,41 @@ func atoiSlot(s string) int {
 	return n
 }
 
-// appendRow appends the values of one row, column by column.
-func (e *encoder) appendRow(vals []parquet.Value, cols []column, r *Row, en *encoded) []parquet.Value {
+// appendSlot appends the values of slot column c (p, n or b) for the rows
+// part: the hot loop, most cells are null.
+func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, rows []Row, enc []encoded, part []int32) []parquet.Value {
+	null := parquet.NullValue().Level(0, 0, ci)
+	j := c.slot
+	var want byte
+	switch c.kind {
+	case cP:
+		want = kindString
+	case cB:
+		want = kindBytes
+	}
+	for _, i := range part {
+		r, en := &rows[i], &enc[i]
+		if j >= len(r.Params) {
+			vals = append(vals, null)
+			continue
+		}
+		sv := e.vals[en.vals+j]
+		switch {
+		case want != 0 && sv.kind == want:
+			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(r.Params[j])).Level(0, c.maxDef, ci))
+		case want == 0 && sv.kind != kindString && sv.kind != kindBytes && sv.kind != kindTime && sv.kind != kindCovered:
+			vals = append(vals, parquet.Int64Value(sv.n).Level(0, c.maxDef, ci))
+		default:
+			vals = append(vals, null)
+		}
+	}
+	return vals
+}
+
+// appendCell appends the values of one row in column ci.
+func (e *encoder) appendCell(vals []parquet.Value, c column, ci int, r *Row, en *encoded) []parquet.Value {
 	sv := e.vals[en.vals : en.vals+len(r.Params)]
-	for ci, c := range cols {
+	{
 		switch c.kind {
 		case cWALSeq:
 			vals = append(vals, parquet.Int64Value(int64(r.WALSeq)).Level(0, 0, ci))
