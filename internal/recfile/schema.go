@@ -78,7 +78,7 @@ type options struct {
 }
 
 func defaultOptions() options {
-	return options{level: zstd.SpeedBetterCompression, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true}
+	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
