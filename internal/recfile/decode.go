@@ -1,0 +1,249 @@
+package recfile
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/quarrylake/quarry/internal/eventtime"
+	"github.com/quarrylake/quarry/streams"
+)
+
+// ErrCorrupt marks a file whose rows do not decode: a kinds string that
+// does not parse or does not match its template, a missing value.
+var ErrCorrupt = errors.New("recfile: corrupt records file")
+
+// Record is one decoded record: its original line, byte for byte, and its
+// columns.
+type Record struct {
+	WALSeq          uint64
+	Index           uint32
+	TS              int64 // nanoseconds since the epoch (microsecond precision)
+	TemplateID      uint64
+	TemplateVersion uint32
+	Source          string
+	Attrs           []streams.Attr
+	Line            []byte
+}
+
+// Decode reads a records v3 file and returns its records in WAL order
+// (wal_seq, record_index). tpl must hold every template version the file
+// refers to.
+func Decode(data []byte, tpl Templates) ([]Record, error) {
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return nil, fmt.Errorf("open records file: %w", err)
+	}
+	cols := columnsOf(f.Schema())
+	d := decoder{tpl: tpl, infos: map[Key][]string{}, kinds: map[string][]slot{}, strs: map[string]string{}}
+	out := make([]Record, 0, f.NumRows())
+	rows := make([]parquet.Row, 256)
+	for _, rg := range f.RowGroups() {
+		rr := rg.Rows()
+		for {
+			n, err := rr.ReadRows(rows)
+			for i := 0; i < n; i++ {
+				rec, derr := d.row(cols, rows[i])
+				if derr != nil {
+					rr.Close()
+					return nil, derr
+				}
+				out = append(out, rec)
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				rr.Close()
+				return nil, fmt.Errorf("read records rows: %w", err)
+			}
+		}
+		rr.Close()
+	}
+	slices.SortFunc(out, func(a, b Record) int {
+		if c := cmp.Compare(a.WALSeq, b.WALSeq); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Index, b.Index)
+	})
+	return out, nil
+}
+
+type decoder struct {
+	tpl   Templates
+	infos map[Key][]string
+	kinds map[string][]slot
+	strs  map[string]string
+	line  []byte // arena the lines are cut from
+	// per-row scratch
+	p    [MaxSlots][]byte
+	n    [MaxSlots]int64
+	has  [MaxSlots]uint8 // bit 1 p, 2 n, 4 b
+	more [][]byte
+}
+
+func (d *decoder) row(cols []column, row parquet.Row) (Record, error) {
+	var rec Record
+	var kinds string
+	var residue []byte
+	d.has = [MaxSlots]uint8{}
+	d.more = d.more[:0]
+	var attrKeys, attrVals [][]byte
+	for _, v := range row {
+		ci := v.Column()
+		if ci < 0 || ci >= len(cols) {
+			return rec, fmt.Errorf("%w: value of column %d", ErrCorrupt, ci)
+		}
+		c := cols[ci]
+		null := v.IsNull()
+		switch c.kind {
+		case cWALSeq:
+			rec.WALSeq = uint64(v.Int64())
+		case cIndex:
+			rec.Index = uint32(v.Int32())
+		case cTS:
+			rec.TS = v.Int64() * 1000
+		case cTemplateID:
+			rec.TemplateID = uint64(v.Int64())
+		case cVersion:
+			rec.TemplateVersion = uint32(v.Int32())
+		case cSource:
+			rec.Source = d.intern(v.ByteArray())
+		case cKinds:
+			kinds = d.intern(v.ByteArray())
+		case cResidue:
+			if !null {
+				residue = v.ByteArray()
+			}
+		case cP:
+			if !null && c.slot < MaxSlots {
+				d.p[c.slot] = v.ByteArray()
+				d.has[c.slot] |= 1
+			}
+		case cB:
+			if !null && c.slot < MaxSlots {
+				d.p[c.slot] = v.ByteArray()
+				d.has[c.slot] |= 4
+			}
+		case cN:
+			if !null && c.slot < MaxSlots {
+				d.n[c.slot] = v.Int64()
+				d.has[c.slot] |= 2
+			}
+		case cMore:
+			if !null && v.DefinitionLevel() == c.maxDef {
+				d.more = append(d.more, v.ByteArray())
+			}
+		case cAttrKey:
+			if !null && v.DefinitionLevel() == c.maxDef {
+				attrKeys = append(attrKeys, v.ByteArray())
+			}
+		case cAttrValue:
+			if !null && v.DefinitionLevel() == c.maxDef {
+				attrVals = append(attrVals, v.ByteArray())
+			}
+		}
+	}
+	if len(attrKeys) != len(attrVals) {
+		return rec, fmt.Errorf("%w: %d attribute keys, %d values", ErrCorrupt, len(attrKeys), len(attrVals))
+	}
+	for i := range attrKeys {
+		rec.Attrs = append(rec.Attrs, streams.Attr{Key: string(attrKeys[i]), Value: string(attrVals[i])})
+	}
+	if cap(d.line)-len(d.line) < 4<<10 {
+		d.line = make([]byte, 0, 256<<10)
+	}
+	line, err := d.render(d.line[len(d.line):], &rec, kinds, residue)
+	if err != nil {
+		return rec, err
+	}
+	if cap(line) != cap(d.line)-len(d.line) {
+		d.line = line[len(line):] // outgrew the arena: continue in the new array
+	} else {
+		d.line = d.line[:len(d.line)+len(line)]
+	}
+	rec.Line = line[:len(line):len(line)]
+	return rec, nil
+}
+
+// intern returns b as a string, one allocation per distinct value.
+func (d *decoder) intern(b []byte) string {
+	if s, ok := d.strs[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	d.strs[s] = s
+	return s
+}
+
+// render appends the record's line to dst.
+func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) ([]byte, error) {
+	k := Key{rec.TemplateID, rec.TemplateVersion}
+	pieces, ok := d.infos[k]
+	if !ok {
+		text, found := d.tpl[k]
+		if !found {
+			return nil, fmt.Errorf("records wal %d index %d: template %d version %d not given", rec.WALSeq, rec.Index, k.ID, k.Version)
+		}
+		pieces = strings.Split(text, Wildcard)
+		d.infos[k] = pieces
+	}
+	slots, ok := d.kinds[kinds]
+	if !ok {
+		var err error
+		if slots, err = parseKinds(nil, kinds); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		d.kinds[kinds] = slots
+	}
+	if len(slots) != len(pieces)-1 {
+		return nil, fmt.Errorf("%w: record wal %d index %d: %d kinds for %d wildcards", ErrCorrupt, rec.WALSeq, rec.Index, len(slots), len(pieces)-1)
+	}
+	more := d.more
+	for j, s := range slots {
+		if s.kind == kindCovered {
+			continue
+		}
+		dst = append(dst, pieces[j]...)
+		if s.kind == kindTime {
+			dst = eventtime.Render(dst, time.UnixMicro(rec.TS/1000), s.layout, residue)
+			continue
+		}
+		if j >= MaxSlots {
+			if (s.kind != kindString && s.kind != kindBytes) || len(more) == 0 {
+				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d not in more", ErrCorrupt, rec.WALSeq, rec.Index, j)
+			}
+			dst = append(dst, more[0]...)
+			more = more[1:]
+			continue
+		}
+		var need uint8
+		switch s.kind {
+		case kindString:
+			need = 1
+		case kindBytes:
+			need = 4
+		default:
+			need = 2
+		}
+		if d.has[j]&need == 0 {
+			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind %c has no value", ErrCorrupt, rec.WALSeq, rec.Index, j, s.kind)
+		}
+		if need == 2 {
+			dst = appendValue(dst, s, d.n[j])
+		} else {
+			dst = append(dst, d.p[j]...)
+		}
+	}
+	if len(more) != 0 {
+		return nil, fmt.Errorf("%w: record wal %d index %d: %d values left in more", ErrCorrupt, rec.WALSeq, rec.Index, len(more))
+	}
+	return append(dst, pieces[len(pieces)-1]...), nil
+}

@@ -1,0 +1,519 @@
+package recfile
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/eventtime"
+	"github.com/quarrylake/quarry/streams"
+)
+
+// Wildcard marks a parameter in a template's text.
+const Wildcard = "<*>"
+
+// ErrInput marks rows Encode cannot write: a template it was not given, or
+// a parameter count that does not match the template.
+var ErrInput = errors.New("recfile: bad input")
+
+// Key names one template version.
+type Key struct {
+	ID      uint64
+	Version uint32
+}
+
+// Templates holds the template texts records refer to.
+type Templates map[Key]string
+
+// Row is one record to write: a mined record with its WAL position and
+// source.
+type Row struct {
+	WALSeq          uint64
+	Index           uint32
+	TS              int64 // nanoseconds since the epoch; stored as microseconds
+	TemplateID      uint64
+	TemplateVersion uint32
+	Params          []string
+	Source          string
+	Attrs           []streams.Attr
+}
+
+// AppendBatch appends the records of b to dst.
+func AppendBatch(dst []Row, b *streams.MinedBatch) []Row {
+	for i := range b.Records {
+		r := &b.Records[i]
+		dst = append(dst, Row{WALSeq: b.WALSeq, Index: r.Index, TS: r.TS, TemplateID: r.TemplateID,
+			TemplateVersion: r.TemplateVersion, Params: r.Params, Source: b.Source, Attrs: r.Attrs})
+	}
+	return dst
+}
+
+// File is an encoded records data file.
+type File struct {
+	Data  []byte
+	Stats string // Delta add-action stats JSON
+	Rows  int
+}
+
+// Encode writes rows as one records v3 Parquet file (one row group), rows
+// ordered by template and, within a template, by WAL position. The rows'
+// templates must be in tpl.
+func Encode(rows []Row, tpl Templates) (File, error) {
+	o := defaultOptions()
+	return encode(rows, tpl, &o)
+}
+
+// tplInfo is a template text cut at its wildcards.
+type tplInfo struct {
+	pieces []string // len = wildcards + 1
+}
+
+// encoded is the per-row result of classification.
+type encoded struct {
+	kinds   string
+	residue []byte
+	vals    int // offset of the row's slot values in encoder.vals
+}
+
+type slotVal struct {
+	kind byte
+	n    int64
+}
+
+type encoder struct {
+	o      *options
+	tpl    Templates
+	infos  map[Key]*tplInfo
+	kinds  map[string]string
+	parser *eventtime.Parser
+	line   []byte
+	offs   []int
+	tsbuf  []byte
+	kbuf   []byte
+	vals   []slotVal
+	resbuf []byte
+	u      usage
+}
+
+func encode(rows []Row, tpl Templates, o *options) (File, error) {
+	p, err := eventtime.New(eventtime.Defaults())
+	if err != nil {
+		return File{}, fmt.Errorf("timestamp parser: %w", err)
+	}
+	e := &encoder{o: o, tpl: tpl, infos: map[Key]*tplInfo{}, kinds: map[string]string{}, parser: p}
+
+	order := make([]int32, len(rows))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		x, y := &rows[a], &rows[b]
+		if o.sortByTpl {
+			if c := cmp.Compare(x.TemplateID, y.TemplateID); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(x.TemplateVersion, y.TemplateVersion); c != 0 {
+				return c
+			}
+		}
+		if c := cmp.Compare(x.WALSeq, y.WALSeq); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Index, y.Index)
+	})
+
+	enc := make([]encoded, len(rows))
+	for _, i := range order {
+		if err := e.classify(&rows[i], &enc[i]); err != nil {
+			return File{}, err
+		}
+	}
+	data, err := e.write(rows, order, enc)
+	if err != nil {
+		return File{}, err
+	}
+	return File{Data: data, Stats: stats(rows), Rows: len(rows)}, nil
+}
+
+func (e *encoder) info(k Key) (*tplInfo, error) {
+	if t, ok := e.infos[k]; ok {
+		return t, nil
+	}
+	text, ok := e.tpl[k]
+	if !ok {
+		return nil, fmt.Errorf("%w: template %d version %d not given", ErrInput, k.ID, k.Version)
+	}
+	t := &tplInfo{pieces: strings.Split(text, Wildcard)}
+	e.infos[k] = t
+	return t, nil
+}
+
+// classify decides each parameter's kind and fills the usage of r's
+// columns.
+func (e *encoder) classify(r *Row, out *encoded) error {
+	t, err := e.info(Key{r.TemplateID, r.TemplateVersion})
+	if err != nil {
+		return err
+	}
+	if len(t.pieces)-1 != len(r.Params) {
+		return fmt.Errorf("%w: template %d version %d has %d wildcards, record wal %d index %d has %d params",
+			ErrInput, r.TemplateID, r.TemplateVersion, len(t.pieces)-1, r.WALSeq, r.Index, len(r.Params))
+	}
+	out.vals = len(e.vals)
+	e.kbuf = e.kbuf[:0]
+	tsFirst, tsLast, layout, res := e.findTime(r, t)
+	if len(res) > 0 {
+		out.residue = res
+		e.u.residue = true
+	}
+	for j, p := range r.Params {
+		switch {
+		case j == tsFirst:
+			e.kbuf = append(e.kbuf, kindTime, 'A'+byte(layout))
+			e.vals = append(e.vals, slotVal{kind: kindTime})
+			continue
+		case j > tsFirst && j <= tsLast:
+			e.kbuf = append(e.kbuf, kindCovered)
+			e.vals = append(e.vals, slotVal{kind: kindCovered})
+			continue
+		}
+		if j >= MaxSlots {
+			kind := byte(kindString)
+			if !utf8.ValidString(p) {
+				kind = kindBytes
+			}
+			e.kbuf = append(e.kbuf, kind)
+			e.vals = append(e.vals, slotVal{kind: kind})
+			e.u.more = true
+			continue
+		}
+		kind, digits, v := classify(p)
+		e.kbuf = append(e.kbuf, kind)
+		if kind == kindDecimal {
+			e.kbuf = append(e.kbuf, '0'+digits)
+		}
+		e.vals = append(e.vals, slotVal{kind: kind, n: v})
+		switch kind {
+		case kindString:
+			e.u.p[j].add(p)
+		case kindBytes:
+			e.u.b[j] = true
+		default:
+			e.u.n[j] = true
+		}
+	}
+	if len(r.Attrs) > 0 {
+		e.u.attrs = true
+	}
+	k, ok := e.kinds[string(e.kbuf)]
+	if !ok {
+		k = string(e.kbuf)
+		e.kinds[k] = k
+	}
+	out.kinds = k
+	return nil
+}
+
+// findTime renders r's line, finds its timestamp and reports the
+// parameters first..last it covers exactly when the timestamp renders back
+// from r's ts, with the residue Render needs. first is -1 when there is
+// none.
+func (e *encoder) findTime(r *Row, t *tplInfo) (first, last int, layout eventtime.LayoutID, residue []byte) {
+	if len(r.Params) == 0 {
+		return -1, -1, 0, nil
+	}
+	e.line, e.offs = e.line[:0], e.offs[:0]
+	for j, p := range r.Params {
+		e.line = append(e.line, t.pieces[j]...)
+		e.offs = append(e.offs, len(e.line))
+		e.line = append(e.line, p...)
+		if len(e.line) >= eventtime.Window+64 {
+			break
+		}
+	}
+	m, res, ok := e.parser.Parse(e.line)
+	if !ok {
+		return -1, -1, 0, nil
+	}
+	first, last = -1, -1
+	for j, off := range e.offs {
+		if off == m.Start && first < 0 {
+			first = j
+		}
+		if first >= 0 && off+len(r.Params[j]) == m.End {
+			last = j
+			break
+		}
+		if off > m.End {
+			break
+		}
+	}
+	if first < 0 || last < 0 {
+		return -1, -1, 0, nil
+	}
+	e.tsbuf = eventtime.Render(e.tsbuf[:0], time.UnixMicro(floorDiv(r.TS, 1000)), m.Layout, res)
+	if !bytes.Equal(e.tsbuf, e.line[m.Start:m.End]) {
+		return -1, -1, 0, nil
+	}
+	if len(res) > 0 {
+		start := len(e.resbuf)
+		e.resbuf = append(e.resbuf, res...)
+		residue = e.resbuf[start:len(e.resbuf):len(e.resbuf)]
+	}
+	return first, last, m.Layout, residue
+}
+
+// write builds the file's schema from the usage and writes the rows in
+// order.
+func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error) {
+	schema := schemaFor(&e.u, e.o)
+	cols := columnsOf(schema)
+	var buf bytes.Buffer
+	w := parquet.NewWriter(&buf, schema,
+		parquet.Compression(&zstd.Codec{Level: e.o.level}),
+		parquet.PageBufferSize(e.o.pageBuffer),
+		parquet.DataPageStatistics(!e.o.noPageStats),
+		parquet.CreatedBy("quarry", "recfile-v3", ""),
+		parquet.KeyValueMetadata("quarry.records.version", "3"),
+	)
+	// Column by column: each column's values for a batch of whole rows.
+	const batch = 4096
+	var vals []parquet.Value
+	cws := w.ColumnWriters()
+	for ci, c := range cols {
+		for lo := 0; lo < len(order); lo += batch {
+			vals = vals[:0]
+			part := order[lo:min(lo+batch, len(order))]
+			if c.kind == cP || c.kind == cN || c.kind == cB {
+				vals = e.appendSlot(vals, c, ci, rows, enc, part)
+			} else {
+				for _, i := range part {
+					vals = e.appendCell(vals, c, ci, &rows[i], &enc[i])
+				}
+			}
+			if _, err := cws[ci].WriteRowValues(vals); err != nil {
+				return nil, fmt.Errorf("write parquet column %d: %w", ci, err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("close parquet writer: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// column kinds of a file's leaf columns.
+const (
+	cWALSeq = iota
+	cIndex
+	cTS
+	cTemplateID
+	cVersion
+	cSource
+	cKinds
+	cResidue
+	cP
+	cN
+	cB
+	cMore
+	cAttrKey
+	cAttrValue
+)
+
+type column struct {
+	kind   int
+	slot   int
+	maxDef int
+}
+
+// columnsOf maps a schema's leaf columns, in column index order.
+func columnsOf(s *parquet.Schema) []column {
+	paths := s.Columns()
+	cols := make([]column, len(paths))
+	for i, path := range paths {
+		leaf, _ := s.Lookup(path...)
+		c := column{maxDef: leaf.MaxDefinitionLevel, slot: -1}
+		switch name := path[0]; name {
+		case colWALSeq:
+			c.kind = cWALSeq
+		case colIndex:
+			c.kind = cIndex
+		case colTS:
+			c.kind = cTS
+		case colTemplateID:
+			c.kind = cTemplateID
+		case colVersion:
+			c.kind = cVersion
+		case colSource:
+			c.kind = cSource
+		case colKinds:
+			c.kind = cKinds
+		case colResidue:
+			c.kind = cResidue
+		case colMore:
+			c.kind = cMore
+		case colAttrs:
+			c.kind = cAttrKey
+			if path[len(path)-1] == "value" {
+				c.kind = cAttrValue
+			}
+		default:
+			c.kind = map[byte]int{'p': cP, 'n': cN, 'b': cB}[name[0]]
+			c.slot = atoiSlot(name[1:])
+		}
+		cols[i] = c
+	}
+	return cols
+}
+
+func atoiSlot(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		n = n*10 + int(s[i]-'0')
+	}
+	return n
+}
+
+// appendSlot appends the values of slot column c (p, n or b) for the rows
+// part: the hot loop, most cells are null.
+func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, rows []Row, enc []encoded, part []int32) []parquet.Value {
+	null := parquet.NullValue().Level(0, 0, ci)
+	j := c.slot
+	var want byte
+	switch c.kind {
+	case cP:
+		want = kindString
+	case cB:
+		want = kindBytes
+	}
+	for _, i := range part {
+		r, en := &rows[i], &enc[i]
+		if j >= len(r.Params) {
+			vals = append(vals, null)
+			continue
+		}
+		sv := e.vals[en.vals+j]
+		switch {
+		case want != 0 && sv.kind == want:
+			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(r.Params[j])).Level(0, c.maxDef, ci))
+		case want == 0 && sv.kind != kindString && sv.kind != kindBytes && sv.kind != kindTime && sv.kind != kindCovered:
+			vals = append(vals, parquet.Int64Value(sv.n).Level(0, c.maxDef, ci))
+		default:
+			vals = append(vals, null)
+		}
+	}
+	return vals
+}
+
+// appendCell appends the values of one row in column ci.
+func (e *encoder) appendCell(vals []parquet.Value, c column, ci int, r *Row, en *encoded) []parquet.Value {
+	sv := e.vals[en.vals : en.vals+len(r.Params)]
+	{
+		switch c.kind {
+		case cWALSeq:
+			vals = append(vals, parquet.Int64Value(int64(r.WALSeq)).Level(0, 0, ci))
+		case cIndex:
+			vals = append(vals, parquet.Int32Value(int32(r.Index)).Level(0, 0, ci))
+		case cTS:
+			vals = append(vals, parquet.Int64Value(floorDiv(r.TS, 1000)).Level(0, 0, ci))
+		case cTemplateID:
+			vals = append(vals, parquet.Int64Value(int64(r.TemplateID)).Level(0, 0, ci))
+		case cVersion:
+			vals = append(vals, parquet.Int32Value(int32(r.TemplateVersion)).Level(0, 0, ci))
+		case cSource:
+			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(r.Source)).Level(0, 0, ci))
+		case cKinds:
+			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(en.kinds)).Level(0, 0, ci))
+		case cResidue:
+			if len(en.residue) > 0 {
+				vals = append(vals, parquet.ByteArrayValue(en.residue).Level(0, c.maxDef, ci))
+			} else {
+				vals = append(vals, parquet.NullValue().Level(0, 0, ci))
+			}
+		case cP, cN, cB:
+			v := parquet.NullValue().Level(0, 0, ci)
+			if j := c.slot; j < len(sv) {
+				switch k := sv[j].kind; {
+				case c.kind == cP && k == kindString, c.kind == cB && k == kindBytes:
+					v = parquet.ByteArrayValue(unsafeBytes(r.Params[j])).Level(0, c.maxDef, ci)
+				case c.kind == cN && k != kindString && k != kindBytes && k != kindTime && k != kindCovered:
+					v = parquet.Int64Value(sv[j].n).Level(0, c.maxDef, ci)
+				}
+			}
+			vals = append(vals, v)
+		case cMore:
+			n := 0
+			for j := MaxSlots; j < len(sv); j++ {
+				if k := sv[j].kind; k == kindTime || k == kindCovered {
+					continue
+				}
+				vals = append(vals, parquet.ByteArrayValue(unsafeBytes(r.Params[j])).Level(min(n, 1), c.maxDef, ci))
+				n++
+			}
+			if n == 0 {
+				vals = append(vals, parquet.NullValue().Level(0, 0, ci))
+			}
+		case cAttrKey, cAttrValue:
+			for n, a := range r.Attrs {
+				s := a.Key
+				if c.kind == cAttrValue {
+					s = a.Value
+				}
+				vals = append(vals, parquet.ByteArrayValue(unsafeBytes(s)).Level(min(n, 1), c.maxDef, ci))
+			}
+			if len(r.Attrs) == 0 {
+				vals = append(vals, parquet.NullValue().Level(0, 0, ci))
+			}
+		}
+	}
+	return vals
+}
+
+// stats computes the Delta stats of a file: wal_seq, ts, template_id,
+// template_version. Timestamps are ISO-8601 UTC with milliseconds; the
+// maximum is rounded up to the next millisecond so it stays an upper bound.
+func stats(rows []Row) string {
+	cols := []string{colWALSeq, colTS, colTemplateID, colVersion}
+	nulls := map[string]int64{}
+	for _, c := range cols {
+		nulls[c] = 0
+	}
+	mins, maxs := map[string]any{}, map[string]any{}
+	if len(rows) > 0 {
+		r0 := &rows[0]
+		minSeq, maxSeq := r0.WALSeq, r0.WALSeq
+		minTS, maxTS := floorDiv(r0.TS, 1000), floorDiv(r0.TS, 1000)
+		minID, maxID := r0.TemplateID, r0.TemplateID
+		minV, maxV := r0.TemplateVersion, r0.TemplateVersion
+		for i := range rows[1:] {
+			r := &rows[i+1]
+			ts := floorDiv(r.TS, 1000)
+			minSeq, maxSeq = min(minSeq, r.WALSeq), max(maxSeq, r.WALSeq)
+			minTS, maxTS = min(minTS, ts), max(maxTS, ts)
+			minID, maxID = min(minID, r.TemplateID), max(maxID, r.TemplateID)
+			minV, maxV = min(minV, r.TemplateVersion), max(maxV, r.TemplateVersion)
+		}
+		mins[colWALSeq], maxs[colWALSeq] = int64(minSeq), int64(maxSeq)
+		mins[colTS], maxs[colTS] = time.UnixMicro(minTS), time.UnixMicro(-floorDiv(-maxTS, 1000)*1000)
+		mins[colTemplateID], maxs[colTemplateID] = int64(minID), int64(maxID)
+		mins[colVersion], maxs[colVersion] = int32(minV), int32(maxV)
+	}
+	return delta.StatsJSON(int64(len(rows)), mins, maxs, nulls)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}

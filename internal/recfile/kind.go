@@ -1,0 +1,248 @@
+package recfile
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/quarrylake/quarry/internal/eventtime"
+)
+
+// Parameter kinds, one letter per parameter in the kinds column; see the
+// package doc.
+const (
+	kindString  = 's' // UTF-8 text in p<j> (or more)
+	kindBytes   = 'b' // not UTF-8: raw bytes in b<j> (or more)
+	kindInt     = 'i' // canonical decimal integer in n<j>
+	kindDecimal = 'f' // followed by '1'..'9', the fraction digits; n<j> = unscaled value
+	kindIPv4    = 'a' // dotted IPv4 address in n<j> as its 32-bit value
+	kindHex     = 'x' // lowercase hex, no leading zero, 1-16 digits, in n<j> (bit pattern)
+	kindTime    = 't' // followed by 'A'+layout: the record's ts rendered with ts_residue
+	kindCovered = 'c' // part of the timestamp the previous 't' began: nothing stored
+)
+
+// slot is one decoded item of a kinds string.
+type slot struct {
+	kind   byte
+	digits uint8              // kindDecimal
+	layout eventtime.LayoutID // kindTime
+}
+
+// parseKinds decodes a kinds string into slots, appended to dst. It checks
+// the grammar: every letter is known, a decimal has 1-9 digits, a time has
+// a valid layout, a covered slot follows a time or covered slot.
+func parseKinds(dst []slot, kinds string) ([]slot, error) {
+	for i := 0; i < len(kinds); i++ {
+		c := kinds[i]
+		switch c {
+		case kindString, kindBytes, kindInt, kindIPv4, kindHex:
+			dst = append(dst, slot{kind: c})
+		case kindDecimal:
+			if i+1 >= len(kinds) || kinds[i+1] < '1' || kinds[i+1] > '9' {
+				return dst, fmt.Errorf("kinds %q: decimal at %d without digit count", kinds, i)
+			}
+			i++
+			dst = append(dst, slot{kind: c, digits: kinds[i] - '0'})
+		case kindTime:
+			if i+1 >= len(kinds) {
+				return dst, fmt.Errorf("kinds %q: time at %d without layout", kinds, i)
+			}
+			i++
+			l := eventtime.LayoutID(kinds[i] - 'A')
+			if kinds[i] < 'A' || !l.Valid() {
+				return dst, fmt.Errorf("kinds %q: time at %d with layout %q", kinds, i, kinds[i])
+			}
+			dst = append(dst, slot{kind: c, layout: l})
+		case kindCovered:
+			if len(dst) == 0 || (dst[len(dst)-1].kind != kindTime && dst[len(dst)-1].kind != kindCovered) {
+				return dst, fmt.Errorf("kinds %q: covered slot at %d not after a time", kinds, i)
+			}
+			dst = append(dst, slot{kind: c})
+		default:
+			return dst, fmt.Errorf("kinds %q: unknown kind %q at %d", kinds, c, i)
+		}
+	}
+	return dst, nil
+}
+
+// classify returns the kind of a parameter that is not part of a timestamp
+// and, for the numeric kinds, its value. Only canonical text is numeric: the
+// value renders back to exactly p.
+func classify(p string) (kind byte, digits uint8, v int64) {
+	if len(p) == 0 || len(p) > 20 {
+		if !utf8.ValidString(p) {
+			return kindBytes, 0, 0
+		}
+		return kindString, 0, 0
+	}
+	if n, ok := canonicalInt(p); ok {
+		return kindInt, 0, n
+	}
+	if n, d, ok := canonicalDecimal(p); ok {
+		return kindDecimal, d, n
+	}
+	if n, ok := canonicalIPv4(p); ok {
+		return kindIPv4, 0, n
+	}
+	if n, ok := canonicalHex(p); ok {
+		return kindHex, 0, n
+	}
+	if !utf8.ValidString(p) {
+		return kindBytes, 0, 0
+	}
+	return kindString, 0, 0
+}
+
+// canonicalInt parses "0" or an optional "-" and digits without a leading
+// zero that fit an int64 ("-0", "+5", "007" are not canonical).
+func canonicalInt(p string) (int64, bool) {
+	s := p
+	if s[0] == '-' {
+		s = s[1:]
+	}
+	if len(s) == 0 || len(s) > 19 || (s[0] == '0' && (len(s) > 1 || len(p) > 1)) {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i]-'0' > 9 {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(p, 10, 64)
+	return n, err == nil
+}
+
+// canonicalDecimal parses [-]I.F where I is a canonical unsigned integer,
+// F has 1-9 digits and the unscaled value fits an int64 and is not a
+// negative zero.
+func canonicalDecimal(p string) (int64, uint8, bool) {
+	dot := -1
+	for i := 0; i < len(p); i++ {
+		if p[i] == '.' {
+			dot = i
+			break
+		}
+	}
+	if dot <= 0 || dot == len(p)-1 || len(p)-dot-1 > 9 {
+		return 0, 0, false
+	}
+	ip, fp := p[:dot], p[dot+1:]
+	neg := ip[0] == '-'
+	if neg {
+		ip = ip[1:]
+	}
+	if len(ip) == 0 || (ip[0] == '0' && len(ip) > 1) || len(ip)+len(fp) > 18 {
+		return 0, 0, false
+	}
+	var n int64
+	for _, s := range [2]string{ip, fp} {
+		for i := 0; i < len(s); i++ {
+			d := s[i] - '0'
+			if d > 9 {
+				return 0, 0, false
+			}
+			n = n*10 + int64(d)
+		}
+	}
+	if neg {
+		if n == 0 {
+			return 0, 0, false
+		}
+		n = -n
+	}
+	return n, uint8(len(fp)), true
+}
+
+// canonicalIPv4 parses a dotted quad of canonical octets 0-255.
+func canonicalIPv4(p string) (int64, bool) {
+	if len(p) < 7 || len(p) > 15 {
+		return 0, false
+	}
+	var v uint32
+	i := 0
+	for oct := 0; oct < 4; oct++ {
+		if oct > 0 {
+			if i >= len(p) || p[i] != '.' {
+				return 0, false
+			}
+			i++
+		}
+		start, n := i, 0
+		for i < len(p) && p[i]-'0' <= 9 && i-start < 3 {
+			n = n*10 + int(p[i]-'0')
+			i++
+		}
+		if i == start || n > 255 || (p[start] == '0' && i-start > 1) {
+			return 0, false
+		}
+		v = v<<8 | uint32(n)
+	}
+	return int64(v), i == len(p)
+}
+
+// canonicalHex parses 1-16 lowercase hex digits without a leading zero that
+// contain at least one letter and one digit (all-digit text is an integer or
+// a string, all-letter text such as "add" a word).
+func canonicalHex(p string) (int64, bool) {
+	if len(p) > 16 || p[0] == '0' {
+		return 0, false
+	}
+	var v uint64
+	letter, digit := false, false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c-'0' <= 9:
+			v = v<<4 | uint64(c-'0')
+			digit = true
+		case c-'a' < 6:
+			v = v<<4 | uint64(c-'a'+10)
+			letter = true
+		default:
+			return 0, false
+		}
+	}
+	return int64(v), letter && digit
+}
+
+// appendValue renders a numeric slot's value back to its text.
+func appendValue(dst []byte, s slot, v int64) []byte {
+	switch s.kind {
+	case kindInt:
+		return strconv.AppendInt(dst, v, 10)
+	case kindHex:
+		return strconv.AppendUint(dst, uint64(v), 16)
+	case kindIPv4:
+		u := uint32(v)
+		dst = strconv.AppendUint(dst, uint64(u>>24), 10)
+		dst = append(dst, '.')
+		dst = strconv.AppendUint(dst, uint64(u>>16&0xff), 10)
+		dst = append(dst, '.')
+		dst = strconv.AppendUint(dst, uint64(u>>8&0xff), 10)
+		dst = append(dst, '.')
+		return strconv.AppendUint(dst, uint64(u&0xff), 10)
+	case kindDecimal:
+		u := uint64(v)
+		if v < 0 {
+			dst = append(dst, '-')
+			u = uint64(-v)
+		}
+		p := pow10[s.digits]
+		dst = strconv.AppendUint(dst, u/p, 10)
+		dst = append(dst, '.')
+		f := u % p
+		start := len(dst)
+		dst = strconv.AppendUint(dst, f, 10)
+		if pad := int(s.digits) - (len(dst) - start); pad > 0 {
+			dst = append(dst, "000000000"[:pad]...)
+			copy(dst[start+pad:], dst[start:len(dst)-pad])
+			for i := start; i < start+pad; i++ {
+				dst[i] = '0'
+			}
+		}
+		return dst
+	}
+	return dst
+}
+
+var pow10 = [10]uint64{1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000}

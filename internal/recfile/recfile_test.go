@@ -1,0 +1,275 @@
+package recfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/quarrylake/quarry/internal/mining"
+	"github.com/quarrylake/quarry/streams"
+)
+
+func ns(s string) int64 {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		panic(err)
+	}
+	return t.UnixNano()
+}
+
+// rt is one round-trip case: a template, its parameters and the record's ts.
+type rt struct {
+	name   string
+	tpl    string
+	params []string
+	ts     int64
+	kinds  string // the expected kinds, "" to skip the check
+}
+
+var many = func() []string {
+	p := make([]string, MaxSlots+8)
+	for i := range p {
+		p[i] = fmt.Sprint(i * 7)
+	}
+	p[MaxSlots+2] = "\xff\xfeoverflow"
+	p[MaxSlots+3] = "text"
+	return p
+}()
+
+var roundTrips = []rt{
+	{"iso8601 one param", "<*> INFO took <*> ms", []string{"2026-11-29T00:00:00.010Z", "42"}, ns("2026-11-29T00:00:00.010Z"), "tBi"},
+	{"iso8601 split", "<*>-<*>-<*>T<*>:<*>:<*>Z up", []string{"2026", "11", "29", "00", "00", "00.010"}, ns("2026-11-29T00:00:00.010Z"), "tBccccc"},
+	{"iso8601 offset", "<*> x", []string{"2026-11-29T01:00:00+01:00"}, ns("2026-11-29T00:00:00Z"), "tB"},
+	{"hadoop", "<*> <*> INFO [main] x", []string{"2015-10-18", "18:01:47,978"}, ns("2015-10-18T18:01:47.978Z"), "tCc"},
+	{"syslog", "<*> combo sshd[<*>]: check pass", []string{"Jun 14 15:16:01", "19939"}, ns("2005-06-14T15:16:01Z"), "tDi"},
+	{"syslog padded day", "<*> <*> <*> combo", []string{"Jun", " 4", "15:16:01"}, ns("2005-06-04T15:16:01Z"), "tDcc"},
+	{"ctime bracketed", "[<*>] [notice] child <*>", []string{"Sun Dec 04 04:47:44 2005", "6725"}, ns("2005-12-04T04:47:44Z"), "tEi"},
+	{"clf", "<*> - - [<*>] \"GET /\"", []string{"10.1.2.3", "10/Oct/2000:13:55:36 -0700"}, ns("2000-10-10T20:55:36Z"), "atJ"},
+	{"epoch", "- <*> <*> R02", []string{"1117838570", "2005.06.03"}, ns("2005-06-03T22:42:50Z"), "tMs"},
+	{"timestamp not the record's ts", "<*> again", []string{"2026-11-29T00:00:00.010Z"}, ns("2026-11-29T00:00:01Z"), "s"},
+	{"continuation line", "\tat org.Foo.bar(Foo.java:<*>)", []string{"123"}, ns("2026-11-29T00:00:00Z"), "i"},
+	{"nanosecond fraction", "<*> x", []string{"2026-11-29T00:00:00.123456789Z"}, ns("2026-11-29T00:00:00.123456789Z"), "s"},
+	{"no params", "plain line", nil, 0, ""},
+	{"empty params", "a<*>b<*>c", []string{"", ""}, 0, "ss"},
+	{"invalid utf8", "user <*> from <*>", []string{"m\xfcller", "\xff"}, 0, "bb"},
+	{"whole invalid line", "<*>", []string{"\x00\xff\xfe binary \xc3"}, 0, "b"},
+	{"not canonical ints", "<*> <*> <*> <*> <*> <*>", []string{"007", "+5", "-0", "1e5", "00.5", "-0.0"}, 0, "sssxss"}, // 1e5 is hex: canonical, exact
+	{"canonical numbers", "<*> <*> <*> <*> <*> <*> <*>", []string{"0", "-17", "1.50", "-0.05", "10.0.0.255", "7f3a9", "9223372036854775807"}, 0, "iif2f2axi"},
+	{"int limits", "<*> <*> <*>", []string{"-9223372036854775808", "9223372036854775808", "99999999999999999999"}, 0, "iss"},
+	{"not ip or hex", "<*> <*> <*> <*> <*> <*>", []string{"256.1.1.1", "01.2.3.4", "1.2.3", "0abc", "ABC1", "deadbeef"}, 0, "ssssss"},
+	{"huge value", "x=<*>", []string{strings.Repeat("héllo ", 200000)}, 0, "s"},
+	{"many params", strings.Repeat("<*> ", MaxSlots+8), many, 0, ""},
+	{"wildcard-like param", "<*>|<*>", []string{"<*>", "<*><*>"}, 0, "ss"},
+}
+
+func TestRoundTrip(t *testing.T) {
+	tpl := Templates{}
+	var rows []Row
+	want := map[[2]uint64]string{}
+	for i, c := range roundTrips {
+		id := uint64(100 - i) // templates out of WAL order, so rows get sorted
+		tpl[Key{id, 1}] = c.tpl
+		r := Row{WALSeq: uint64(1 + i/5), Index: uint32(i % 5), TS: c.ts, TemplateID: id, TemplateVersion: 1,
+			Params: c.params, Source: "file:/var/log/" + fmt.Sprint(i%2)}
+		if i%3 == 0 {
+			r.Attrs = []streams.Attr{{Key: "op", Value: "insert"}, {Key: "k", Value: fmt.Sprint(i)}}
+		}
+		rows = append(rows, r)
+		line, err := mining.Render(c.tpl, c.params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[[2]uint64{r.WALSeq, uint64(r.Index)}] = line
+	}
+	f, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(f.Data, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(rows) {
+		t.Fatalf("%d records, want %d", len(got), len(rows))
+	}
+	for i, g := range got {
+		r := rows[i] // rows are in WAL order
+		c := roundTrips[i]
+		if g.WALSeq != r.WALSeq || g.Index != r.Index {
+			t.Fatalf("%s: record %d at wal %d/%d, want %d/%d", c.name, i, g.WALSeq, g.Index, r.WALSeq, r.Index)
+		}
+		if string(g.Line) != want[[2]uint64{r.WALSeq, uint64(r.Index)}] {
+			t.Errorf("%s: line\n got %q\nwant %q", c.name, g.Line, want[[2]uint64{r.WALSeq, uint64(r.Index)}])
+		}
+		if g.TS != floorDiv(r.TS, 1000)*1000 || g.TemplateID != r.TemplateID || g.TemplateVersion != r.TemplateVersion ||
+			g.Source != r.Source || !slices.Equal(g.Attrs, r.Attrs) {
+			t.Errorf("%s: record %+v, want %+v", c.name, g, r)
+		}
+	}
+	// The kinds each case expects, read with a plain Parquet reader.
+	kinds := readColumn(t, f.Data, colKinds)
+	ids := readColumn(t, f.Data, colTemplateID)
+	for i := range kinds {
+		c := roundTrips[100-ids[i].Int64()]
+		if c.kinds != "" && string(kinds[i].ByteArray()) != c.kinds {
+			t.Errorf("%s: kinds %q, want %q", c.name, kinds[i].ByteArray(), c.kinds)
+		}
+	}
+}
+
+// readColumn returns a top-level leaf column's values with parquet-go alone.
+func readColumn(t *testing.T, data []byte, name string) []parquet.Value {
+	t.Helper()
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, ok := f.Schema().Lookup(name)
+	if !ok {
+		t.Fatalf("no column %s", name)
+	}
+	var out []parquet.Value
+	for _, rg := range f.RowGroups() {
+		pages := rg.ColumnChunks()[leaf.ColumnIndex].Pages()
+		for {
+			p, err := pages.ReadPage()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			vals := make([]parquet.Value, p.NumValues())
+			n, _ := p.Values().ReadValues(vals)
+			for _, v := range vals[:n] {
+				out = append(out, v.Clone())
+			}
+			parquet.Release(p)
+		}
+		pages.Close()
+	}
+	return out
+}
+
+func TestEncodeBadInput(t *testing.T) {
+	tpl := Templates{{1, 1}: "a <*> b"}
+	for name, r := range map[string]Row{
+		"unknown template": {TemplateID: 2, TemplateVersion: 1, Params: []string{"x"}},
+		"unknown version":  {TemplateID: 1, TemplateVersion: 2, Params: []string{"x"}},
+		"too few params":   {TemplateID: 1, TemplateVersion: 1},
+		"too many params":  {TemplateID: 1, TemplateVersion: 1, Params: []string{"x", "y"}},
+	} {
+		if _, err := Encode([]Row{r}, tpl); !errors.Is(err, ErrInput) {
+			t.Errorf("%s: err %v, want ErrInput", name, err)
+		}
+	}
+}
+
+func TestDecodeMissingTemplate(t *testing.T) {
+	tpl := Templates{{1, 1}: "a <*> b"}
+	f, err := Encode([]Row{{WALSeq: 1, TemplateID: 1, TemplateVersion: 1, Params: []string{"x"}}}, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(f.Data, Templates{}); err == nil {
+		t.Fatal("decode without the template succeeded")
+	}
+	if _, err := Decode(f.Data[:len(f.Data)/2], tpl); err == nil {
+		t.Fatal("decode of a truncated file succeeded")
+	}
+}
+
+// TestPlainParquet opens a file with parquet-go alone and checks the
+// documented columns, their types and that a typed value is queryable as is.
+func TestPlainParquet(t *testing.T) {
+	tpl := Templates{{7, 2}: "<*> took <*> ms for <*> from <*> bytes <*>"}
+	rows := []Row{
+		{WALSeq: 9, Index: 0, TS: ns("2026-11-29T00:00:00.010Z"), TemplateID: 7, TemplateVersion: 2, Source: "s",
+			Params: []string{"2026-11-29T00:00:00.010Z", "42", "alice", "10.0.0.1", "\xff"}},
+		{WALSeq: 9, Index: 1, TS: ns("2026-11-29T00:00:01Z"), TemplateID: 7, TemplateVersion: 2, Source: "s",
+			Params: []string{"2026-11-29T00:00:01Z", "0.5", "bob", "x", "ok"}},
+	}
+	f, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(bytes.NewReader(f.Data), int64(len(f.Data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]string{}
+	for _, field := range pf.Schema().Fields() {
+		lt := ""
+		if l := field.Type().LogicalType(); l != nil {
+			lt = strings.ToLower(l.String())
+			if i := strings.IndexByte(lt, '('); i >= 0 {
+				lt = lt[:i]
+			}
+		}
+		if field.Leaf() {
+			types[field.Name()] = field.Type().Kind().String() + "/" + lt
+		} else {
+			types[field.Name()] = "group"
+		}
+	}
+	want := map[string]string{
+		"wal_seq": "INT64/int", "record_index": "INT32/int", "ts": "INT64/timestamp", "template_id": "INT64/int",
+		"template_version": "INT32/int", "source": "BYTE_ARRAY/string", "kinds": "BYTE_ARRAY/string",
+		"ts_residue": "BYTE_ARRAY/", "p2": "BYTE_ARRAY/string", "n1": "INT64/int", "n3": "INT64/int",
+		"p3": "BYTE_ARRAY/string", "b4": "BYTE_ARRAY/", "p4": "BYTE_ARRAY/string",
+	}
+	for k, v := range want {
+		if types[k] != v {
+			t.Errorf("column %s: %q, want %q", k, types[k], v)
+		}
+	}
+	for k := range types {
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected column %s (%s)", k, types[k])
+		}
+	}
+	if n1 := readColumn(t, f.Data, "n1"); n1[0].Int64() != 42 || n1[1].Int64() != 5 {
+		t.Errorf("n1 = %v, want 42 and 5 (0.5 with one fraction digit)", n1)
+	}
+	if p3 := readColumn(t, f.Data, "p3"); !p3[0].IsNull() || string(p3[1].ByteArray()) != "x" {
+		t.Errorf("p3 = %v, want null, x", p3)
+	}
+	if n3 := readColumn(t, f.Data, "n3"); n3[0].Int64() != 10<<24|1 {
+		t.Errorf("n3 = %v, want 10.0.0.1 as 167772161", n3)
+	}
+	if b4 := readColumn(t, f.Data, "b4"); string(b4[0].ByteArray()) != "\xff" {
+		t.Errorf("b4 = %v", b4)
+	}
+	if k := readColumn(t, f.Data, "kinds"); string(k[0].ByteArray()) != "tBisab" || string(k[1].ByteArray()) != "tBf1sss" {
+		t.Errorf("kinds = %q, %q", k[0].ByteArray(), k[1].ByteArray())
+	}
+	if !strings.Contains(f.Stats, `"numRecords":2`) || !strings.Contains(f.Stats, `"template_id":7`) {
+		t.Errorf("stats %s", f.Stats)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		p    string
+		kind byte
+		v    int64
+	}{
+		{"0", kindInt, 0}, {"42", kindInt, 42}, {"-42", kindInt, -42}, {"007", kindString, 0}, {"+5", kindString, 0},
+		{"-0", kindString, 0}, {"-", kindString, 0}, {"", kindString, 0}, {"1.25", kindDecimal, 125},
+		{"0.001", kindDecimal, 1}, {"-0.001", kindDecimal, -1}, {"1.", kindString, 0}, {".5", kindString, 0},
+		{"1.2.3.4", kindIPv4, 1<<24 | 2<<16 | 3<<8 | 4}, {"ff01", kindHex, 0xff01}, {"ffff", kindString, 0},
+		{"\xff", kindBytes, 0},
+	} {
+		k, _, v := classify(c.p)
+		if k != c.kind || v != c.v {
+			t.Errorf("classify(%q) = %c %d, want %c %d", c.p, k, v, c.kind, c.v)
+		}
+	}
+}

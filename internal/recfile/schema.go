@@ -1,0 +1,165 @@
+package recfile
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+)
+
+// Version is the records file format this package writes: records v3.
+// Version 2 is lake.RecordRow (params as list<string>, one row per record in
+// WAL order).
+const Version = 3
+
+// MaxSlots is how many parameters of a record have columns of their own
+// (p<j>, n<j>, b<j> for j < MaxSlots); the rest go to more.
+const MaxSlots = 32
+
+// Column names; see the package doc.
+const (
+	colWALSeq     = "wal_seq"
+	colIndex      = "record_index"
+	colTS         = "ts"
+	colTemplateID = "template_id"
+	colVersion    = "template_version"
+	colSource     = "source"
+	colKinds      = "kinds"
+	colResidue    = "ts_residue"
+	colMore       = "more"
+	colAttrs      = "attrs"
+)
+
+func slotName(prefix byte, j int) string { return string(prefix) + strconv.Itoa(j) }
+
+// SchemaString is the Delta schemaString of the records v3 table. A data
+// file holds only the slot columns (p<j>, n<j>, b<j>), ts_residue, more and
+// attrs that some row of it uses; Delta readers read a column a file lacks
+// as null, as they do after a column is added to a table.
+var SchemaString = buildSchemaString()
+
+func buildSchemaString() string {
+	var b strings.Builder
+	b.WriteString(`{"type":"struct","fields":[`)
+	field := func(name, typ string, nullable bool) {
+		b.WriteString(`{"name":"` + name + `","type":` + typ + `,"nullable":` + strconv.FormatBool(nullable) + `,"metadata":{}},`)
+	}
+	field(colWALSeq, `"long"`, false)
+	field(colIndex, `"integer"`, false)
+	field(colTS, `"timestamp"`, false)
+	field(colTemplateID, `"long"`, false)
+	field(colVersion, `"integer"`, false)
+	field(colSource, `"string"`, false)
+	field(colKinds, `"string"`, false)
+	field(colResidue, `"binary"`, true)
+	for j := 0; j < MaxSlots; j++ {
+		field(slotName('p', j), `"string"`, true)
+		field(slotName('n', j), `"long"`, true)
+		field(slotName('b', j), `"binary"`, true)
+	}
+	field(colMore, `{"type":"array","elementType":"binary","containsNull":false}`, true)
+	field(colAttrs, `{"type":"map","keyType":"string","valueType":"string","valueContainsNull":false}`, true)
+	field("tenant", `"string"`, false)
+	b.WriteString(`{"name":"date","type":"date","nullable":false,"metadata":{}}]}`)
+	return b.String()
+}
+
+// options are the writer's tunables, fixed by measurement (see the package
+// doc); tests vary them.
+type options struct {
+	level       zstd.Level
+	strings     string // "auto", "dict", "delta" or "plain" for p<j>
+	ints        string // "delta" or "plain" for n<j>
+	pageBuffer  int
+	sortByTpl   bool
+	noPageStats bool
+	indexPlain  bool // record_index PLAIN instead of DELTA_BINARY_PACKED
+}
+
+func defaultOptions() options {
+	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true}
+}
+
+// schemaFor builds the Parquet schema of a file using the given optional
+// columns.
+func schemaFor(u *usage, o *options) *parquet.Schema {
+	bin := parquet.Leaf(parquet.ByteArrayType)
+	index := parquet.Leaf(parquet.Int32Type)
+	if !o.indexPlain {
+		index = parquet.Encoded(index, &parquet.DeltaBinaryPacked)
+	}
+	g := parquet.Group{
+		colWALSeq:     parquet.Leaf(parquet.Int64Type),
+		colIndex:      index,
+		colTS:         parquet.Timestamp(parquet.Microsecond),
+		colTemplateID: parquet.Encoded(parquet.Leaf(parquet.Int64Type), &parquet.DeltaBinaryPacked),
+		colVersion:    parquet.Encoded(parquet.Leaf(parquet.Int32Type), &parquet.DeltaBinaryPacked),
+		colSource:     parquet.Encoded(parquet.String(), &parquet.RLEDictionary),
+		colKinds:      parquet.Encoded(parquet.String(), &parquet.RLEDictionary),
+	}
+	if u.residue {
+		g[colResidue] = parquet.Optional(bin)
+	}
+	if u.more {
+		g[colMore] = parquet.Optional(parquet.List(bin))
+	}
+	if u.attrs {
+		g[colAttrs] = parquet.Optional(parquet.Map(parquet.String(), parquet.String()))
+	}
+	for j := 0; j < MaxSlots; j++ {
+		if u.p[j].n > 0 {
+			g[slotName('p', j)] = parquet.Optional(stringNode(&u.p[j], o.strings))
+		}
+		if u.n[j] {
+			n := parquet.Leaf(parquet.Int64Type)
+			if o.ints == "delta" {
+				n = parquet.Encoded(n, &parquet.DeltaBinaryPacked)
+			}
+			g[slotName('n', j)] = parquet.Optional(n)
+		}
+		if u.b[j] {
+			g[slotName('b', j)] = parquet.Optional(bin)
+		}
+	}
+	return parquet.NewSchema("records", g)
+}
+
+// stringNode picks a string column's encoding: a dictionary when values
+// repeat, DELTA_BYTE_ARRAY (shared prefixes) when they are mostly distinct.
+func stringNode(s *strStats, mode string) parquet.Node {
+	n := parquet.String()
+	switch mode {
+	case "dict":
+		return parquet.Encoded(n, &parquet.RLEDictionary)
+	case "delta":
+		return parquet.Encoded(n, &parquet.DeltaByteArray)
+	case "plain":
+		return n
+	}
+	if len(s.distinct)*2 <= s.n {
+		return parquet.Encoded(n, &parquet.RLEDictionary)
+	}
+	return parquet.Encoded(n, &parquet.DeltaByteArray)
+}
+
+// usage records which optional columns a file needs.
+type usage struct {
+	residue, more, attrs bool
+	p                    [MaxSlots]strStats
+	n, b                 [MaxSlots]bool
+}
+
+// strStats counts a string column's values and distinct values.
+type strStats struct {
+	n        int
+	distinct map[string]struct{}
+}
+
+func (s *strStats) add(v string) {
+	s.n++
+	if s.distinct == nil {
+		s.distinct = make(map[string]struct{})
+	}
+	s.distinct[v] = struct{}{}
+}

@@ -1,0 +1,245 @@
+package recfile
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/quarrylake/quarry/internal/eventtime"
+	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/mining"
+)
+
+// loghubDir holds the Loghub 2k sample logs, read in place.
+const loghubDir = "/work/shared/loghub2k"
+
+var loghubSets = []string{"Android", "Apache", "BGL", "HDFS", "HPC", "Hadoop", "Linux", "OpenSSH", "Proxifier", "Spark", "Windows"}
+
+// frameLines is the frame size the harness cuts lines into (one WAL
+// message each).
+const frameLines = 256
+
+// corpus is one tenant's lines mined and stamped as the pipeline would.
+type corpus struct {
+	name      string
+	raw       []byte
+	lines     []string
+	rows      []Row
+	tpl       Templates
+	tplEvents []mining.Event
+}
+
+// loadCorpus reads the named datasets (in place) and mines them as one
+// tenant; nil when none is present.
+func loadCorpus(t testing.TB, name string, sets ...string) *corpus {
+	c := &corpus{name: name, tpl: Templates{}}
+	for _, s := range sets {
+		b, err := os.ReadFile(filepath.Join(loghubDir, s, s+"_2k.log"))
+		if err != nil {
+			continue
+		}
+		c.raw = append(c.raw, b...)
+		for _, l := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+			c.lines = append(c.lines, strings.TrimSuffix(l, "\r"))
+		}
+	}
+	if len(c.lines) == 0 {
+		return nil
+	}
+	m, err := mining.New(mining.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := eventtime.New(eventtime.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAt := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	p.SetReference(readAt)
+	ts := readAt.UnixNano()
+	var events []mining.Event
+	for i, line := range c.lines {
+		if mt, _, ok := p.Parse([]byte(line)); ok {
+			ts = mt.Time.UnixNano()
+		}
+		var res mining.Result
+		res, events = m.Mine(name, line, events[:0])
+		for _, ev := range events {
+			if ev.Kind == mining.EventCreated || ev.Kind == mining.EventChanged {
+				c.tpl[Key{ev.ID, ev.Version}] = ev.Template
+			}
+			c.tplEvents = append(c.tplEvents, ev)
+		}
+		c.rows = append(c.rows, Row{WALSeq: uint64(1 + i/frameLines), Index: uint32(i % frameLines), TS: ts,
+			TemplateID: res.ID, TemplateVersion: res.Version, Params: res.Params, Source: "file:" + name + ".log"})
+	}
+	return c
+}
+
+// templatesFile is the templates table's file for the corpus, as the
+// encoder writes it today (lake.TemplateRow, zstd).
+func (c *corpus) templatesFile(t testing.TB) []byte {
+	rows := make([]lake.TemplateRow, 0, len(c.tplEvents))
+	for _, ev := range c.tplEvents {
+		rows = append(rows, lake.TemplateRow{TemplateID: int64(ev.ID), Tenant: c.name, Version: int32(ev.Version),
+			Template: ev.Template, Kind: ev.Kind.String(), Previous: ev.Previous, MergedInto: int64(ev.Into), WALSeq: 1})
+	}
+	return writeGeneric(t, rows)
+}
+
+// v2File is the records file as the encoder writes it today (records v2).
+func (c *corpus) v2File(t testing.TB) []byte { return writeGeneric(t, v2Rows(c.rows)) }
+
+func v2Rows(rows []Row) []lake.RecordRow {
+	out := make([]lake.RecordRow, len(rows))
+	for i, r := range rows {
+		out[i] = lake.RecordRow{WALSeq: int64(r.WALSeq), RecordIndex: int32(r.Index), TS: floorDiv(r.TS, 1000),
+			TemplateID: int64(r.TemplateID), TemplateVersion: int32(r.TemplateVersion), Params: r.Params, Source: r.Source}
+	}
+	return out
+}
+
+func writeGeneric[T any](t testing.TB, rows []T) []byte {
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[T](&buf, parquet.Compression(&parquet.Zstd), parquet.DataPageStatistics(true))
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// compressed is the size of b compressed by an external tool; -1 when the
+// tool is not installed.
+func compressed(b []byte, tool string, args ...string) int {
+	cmd := exec.Command(tool, args...)
+	cmd.Stdin = bytes.NewReader(b)
+	out, err := cmd.Output()
+	if err != nil {
+		return -1
+	}
+	return len(out)
+}
+
+// columnSizes are the compressed bytes per top-level column of a Parquet
+// file, plus "(footer)" for the rest.
+func columnSizes(t testing.TB, data []byte) map[string]int64 {
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := map[string]int64{}
+	var sum int64
+	for _, rg := range f.Metadata().RowGroups {
+		for _, c := range rg.Columns {
+			sizes[c.MetaData.PathInSchema[0]] += c.MetaData.TotalCompressedSize
+			sum += c.MetaData.TotalCompressedSize
+		}
+	}
+	sizes["(footer)"] = int64(len(data)) - sum
+	return sizes
+}
+
+// groupSizes folds slot columns into p*, n*, b*.
+func groupSizes(sizes map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range sizes {
+		if len(k) > 1 && strings.IndexByte("pnb", k[0]) >= 0 && k[1] >= '0' && k[1] <= '9' {
+			k = k[:1] + "*"
+		}
+		out[k] += v
+	}
+	return out
+}
+
+func fmtSizes(sizes map[string]int64, total int) string {
+	keys := make([]string, 0, len(sizes))
+	for k := range sizes {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return sizes[keys[i]] > sizes[keys[j]] })
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%d(%.0f%%)", k, sizes[k], 100*float64(sizes[k])/float64(total))
+	}
+	return b.String()
+}
+
+// TestSizeLoghub is the size harness: per Loghub dataset (one tenant each)
+// and for all of them as one tenant, lake bytes (records v3 + templates)
+// against zstd -3, zstd -19 and gzip -6 of the same lines. It also checks
+// every line round-trips. Run with -v to see the table:
+//
+//	go test -run TestSizeLoghub -v ./internal/recfile/
+func TestSizeLoghub(t *testing.T) {
+	if testing.Short() {
+		t.Skip("size harness")
+	}
+	if _, err := os.Stat(loghubDir); err != nil {
+		t.Skip("no loghub data")
+	}
+	type total struct{ raw, v2, lake, z3, z19, gz int }
+	var sum total
+	var lines []string
+	fmt.Fprintf(os.Stderr, "%-10s %8s %8s %8s %8s %8s %8s | %6s %6s %6s %6s %6s | lake/z3\n",
+		"dataset", "raw", "v2+tpl", "v3+tpl", "zstd-3", "zstd-19", "gzip-6", "v2", "v3", "z3", "z19", "gz6")
+	report := func(name string, c *corpus, add bool) {
+		f, err := Encode(c.rows, c.tpl)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		recs, err := Decode(f.Data, c.tpl)
+		if err != nil {
+			t.Fatalf("%s: decode: %v", name, err)
+		}
+		if len(recs) != len(c.lines) {
+			t.Fatalf("%s: %d records, want %d", name, len(recs), len(c.lines))
+		}
+		for i, r := range recs {
+			if string(r.Line) != c.lines[i] {
+				t.Fatalf("%s line %d:\n got %q\nwant %q", name, i, r.Line, c.lines[i])
+			}
+		}
+		tb := len(c.templatesFile(t))
+		v2 := len(c.v2File(t)) + tb
+		lk := len(f.Data) + tb
+		z3, z19, gz := compressed(c.raw, "zstd", "-3", "-c"), compressed(c.raw, "zstd", "-19", "-c"), compressed(c.raw, "gzip", "-6", "-c")
+		raw := len(c.raw)
+		r := func(n int) float64 { return float64(n) / float64(raw) }
+		fmt.Fprintf(os.Stderr, "%-10s %8d %8d %8d %8d %8d %8d | %.4f %.4f %.4f %.4f %.4f | %.2f\n",
+			name, raw, v2, lk, z3, z19, gz, r(v2), r(lk), r(z3), r(z19), r(gz), float64(lk)/float64(z3))
+		fmt.Fprintf(os.Stderr, "%-10s columns: templates=%d%s\n", "", tb, fmtSizes(groupSizes(columnSizes(t, f.Data)), lk))
+		if add {
+			sum.raw += raw
+			sum.v2 += v2
+			sum.lake += lk
+			sum.z3 += z3
+			sum.z19 += z19
+			sum.gz += gz
+		}
+	}
+	for _, s := range loghubSets {
+		c := loadCorpus(t, s, s)
+		if c == nil {
+			continue
+		}
+		lines = append(lines, c.lines...)
+		report(s, c, true)
+	}
+	r := func(n int) float64 { return float64(n) / float64(sum.raw) }
+	fmt.Fprintf(os.Stderr, "%-10s %8d %8d %8d %8d %8d %8d | %.4f %.4f %.4f %.4f %.4f | %.2f\n",
+		"sum", sum.raw, sum.v2, sum.lake, sum.z3, sum.z19, sum.gz, r(sum.v2), r(sum.lake), r(sum.z3), r(sum.z19), r(sum.gz), float64(sum.lake)/float64(sum.z3))
+	if all := loadCorpus(t, "all", loghubSets...); all != nil {
+		report("all-one", all, false)
+	}
+}
