@@ -33,6 +33,15 @@ m_cpu=$(metric lines/cpu-s "$mine_line")
 m_bytes=$(metric B/op "$mine_line")   # one op is one line
 m_allocs=$(metric allocs/op "$mine_line")
 
+echo "== mining accuracy: go run ./cmd/loghub-eval -summary" >&2
+# Exit 1 (a floor missed) still prints the averages; exit 2 (no data) leaves n/a.
+acc=$(go run ./cmd/loghub-eval -summary 2>"$tmp/acc.err") || [ $? -eq 1 ] || { cat "$tmp/acc.err" >&2; acc=""; }
+echo "${acc:-no Loghub-2k data: accuracy n/a}" >&2
+acc_get() { # acc_get KEY: the value of KEY=value in the summary line, else n/a
+	v=$(echo "$acc" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k {print $2}')
+	echo "${v:-n/a}"
+}
+
 echo "== producer publish to an embedded sync-always server" >&2
 go test -run '^$' -bench 'BenchmarkPublish' -benchtime 2s ./producer/ >"$tmp/pub.txt" 2>&1 || { cat "$tmp/pub.txt" >&2; exit 1; }
 cat "$tmp/pub.txt" >&2
@@ -82,6 +91,16 @@ fi
 	echo '```'
 	cat "$tmp/mine.txt" | grep -E '^(Benchmark|goos|goarch|cpu)'
 	echo '```'
+	echo
+	echo "### Mining speed beside its accuracy"
+	echo
+	echo "Speed from the run above; accuracy from \`go run ./cmd/loghub-eval -summary\` (the averages of"
+	echo "\`make eval\`, docs/accuracy.md) on the same commit. Targets: 1,000,000 lines per CPU-second,"
+	echo "held-one-out GA 0.95 and PA 0.85."
+	echo
+	echo "| lines per CPU-second | GA | PA | held-one-out GA | held-one-out PA | raw-line GA |"
+	echo "|---:|---:|---:|---:|---:|---:|"
+	echo "| ${m_cpu:-n/a} | $(acc_get ga) | $(acc_get pa) | $(acc_get loo_ga) | $(acc_get loo_pa) | $(acc_get raw_ga) |"
 	echo
 	echo "## Producer: frames to the WAL"
 	echo

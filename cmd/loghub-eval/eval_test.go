@@ -83,6 +83,14 @@ func TestRun(t *testing.T) {
 	if b, err := os.ReadFile(out); err != nil || !strings.Contains(string(b), "## Method") || !strings.Contains(string(b), "## Leave one dataset out") {
 		t.Fatalf("report file: %v", err)
 	}
+	// -summary prints one line of averages and nothing else (scripts/bench.sh parses it).
+	stdout.Reset()
+	if code := run([]string{"-dir", dir, "-datasets", "Tiny", "-summary"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("-summary: exit %d, stderr %s", code, stderr.String())
+	}
+	if got := stdout.String(); got != "ga=1.000 pa=1.000 loo_ga=1.000 loo_pa=1.000 raw_ga=1.000\n" {
+		t.Fatalf("-summary printed %q", got)
+	}
 	// Missing data is an error (exit 2), not a pass.
 	if code := run([]string{"-dir", filepath.Join(dir, "nope")}, &stdout, &stderr); code != 2 {
 		t.Fatalf("missing data: exit %d, want 2", code)

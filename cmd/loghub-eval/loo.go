@@ -164,3 +164,23 @@ func RawReport(rows []RawRow, maxCost float64) (string, []string) {
 	}
 	return b.String(), fails
 }
+
+// Summary is the one-line form of the averages printed by -summary:
+// plain GA and PA, held-one-out GA and PA, raw-line GA.
+func Summary(plain []Scores, looGA, looPA float64, raws []RawRow) string {
+	var ga, pa, rga float64
+	for _, s := range plain {
+		ga += s.GA
+		pa += s.PA
+	}
+	for _, r := range raws {
+		rga += r.RawGA
+	}
+	if n := float64(len(plain)); n > 0 {
+		ga, pa = ga/n, pa/n
+	}
+	if n := float64(len(raws)); n > 0 {
+		rga /= n
+	}
+	return fmt.Sprintf("ga=%.3f pa=%.3f loo_ga=%.3f loo_pa=%.3f raw_ga=%.3f", ga, pa, looGA, looPA, rga)
+}

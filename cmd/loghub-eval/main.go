@@ -2,7 +2,10 @@
 // Loghub-2k datasets with one generic configuration and prints GA, PA, FGA
 // and FTA per dataset beside Drain's published grouping accuracy.
 //
-//	go run ./cmd/loghub-eval [-dir DIR] [-write docs/accuracy.md] [-v]
+//	go run ./cmd/loghub-eval [-dir DIR] [-write docs/accuracy.md] [-v] [-summary]
+//
+// With -summary it prints only one line of averages for scripts
+// (scripts/bench.sh): "ga=… pa=… loo_ga=… loo_pa=… raw_ga=…".
 //
 // The data are read from -dir (default $LOGHUB_DIR, else
 // /work/shared/loghub2k); they are never copied into the repository. The
@@ -33,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	write := fs.String("write", "", "also write the Markdown report to this file (e.g. docs/accuracy.md)")
 	verbose := fs.Bool("v", false, "list the ground-truth templates that were not parsed exactly")
 	only := fs.String("datasets", "", "comma-separated subset of datasets (default all)")
+	summary := fs.Bool("summary", false, "print only one line of averages (ga, pa, loo_ga, loo_pa, raw_ga) instead of the tables")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -78,14 +82,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		raws = append(raws, RawRow{Dataset: name, ContentGA: s.GA, RawGA: rs.GA, ContentFGA: s.FGA, RawFGA: rs.FGA})
 	}
 	report, failures := Report(rows, len(names) == len(Datasets))
-	fmt.Fprint(stdout, report)
+	out := stdout
+	if *summary {
+		out = io.Discard
+	}
+	fmt.Fprint(out, report)
 	loo, err := LeaveOneOut(ds, Grid(cfg))
 	if err != nil {
 		fmt.Fprintf(stderr, "loghub-eval: %v\n", err)
 		return 2
 	}
 	looTable, lga, lpa := LOOReport(rows, loo)
-	fmt.Fprintf(stdout, "\nLeave-one-dataset-out (knobs chosen on the other sets):\n\n%s", looTable)
+	fmt.Fprintf(out, "\nLeave-one-dataset-out (knobs chosen on the other sets):\n\n%s", looTable)
 	if len(names) == len(Datasets) {
 		if lga+1e-9 < MinLOOGA {
 			failures = append(failures, fmt.Sprintf("held-one-out average GA %.3f < %.2f", lga, MinLOOGA))
@@ -96,7 +104,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	rawTable, rawFails := RawReport(raws, MaxHeaderCost)
 	failures = append(failures, rawFails...)
-	fmt.Fprintf(stdout, "\nRaw lines with their headers (grouping only):\n\n%s", rawTable)
+	fmt.Fprintf(out, "\nRaw lines with their headers (grouping only):\n\n%s", rawTable)
+	if *summary {
+		fmt.Fprintln(stdout, Summary(rows, lga, lpa, raws))
+	}
 	if *write != "" {
 		sens, err := Sensitivity(*dir, names, cfg)
 		if err != nil {

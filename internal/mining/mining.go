@@ -205,6 +205,7 @@ type Stats struct {
 	Oversized uint64 // lines assigned whole to an oversized template
 	Merges    uint64 // templates merged into another (see EventMerged)
 	Unmatched uint64 // match-only lines that fit no template (catch-all)
+	Dropped   uint64 // templates of an older engine's snapshot left behind at Restore (re-learnt)
 	Tenants   []TenantStats
 }
 

@@ -162,6 +162,7 @@ type Model struct {
 	clusters map[uint64]*cluster // live templates by id
 
 	created, changes, evictions, oversized, merges, unmatched uint64
+	dropped                                                   uint64 // templates of an older engine's snapshot, not restored
 
 	defSet *settings            // settings of tenants without overrides
 	sets   map[string]*settings // per-tenant overrides
@@ -947,6 +948,7 @@ func (m *Model) Stats() Stats {
 		Oversized: m.oversized,
 		Merges:    m.merges,
 		Unmatched: m.unmatched,
+		Dropped:   m.dropped,
 	}
 	names := make([]string, 0, len(m.tenants))
 	for n := range m.tenants {

@@ -10,10 +10,20 @@ import (
 	"strings"
 )
 
-// snapshotMagic and snapshotVersion identify the snapshot format.
+// snapshotMagic and snapshotVersion identify the snapshot format and the
+// engine that wrote it. The version changes whenever the same lines would
+// make other templates (tokenizer, header detection, bucket keys), not only
+// when the encoding changes:
+//
+//	1: before header detection, separated lists and masks
+//	2: header detection, ","/";" lists, masks (issue 13)
+//
+// Restore re-learns the templates of an older engine's snapshot (see
+// Restore); it rejects newer versions.
 const (
-	snapshotMagic   = "quarry-mining"
-	snapshotVersion = 1
+	snapshotMagic         = "quarry-mining"
+	snapshotVersion       = 2
+	oldestSnapshotVersion = 1
 )
 
 type snapSlot struct {
@@ -58,6 +68,7 @@ type snapState struct {
 	Oversized uint64
 	Merges    uint64
 	Unmatched uint64
+	Dropped   uint64       // added in version 2: older snapshots decode as 0
 	Tenants   []snapTenant // ascending name
 }
 
@@ -69,6 +80,7 @@ func (m *Model) Snapshot(w io.Writer) error {
 		Magic: snapshotMagic, Version: snapshotVersion,
 		NextID: m.nextID, Tick: m.tick, Created: m.created, Changes: m.changes,
 		Evictions: m.evictions, Oversized: m.oversized, Merges: m.merges, Unmatched: m.unmatched,
+		Dropped: m.dropped,
 	}
 	names := make([]string, 0, len(m.tenants))
 	for n := range m.tenants {
@@ -115,6 +127,14 @@ func (m *Model) Snapshot(w io.Writer) error {
 // Restore reads a snapshot written by Snapshot. Given the Config of the
 // original model, the restored model continues exactly as the original
 // would have: same ids, versions, events and evictions.
+//
+// A snapshot of an older engine (an older snapshot version) restores its
+// counters, tenants and id counter but none of its templates: the old
+// templates were made by other tokenization rules, and kept they would
+// split every event into an old and a new template. Later lines create
+// templates afresh with ids above every old one (ids are never reused), once
+// per upgrade; Stats.Dropped counts the templates left behind. A snapshot of
+// a newer engine is an error.
 func Restore(cfg Config, r io.Reader) (*Model, error) {
 	m, err := New(cfg)
 	if err != nil {
@@ -124,12 +144,17 @@ func Restore(cfg Config, r io.Reader) (*Model, error) {
 	if err := gob.NewDecoder(bufio.NewReader(r)).Decode(&st); err != nil {
 		return nil, fmt.Errorf("mining restore: %w", err)
 	}
-	if st.Magic != snapshotMagic || st.Version != snapshotVersion {
-		return nil, fmt.Errorf("mining restore: not a mining snapshot (magic %q, version %d)", st.Magic, st.Version)
+	if st.Magic != snapshotMagic {
+		return nil, fmt.Errorf("mining restore: not a mining snapshot (magic %q)", st.Magic)
+	}
+	if st.Version < oldestSnapshotVersion || st.Version > snapshotVersion {
+		return nil, fmt.Errorf("mining restore: %w: version %d, this engine reads %d to %d",
+			ErrSnapshotVersion, st.Version, oldestSnapshotVersion, snapshotVersion)
 	}
 	m.nextID, m.tick = st.NextID, st.Tick
 	m.created, m.changes, m.evictions, m.oversized, m.merges = st.Created, st.Changes, st.Evictions, st.Oversized, st.Merges
-	m.unmatched = st.Unmatched
+	m.unmatched, m.dropped = st.Unmatched, st.Dropped
+	relearn := st.Version < snapshotVersion
 	for _, ts := range st.Tenants {
 		if _, dup := m.tenants[ts.Name]; dup {
 			return nil, fmt.Errorf("mining restore: duplicate tenant %q", ts.Name)
@@ -141,6 +166,10 @@ func Restore(cfg Config, r io.Reader) (*Model, error) {
 			t.set = m.defSet
 		}
 		m.tenants[t.name] = t
+		if relearn {
+			m.dropped += uint64(len(ts.Clusters))
+			continue
+		}
 		lru := make([]*cluster, 0, len(ts.Clusters))
 		for _, sc := range ts.Clusters {
 			c, err := restoreCluster(sc, st.NextID)
@@ -186,6 +215,10 @@ func Restore(cfg Config, r io.Reader) (*Model, error) {
 	}
 	return m, nil
 }
+
+// ErrSnapshotVersion reports a snapshot written by a newer engine (or an
+// unknown version): Restore cannot read it.
+var ErrSnapshotVersion = errors.New("unsupported mining snapshot version")
 
 func restoreCluster(sc snapCluster, nextID uint64) (*cluster, error) {
 	if sc.ID == 0 || sc.ID >= nextID {
