@@ -553,6 +553,10 @@ func (m *Model) join(t *tenant, best *cluster, line string, toks []token, events
 			need = true // enumeration constants name different events
 			continue
 		}
+		if isInflected(v) && isInflected(best.line[s.start:s.end]) {
+			need = true // state words ("started", "stopping") name different events
+			continue
+		}
 		n := 2
 		if best.alts != nil {
 			n = 1 + len(best.alts[i])
@@ -965,6 +969,22 @@ func (m *Model) Stats() Stats {
 // isConstantCase reports whether w is written like an enumeration constant:
 // capitals, digits and '_' only, at least two capitals ("RUNNING",
 // "FAIL_CLEANUP").
+// isInflected reports whether w is a lowercase word with an English
+// participle ending ("started", "stopping"): in a log message such a word
+// names what happened, so two of them in one position are two events, not
+// values of one variable.
+func isInflected(w string) bool {
+	if len(w) < 5 {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		if c := w[i]; c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return strings.HasSuffix(w, "ed") || strings.HasSuffix(w, "ing")
+}
+
 func isConstantCase(w string) bool {
 	caps := 0
 	for i := 0; i < len(w); i++ {
