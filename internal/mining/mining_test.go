@@ -98,15 +98,15 @@ func TestGroupingAndEvolution(t *testing.T) {
 		t.Fatalf("events %+v", ev)
 	}
 	ev = ev[:0]
-	r3, ev := m.Mine("t", "Verification succeeded for blk_10", ev)
-	r4, ev := m.Mine("t", "Verification failed for blk_20", ev)
+	r3, ev := m.Mine("t", "Verification good for blk_10", ev)
+	r4, ev := m.Mine("t", "Verification poor for blk_20", ev)
 	if r3.ID != 2 || r4.ID != 2 || r4.Version != 2 {
 		t.Fatalf("got %+v %+v", r3, r4)
 	}
-	if len(ev) != 2 || ev[1].Kind != EventChanged || ev[1].Previous != "Verification succeeded for blk_<*>" || ev[1].Template != "Verification <*> for blk_<*>" || ev[1].Version != 2 {
+	if len(ev) != 2 || ev[1].Kind != EventChanged || ev[1].Previous != "Verification good for blk_<*>" || ev[1].Template != "Verification <*> for blk_<*>" || ev[1].Version != 2 {
 		t.Fatalf("events %+v", ev)
 	}
-	if s, ok := m.TemplateVersion(2, 1); !ok || s != "Verification succeeded for blk_<*>" {
+	if s, ok := m.TemplateVersion(2, 1); !ok || s != "Verification good for blk_<*>" {
 		t.Fatalf("version 1 text %q %v", s, ok)
 	}
 	if tn, v, s, ok := m.Template(2); !ok || tn != "t" || v != 2 || s != "Verification <*> for blk_<*>" {
