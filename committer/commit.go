@@ -122,10 +122,12 @@ func (c *Committer) commitTable(ctx context.Context, ts *termState, st *tableSta
 	if err != nil {
 		return fmt.Errorf("commit %s version %d: %w", st.name, version, err)
 	}
+	before := st.version
 	st.version, st.txn = version, int64(w)
 	for _, a := range adds {
 		st.paths[a.Add.Path] = true
 	}
+	c.cp.committed(st, before)
 	return nil
 }
 

@@ -42,6 +42,7 @@ type Committer struct {
 	templates *delta.Table
 
 	hw atomic.Uint64
+	cp *checkpointer
 
 	mu       sync.Mutex
 	status   string    // what Ready reports; "" when active and caught up
@@ -79,7 +80,7 @@ func New(cfg Config, deps Deps) (*Committer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Committer{
+	c := &Committer{
 		cfg:       cfg,
 		js:        deps.JS,
 		store:     deps.Store,
@@ -88,7 +89,9 @@ func New(cfg Config, deps Deps) (*Committer, error) {
 		records:   delta.OpenTable(deps.Store, lake.RecordsTable),
 		templates: delta.OpenTable(deps.Store, lake.TemplatesTable),
 		status:    "starting",
-	}, nil
+	}
+	c.cp = newCheckpointer(c)
+	return c, nil
 }
 
 // HighWater is the committed high-water this committer last wrote or read
@@ -129,6 +132,11 @@ func (c *Committer) Run(ctx context.Context) error {
 		return errors.New("committer: Run called twice")
 	}
 	defer c.setStatus("stopped")
+	cpCtx, stopCP := context.WithCancel(ctx)
+	var cpWG sync.WaitGroup
+	cpWG.Go(func() { c.cp.run(cpCtx) })
+	defer cpWG.Wait()
+	defer stopCP()
 	kvs, err := c.buckets(ctx)
 	if err != nil {
 		if ctx.Err() != nil {

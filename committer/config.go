@@ -49,6 +49,11 @@ type Config struct {
 	// ShutdownTimeout bounds the final commit after the context is cancelled.
 	// Default 10s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// CheckpointInterval is how many versions of a table lie between two
+	// Delta checkpoints: after the commit of every multiple of it, a
+	// checkpoint of that table is written in the background (never holding
+	// up the high-water). Default 100.
+	CheckpointInterval int `yaml:"checkpoint_interval"`
 	// FetchBatch is how many reports one fetch from the report stream asks
 	// for. Default 256.
 	FetchBatch int `yaml:"fetch_batch"`
@@ -79,6 +84,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.FetchBatch == 0 {
 		c.FetchBatch = 256
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = 100
 	}
 	return c
 }
@@ -119,6 +127,9 @@ func (c Config) Validate() error {
 	}
 	if c.FetchBatch < 1 || c.FetchBatch > 10000 {
 		errs = append(errs, fmt.Errorf("committer.fetch_batch %d: must be 1 to 10000", c.FetchBatch))
+	}
+	if c.CheckpointInterval < 1 || c.CheckpointInterval > 1_000_000 {
+		errs = append(errs, fmt.Errorf("committer.checkpoint_interval %d: must be 1 to 1000000", c.CheckpointInterval))
 	}
 	return errors.Join(errs...)
 }

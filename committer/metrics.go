@@ -16,6 +16,10 @@ type metrics struct {
 	leaseHeld   prometheus.Gauge
 	pending     prometheus.Gauge
 	deadLetters prometheus.Counter
+
+	checkpoints       *prometheus.CounterVec
+	checkpointVersion *prometheus.GaugeVec
+	checkpointTime    prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -35,8 +39,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Accepted batches above the high-water, waiting for the barrier."}),
 		deadLetters: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_committer_dead_letters_total",
 			Help: "Reports sent to the dead-letter stream (malformed or conflicting)."}),
+		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_committer_checkpoints_total",
+			Help: "Delta checkpoints attempted, by table and result (ok, error)."}, []string{"table", "result"}),
+		checkpointVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "quarry_committer_checkpoint_version",
+			Help: "Version of the newest Delta checkpoint this committer wrote, by table."}, []string{"table"}),
+		checkpointTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quarry_committer_checkpoint_seconds",
+			Help:    "Time to write one Delta checkpoint and _last_checkpoint.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
 	}
-	if err := promutil.RegisterUnique(reg, m.highWater, m.commits, m.reports, m.commitTime, m.leaseHeld, m.pending, m.deadLetters); err != nil {
+	if err := promutil.RegisterUnique(reg, m.highWater, m.commits, m.reports, m.commitTime, m.leaseHeld, m.pending, m.deadLetters,
+		m.checkpoints, m.checkpointVersion, m.checkpointTime); err != nil {
 		return nil, fmt.Errorf("register committer metrics: %w", err)
 	}
 	return m, nil

@@ -46,6 +46,16 @@ echo "== producer publish to an embedded sync-always server" >&2
 go test -run '^$' -bench 'BenchmarkPublish' -benchtime 2s ./producer/ >"$tmp/pub.txt" 2>&1 || { cat "$tmp/pub.txt" >&2; exit 1; }
 cat "$tmp/pub.txt" >&2
 
+echo "== long Delta logs: open and query at 10, 10,000 and 100,000 versions (checkpoints every 100)" >&2
+go test -run '^$' -bench 'BenchmarkLongLog' -benchtime 20x ./internal/lake/ >"$tmp/longlog.txt" 2>&1 || { cat "$tmp/longlog.txt" >&2; exit 1; }
+cat "$tmp/longlog.txt" >&2
+longlog_row() { # longlog_row VERSIONS: open and query ms/op
+	local o q
+	o=$(awk -v n="versions=$1/open" '$1 ~ n {printf "%.2f", $3/1e6}' "$tmp/longlog.txt")
+	q=$(awk -v n="versions=$1/query" '$1 ~ n {printf "%.2f", $3/1e6}' "$tmp/longlog.txt")
+	echo "| $1 | $o ms | $q ms |"
+}
+
 enc_rows=""
 if [ -x scripts/bench-encoders.sh ]; then
 	echo "== encoder scale-out" >&2
@@ -109,6 +119,23 @@ fi
 	echo '```'
 	grep -E '^Benchmark' "$tmp/pub.txt"
 	echo '```'
+	echo
+	echo "## Long Delta logs: checkpoints keep open and query flat"
+	echo
+	echo "\`go test -run '^\$' -bench 'BenchmarkLongLog' -benchtime 20x ./internal/lake/\`: a lake whose two tables"
+	echo "have 10, 10,000 and 100,000 versions, a checkpoint every 100 (committer.checkpoint_interval's default),"
+	echo "the same 10 records files (1,000 rows) at every length. Open is both tables' snapshots from scratch"
+	echo "(\`_last_checkpoint\`, the checkpoint, the commits after it); query is a full \`quarry query\` of the lake."
+	echo
+	echo "| versions | open | full query |"
+	echo "|---|---|---|"
+	longlog_row 10
+	longlog_row 10000
+	longlog_row 100000
+	echo
+	echo '\`\`\`'
+	grep -E '^BenchmarkLongLog' "$tmp/longlog.txt"
+	echo '\`\`\`'
 	if [ -n "$enc_rows" ]; then
 		echo
 		echo "## Encoder scale-out: 1, 2 and 4 encoder processes"

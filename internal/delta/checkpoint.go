@@ -7,17 +7,26 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/quarrylake/quarry/internal/crashpoint"
 )
 
 // Checkpoints are classic single-file V1 checkpoints
-// (_delta_log/<version:020d>.checkpoint.parquet): one row per action with
-// the columns txn, add, remove, metaData and protocol, every field nullable
-// as the reference implementation writes them. _last_checkpoint points at the
-// newest; readers here find checkpoints by listing and use the newest one.
+// (_delta_log/<version:020d>.checkpoint.parquet), as PROTOCOL.md's
+// "Checkpoint Schema" lays them out: one row per action with the struct
+// columns txn, add, remove, metaData and protocol, exactly one of them set
+// per row. Every field is nullable, maps are map<string,string> with
+// nullable values and lists have nullable elements, as the reference
+// implementation writes them; add.stats is the JSON string
+// (delta.checkpoint.writeStatsAsJson). protocol.readerFeatures and
+// writerFeatures are written null (the table uses neither, reader 1 / writer
+// 2). _last_checkpoint ({"version","size","sizeInBytes","numOfAddFiles"})
+// points at the newest; readers start from it and fall back to listing.
 
 type cpRow struct {
 	Txn      *cpTxn      `parquet:"txn,optional"`
@@ -27,6 +36,9 @@ type cpRow struct {
 	Protocol *cpProtocol `parquet:"protocol,optional"`
 }
 
+// strMap is a map<string,string> with nullable values.
+type strMap = map[string]*string
+
 type cpTxn struct {
 	AppID       *string `parquet:"appId,optional"`
 	Version     *int64  `parquet:"version,optional"`
@@ -34,43 +46,70 @@ type cpTxn struct {
 }
 
 type cpAdd struct {
-	Path             *string           `parquet:"path,optional"`
-	PartitionValues  map[string]string `parquet:"partitionValues,optional"`
-	Size             *int64            `parquet:"size,optional"`
-	ModificationTime *int64            `parquet:"modificationTime,optional"`
-	DataChange       *bool             `parquet:"dataChange,optional"`
-	Stats            *string           `parquet:"stats,optional"`
-	Tags             map[string]string `parquet:"tags,optional"`
+	Path             *string `parquet:"path,optional"`
+	PartitionValues  strMap  `parquet:"partitionValues,optional"`
+	Size             *int64  `parquet:"size,optional"`
+	ModificationTime *int64  `parquet:"modificationTime,optional"`
+	DataChange       *bool   `parquet:"dataChange,optional"`
+	Stats            *string `parquet:"stats,optional"`
+	Tags             strMap  `parquet:"tags,optional"`
 }
 
 type cpRemove struct {
-	Path                 *string           `parquet:"path,optional"`
-	DeletionTimestamp    *int64            `parquet:"deletionTimestamp,optional"`
-	DataChange           *bool             `parquet:"dataChange,optional"`
-	ExtendedFileMetadata *bool             `parquet:"extendedFileMetadata,optional"`
-	PartitionValues      map[string]string `parquet:"partitionValues,optional"`
-	Size                 *int64            `parquet:"size,optional"`
+	Path                 *string `parquet:"path,optional"`
+	DeletionTimestamp    *int64  `parquet:"deletionTimestamp,optional"`
+	DataChange           *bool   `parquet:"dataChange,optional"`
+	ExtendedFileMetadata *bool   `parquet:"extendedFileMetadata,optional"`
+	PartitionValues      strMap  `parquet:"partitionValues,optional"`
+	Size                 *int64  `parquet:"size,optional"`
 }
 
 type cpFormat struct {
-	Provider *string           `parquet:"provider,optional"`
-	Options  map[string]string `parquet:"options,optional"`
+	Provider *string `parquet:"provider,optional"`
+	Options  strMap  `parquet:"options,optional"`
 }
 
 type cpMetaData struct {
-	ID               *string           `parquet:"id,optional"`
-	Name             *string           `parquet:"name,optional"`
-	Description      *string           `parquet:"description,optional"`
-	Format           *cpFormat         `parquet:"format,optional"`
-	SchemaString     *string           `parquet:"schemaString,optional"`
-	PartitionColumns []string          `parquet:"partitionColumns,optional,list"`
-	Configuration    map[string]string `parquet:"configuration,optional"`
-	CreatedTime      *int64            `parquet:"createdTime,optional"`
+	ID               *string   `parquet:"id,optional"`
+	Name             *string   `parquet:"name,optional"`
+	Description      *string   `parquet:"description,optional"`
+	Format           *cpFormat `parquet:"format,optional"`
+	SchemaString     *string   `parquet:"schemaString,optional"`
+	PartitionColumns []*string `parquet:"partitionColumns,optional,list"`
+	Configuration    strMap    `parquet:"configuration,optional"`
+	CreatedTime      *int64    `parquet:"createdTime,optional"`
 }
 
 type cpProtocol struct {
-	MinReaderVersion *int32 `parquet:"minReaderVersion,optional"`
-	MinWriterVersion *int32 `parquet:"minWriterVersion,optional"`
+	MinReaderVersion *int32   `parquet:"minReaderVersion,optional"`
+	MinWriterVersion *int32   `parquet:"minWriterVersion,optional"`
+	ReaderFeatures   []string `parquet:"readerFeatures,optional,list"`
+	WriterFeatures   []string `parquet:"writerFeatures,optional,list"`
+}
+
+// toStrMap converts m for a checkpoint; nil stays nil (a null map).
+func toStrMap(m map[string]string) strMap {
+	if m == nil {
+		return nil
+	}
+	out := make(strMap, len(m))
+	for k, v := range m {
+		out[k] = ptr(v)
+	}
+	return out
+}
+
+// fromStrMap is the inverse of toStrMap; a null value reads as "" (the
+// protocol's null partition value).
+func fromStrMap(m strMap) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = deref(v)
+	}
+	return out
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -105,18 +144,38 @@ func (t *Table) CheckpointKey(version int64) string {
 // LastCheckpointKey is the key of _last_checkpoint.
 func (t *Table) LastCheckpointKey() string { return t.key("_delta_log/_last_checkpoint") }
 
+// LastCheckpoint is the content of _delta_log/_last_checkpoint.
+type LastCheckpoint struct {
+	Version       int64 `json:"version"`
+	Size          int64 `json:"size"` // actions in the checkpoint
+	SizeInBytes   int64 `json:"sizeInBytes,omitempty"`
+	NumOfAddFiles int64 `json:"numOfAddFiles,omitempty"`
+}
+
+// Crash points of Checkpoint (internal/crashpoint).
+const (
+	// CrashBeforeLastCheckpoint: the checkpoint Parquet is written,
+	// _last_checkpoint still names the previous one.
+	CrashBeforeLastCheckpoint = "delta.checkpoint.before-last-checkpoint"
+)
+
 // Checkpoint writes a classic checkpoint of the table's newest version (the
-// protocol, metadata, txns, active files and tombstones) and points
+// protocol, metadata, txns, active files and tombstones) and then points
 // _last_checkpoint at it. Checkpoints only speed up replay; a reader that
-// ignores them sees the same table. It returns the checkpointed version
-// (-1 for a table without a log, where it writes nothing).
+// ignores them sees the same table, and a crash between the two writes
+// leaves _last_checkpoint at the previous checkpoint, which readers still
+// start from. It returns the checkpointed version (-1 for a table without a
+// log, where it writes nothing). It holds the table's lock only to replay
+// the log, so commits and snapshots proceed while it writes.
 func (t *Table) Checkpoint(ctx context.Context) (int64, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	snap, err := t.snapshotLocked(ctx)
+	snap, err := t.Snapshot(ctx)
 	if err != nil {
 		return -1, err
 	}
+	return t.checkpoint(ctx, snap)
+}
+
+func (t *Table) checkpoint(ctx context.Context, snap *Snapshot) (int64, error) {
 	if snap.Version < 0 {
 		return -1, nil
 	}
@@ -124,22 +183,34 @@ func (t *Table) Checkpoint(ctx context.Context) (int64, error) {
 	rows = append(rows, cpRow{Protocol: &cpProtocol{
 		MinReaderVersion: ptr(int32(snap.Protocol.MinReaderVersion)), MinWriterVersion: ptr(int32(snap.Protocol.MinWriterVersion))}})
 	md := snap.Metadata
+	cols := make([]*string, len(md.PartitionColumns))
+	for i, c := range md.PartitionColumns {
+		cols[i] = ptr(c)
+	}
 	rows = append(rows, cpRow{MetaData: &cpMetaData{
 		ID: ptr(md.ID), Name: optStr(md.Name), Description: optStr(md.Description),
-		Format:       &cpFormat{Provider: ptr(md.Format.Provider), Options: nonNil(md.Format.Options)},
-		SchemaString: ptr(md.SchemaString), PartitionColumns: append([]string{}, md.PartitionColumns...),
-		Configuration: nonNil(md.Configuration), CreatedTime: optInt(md.CreatedTime)}})
-	for app, v := range snap.Txns {
-		rows = append(rows, cpRow{Txn: &cpTxn{AppID: ptr(app), Version: ptr(v)}})
+		Format:       &cpFormat{Provider: ptr(md.Format.Provider), Options: toStrMap(nonNil(md.Format.Options))},
+		SchemaString: ptr(md.SchemaString), PartitionColumns: cols,
+		Configuration: toStrMap(nonNil(md.Configuration)), CreatedTime: optInt(md.CreatedTime)}})
+	apps := make([]string, 0, len(snap.Txns))
+	for app := range snap.Txns {
+		apps = append(apps, app)
+	}
+	sort.Strings(apps)
+	for _, app := range apps {
+		rows = append(rows, cpRow{Txn: &cpTxn{AppID: ptr(app), Version: ptr(snap.Txns[app])}})
 	}
 	for _, a := range snap.Files {
 		rows = append(rows, cpRow{Add: &cpAdd{
-			Path: ptr(EncodePath(a.Path)), PartitionValues: nonNil(a.PartitionValues), Size: ptr(a.Size),
-			ModificationTime: ptr(a.ModificationTime), DataChange: ptr(false), Stats: optStr(a.Stats), Tags: a.Tags}})
+			Path: ptr(EncodePath(a.Path)), PartitionValues: toStrMap(nonNil(a.PartitionValues)), Size: ptr(a.Size),
+			ModificationTime: ptr(a.ModificationTime), DataChange: ptr(false), Stats: optStr(a.Stats), Tags: toStrMap(a.Tags)}})
 	}
 	for _, r := range snap.Tombstones {
-		rows = append(rows, cpRow{Remove: &cpRemove{
-			Path: ptr(EncodePath(r.Path)), DeletionTimestamp: optInt(r.DeletionTimestamp), DataChange: ptr(false)}})
+		rm := &cpRemove{Path: ptr(EncodePath(r.Path)), DeletionTimestamp: optInt(r.DeletionTimestamp), DataChange: ptr(false)}
+		if r.ExtendedFileMetadata {
+			rm.ExtendedFileMetadata, rm.PartitionValues, rm.Size = ptr(true), toStrMap(nonNil(r.PartitionValues)), ptr(r.Size)
+		}
+		rows = append(rows, cpRow{Remove: rm})
 	}
 	var buf bytes.Buffer
 	w := parquet.NewGenericWriter[cpRow](&buf, parquet.Compression(&parquet.Zstd))
@@ -152,11 +223,33 @@ func (t *Table) Checkpoint(ctx context.Context) (int64, error) {
 	if err := t.store.Put(ctx, t.CheckpointKey(snap.Version), buf.Bytes()); err != nil {
 		return -1, fmt.Errorf("checkpoint %s version %d: %w", t.root, snap.Version, err)
 	}
-	last, _ := json.Marshal(map[string]any{"version": snap.Version, "size": len(rows), "sizeInBytes": buf.Len(), "numOfAddFiles": len(snap.Files)})
+	crashpoint.Hit(CrashBeforeLastCheckpoint)
+	last, err := json.Marshal(LastCheckpoint{Version: snap.Version, Size: int64(len(rows)),
+		SizeInBytes: int64(buf.Len()), NumOfAddFiles: int64(len(snap.Files))})
+	if err != nil {
+		return -1, err
+	}
 	if err := t.store.Put(ctx, t.LastCheckpointKey(), last); err != nil {
 		return -1, fmt.Errorf("checkpoint %s: _last_checkpoint: %w", t.root, err)
 	}
 	return snap.Version, nil
+}
+
+// readLastCheckpoint reads _last_checkpoint. A missing file is
+// objstore.ErrNotFound; an unreadable one wraps ErrCorrupt.
+func (t *Table) readLastCheckpoint(ctx context.Context) (LastCheckpoint, error) {
+	data, err := t.store.Get(ctx, t.LastCheckpointKey())
+	if err != nil {
+		return LastCheckpoint{}, err
+	}
+	var lc LastCheckpoint
+	if err := json.Unmarshal(data, &lc); err != nil {
+		return LastCheckpoint{}, fmt.Errorf("%s: %v: %w", t.LastCheckpointKey(), err, ErrCorrupt)
+	}
+	if lc.Version < 0 {
+		return LastCheckpoint{}, fmt.Errorf("%s: version %d: %w", t.LastCheckpointKey(), lc.Version, ErrCorrupt)
+	}
+	return lc, nil
 }
 
 func optStr(s string) *string {
@@ -181,20 +274,21 @@ func nonNil(m map[string]string) map[string]string {
 }
 
 // readCheckpoint replays a classic checkpoint into a state at version.
-func (t *Table) readCheckpoint(ctx context.Context, version int64) (st *state, err error) {
+// It returns the number of actions read.
+func (t *Table) readCheckpoint(ctx context.Context, version int64) (st *state, actions int64, err error) {
 	key := t.CheckpointKey(version)
 	ra, size, err := t.store.Open(ctx, key)
 	if err != nil {
-		return nil, fmt.Errorf("read checkpoint %s: %w", key, err)
+		return nil, 0, fmt.Errorf("read checkpoint %s: %w", key, err)
 	}
 	defer ra.Close()
 	f, err := parquet.OpenFile(ra, size)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %v: %w", key, err, ErrCorrupt)
+		return nil, 0, fmt.Errorf("checkpoint %s: %v: %w", key, err, ErrCorrupt)
 	}
 	defer func() {
 		if p := recover(); p != nil { // parquet-go panics on unconvertible schemas
-			st, err = nil, fmt.Errorf("checkpoint %s: %v: %w", key, p, ErrCorrupt)
+			st, actions, err = nil, 0, fmt.Errorf("checkpoint %s: %v: %w", key, p, ErrCorrupt)
 		}
 	}()
 	r := parquet.NewGenericReader[cpRow](f)
@@ -203,45 +297,48 @@ func (t *Table) readCheckpoint(ctx context.Context, version int64) (st *state, e
 	buf := make([]cpRow, 256)
 	for {
 		n, rerr := r.Read(buf)
+		actions += int64(n)
 		for _, row := range buf[:n] {
 			if err := st.applyCheckpointRow(row); err != nil {
-				return nil, fmt.Errorf("checkpoint %s: %v: %w", key, err, ErrCorrupt)
+				return nil, 0, fmt.Errorf("checkpoint %s: %v: %w", key, err, ErrCorrupt)
 			}
 		}
 		if errors.Is(rerr, io.EOF) {
 			break
 		}
 		if rerr != nil {
-			return nil, fmt.Errorf("checkpoint %s: %w", key, rerr)
+			return nil, 0, fmt.Errorf("checkpoint %s: %v: %w", key, rerr, ErrCorrupt)
 		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	if st.protocol == nil || st.metadata == nil {
-		return nil, fmt.Errorf("checkpoint %s: no protocol or metaData: %w", key, ErrCorrupt)
+		return nil, 0, fmt.Errorf("checkpoint %s: no protocol or metaData: %w", key, ErrCorrupt)
 	}
-	if st.protocol.MinReaderVersion > ReaderVersion {
-		return nil, fmt.Errorf("checkpoint %s: table needs reader version %d: %w", key, st.protocol.MinReaderVersion, ErrUnsupported)
+	if st.protocol.MinReaderVersion > ReaderVersion || len(st.protocol.ReaderFeatures) > 0 {
+		return nil, 0, fmt.Errorf("checkpoint %s: table needs reader version %d (features %v): %w",
+			key, st.protocol.MinReaderVersion, st.protocol.ReaderFeatures, ErrUnsupported)
 	}
 	st.version = version
-	return st, nil
+	return st, actions, nil
 }
 
 func (s *state) applyCheckpointRow(row cpRow) error {
 	switch {
 	case row.Protocol != nil:
-		s.protocol = &Protocol{MinReaderVersion: int(deref(row.Protocol.MinReaderVersion)), MinWriterVersion: int(deref(row.Protocol.MinWriterVersion))}
+		s.protocol = &Protocol{MinReaderVersion: int(deref(row.Protocol.MinReaderVersion)), MinWriterVersion: int(deref(row.Protocol.MinWriterVersion)),
+			ReaderFeatures: row.Protocol.ReaderFeatures, WriterFeatures: row.Protocol.WriterFeatures}
 	case row.MetaData != nil:
 		m := row.MetaData
 		md := &Metadata{ID: deref(m.ID), Name: deref(m.Name), Description: deref(m.Description),
-			SchemaString: deref(m.SchemaString), PartitionColumns: m.PartitionColumns, Configuration: m.Configuration,
-			CreatedTime: deref(m.CreatedTime)}
-		if md.PartitionColumns == nil {
-			md.PartitionColumns = []string{}
+			SchemaString: deref(m.SchemaString), PartitionColumns: make([]string, 0, len(m.PartitionColumns)),
+			Configuration: fromStrMap(m.Configuration), CreatedTime: deref(m.CreatedTime)}
+		for _, c := range m.PartitionColumns {
+			md.PartitionColumns = append(md.PartitionColumns, deref(c))
 		}
 		if m.Format != nil {
-			md.Format = Format{Provider: deref(m.Format.Provider), Options: m.Format.Options}
+			md.Format = Format{Provider: deref(m.Format.Provider), Options: fromStrMap(m.Format.Options)}
 		}
 		s.metadata = md
 	case row.Txn != nil:
@@ -251,9 +348,9 @@ func (s *state) applyCheckpointRow(row cpRow) error {
 		if err != nil {
 			return err
 		}
-		s.files[p] = Add{Path: p, PartitionValues: row.Add.PartitionValues, Size: deref(row.Add.Size),
+		s.files[p] = Add{Path: p, PartitionValues: fromStrMap(row.Add.PartitionValues), Size: deref(row.Add.Size),
 			ModificationTime: deref(row.Add.ModificationTime), DataChange: deref(row.Add.DataChange),
-			Stats: deref(row.Add.Stats), Tags: row.Add.Tags}
+			Stats: deref(row.Add.Stats), Tags: fromStrMap(row.Add.Tags)}
 	case row.Remove != nil:
 		p, err := DecodePath(deref(row.Remove.Path))
 		if err != nil {
@@ -261,7 +358,7 @@ func (s *state) applyCheckpointRow(row cpRow) error {
 		}
 		s.tombstones[p] = Remove{Path: p, DeletionTimestamp: deref(row.Remove.DeletionTimestamp),
 			DataChange: deref(row.Remove.DataChange), ExtendedFileMetadata: deref(row.Remove.ExtendedFileMetadata),
-			PartitionValues: row.Remove.PartitionValues, Size: deref(row.Remove.Size)}
+			PartitionValues: fromStrMap(row.Remove.PartitionValues), Size: deref(row.Remove.Size)}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -273,14 +274,13 @@ func (t *Table) readCommit(ctx context.Context, version int64) ([]Action, error)
 	return actions, nil
 }
 
-// listVersions lists the log's commit versions, ascending, and the newest
-// classic checkpoint version (-1 if none).
-func (t *Table) listVersions(ctx context.Context) (versions []int64, checkpoint int64, err error) {
+// listVersions lists the log's commit versions and its classic checkpoint
+// versions, both ascending.
+func (t *Table) listVersions(ctx context.Context) (versions, checkpoints []int64, err error) {
 	infos, err := t.store.List(ctx, t.LogDir())
 	if err != nil {
-		return nil, -1, fmt.Errorf("list %s: %w", t.LogDir(), err)
+		return nil, nil, fmt.Errorf("list %s: %w", t.LogDir(), err)
 	}
-	checkpoint = -1
 	for _, in := range infos {
 		name := path.Base(in.Key)
 		if path.Dir(in.Key)+"/" != t.LogDir() && !(t.root == "" && path.Dir(in.Key) == "_delta_log") {
@@ -290,12 +290,13 @@ func (t *Table) listVersions(ctx context.Context) (versions []int64, checkpoint 
 			versions = append(versions, v)
 			continue
 		}
-		if v, ok := parseCheckpointName(name); ok && v > checkpoint {
-			checkpoint = v
+		if v, ok := parseCheckpointName(name); ok {
+			checkpoints = append(checkpoints, v)
 		}
 	}
-	sort.Slice(versions, func(i, j int) bool { return versions[i] < versions[j] })
-	return versions, checkpoint, nil
+	slices.Sort(versions)
+	slices.Sort(checkpoints)
+	return versions, checkpoints, nil
 }
 
 // Snapshot returns the table's newest state. A table without a log has
@@ -311,7 +312,7 @@ func (t *Table) snapshotLocked(ctx context.Context) (*Snapshot, error) {
 	var st *state
 	if t.state == nil {
 		var err error
-		st, err = t.replayFromListing(ctx)
+		st, err = t.replayInitial(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -337,19 +338,38 @@ func (t *Table) snapshotLocked(ctx context.Context) (*Snapshot, error) {
 	return st.snapshot(), nil
 }
 
+// replayInitial builds the first state: from the checkpoint _last_checkpoint
+// names, read forward without listing the log (snapshotLocked reads the
+// commits after it); when that file is missing or names a checkpoint that
+// is missing, damaged or not the size it states, from a listing.
+func (t *Table) replayInitial(ctx context.Context) (*state, error) {
+	lc, err := t.readLastCheckpoint(ctx)
+	switch {
+	case err == nil:
+		st, n, cerr := t.readCheckpoint(ctx, lc.Version)
+		if cerr == nil && n == lc.Size {
+			return st, nil
+		}
+		if cerr != nil && !errors.Is(cerr, objstore.ErrNotFound) && !errors.Is(cerr, ErrCorrupt) {
+			return nil, cerr // transient: retry rather than replay everything
+		}
+	case !errors.Is(err, objstore.ErrNotFound) && !errors.Is(err, ErrCorrupt):
+		return nil, fmt.Errorf("read %s: %w", t.LastCheckpointKey(), err)
+	}
+	return t.replayFromListing(ctx)
+}
+
+// replayFromListing lists the log and starts from the newest checkpoint that
+// reads whole, falling back to older ones and then to version 0; it fails
+// only when no start point reaches the newest version without a gap.
 func (t *Table) replayFromListing(ctx context.Context) (*state, error) {
-	versions, cp, err := t.listVersions(ctx)
+	versions, cps, err := t.listVersions(ctx)
 	if err != nil {
 		return nil, err
 	}
-	st := newState()
-	start := int64(0)
-	if cp >= 0 {
-		st, err = t.readCheckpoint(ctx, cp)
-		if err != nil {
-			return nil, err
-		}
-		start = cp + 1
+	st, start, cpErrs, err := t.startState(ctx, versions, cps)
+	if err != nil {
+		return nil, err
 	}
 	expect := start
 	for _, v := range versions {
@@ -361,19 +381,43 @@ func (t *Table) replayFromListing(ctx context.Context) (*state, error) {
 		}
 		expect++
 	}
-	if cp < 0 && len(versions) > 0 && versions[0] != 0 {
-		return nil, fmt.Errorf("table %s: log starts at version %d without a checkpoint: %w", t.root, versions[0], ErrCorrupt)
-	}
 	for v := start; v < expect; v++ {
 		actions, err := t.readCommit(ctx, v)
 		if err != nil {
-			return nil, err
+			return nil, errors.Join(append([]error{err}, cpErrs...)...)
 		}
 		if err := st.apply(v, actions); err != nil {
 			return nil, fmt.Errorf("table %s: %w", t.root, err)
 		}
 	}
 	return st, nil
+}
+
+// startState picks where replay starts: the newest checkpoint that reads
+// whole, else version 0 when the log starts there (or there is no log). It returns the state, the first
+// version to replay after it and the errors of the checkpoints it skipped.
+func (t *Table) startState(ctx context.Context, versions, cps []int64) (*state, int64, []error, error) {
+	present := make(map[int64]bool, len(versions))
+	for _, v := range versions {
+		present[v] = true
+	}
+	var cpErrs []error
+	for i := len(cps) - 1; i >= 0; i-- {
+		st, _, err := t.readCheckpoint(ctx, cps[i])
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, objstore.ErrNotFound) {
+				return nil, 0, nil, err
+			}
+			cpErrs = append(cpErrs, err)
+			continue
+		}
+		return st, cps[i] + 1, cpErrs, nil
+	}
+	if len(versions) > 0 && !present[0] {
+		return nil, 0, nil, errors.Join(append([]error{fmt.Errorf("table %s: log starts at version %d without a readable checkpoint: %w",
+			t.root, versions[0], ErrCorrupt)}, cpErrs...)...)
+	}
+	return newState(), 0, cpErrs, nil
 }
 
 // Commit writes version's commit file create-only. It adds a commitInfo (as

@@ -20,7 +20,7 @@ const maxProblems = 50
 // ErrCorrupt.
 func ValidateLog(ctx context.Context, store objstore.Store, root string) error {
 	t := OpenTable(store, root)
-	versions, cp, err := t.listVersions(ctx)
+	versions, cps, err := t.listVersions(ctx)
 	if err != nil {
 		return err
 	}
@@ -29,13 +29,11 @@ func ValidateLog(ctx context.Context, store objstore.Store, root string) error {
 		problems = append(problems, err)
 		return len(problems) < maxProblems
 	}
-	st := newState()
-	start := int64(0)
-	if cp >= 0 {
-		if st, err = t.readCheckpoint(ctx, cp); err != nil {
-			return err
-		}
-		start = cp + 1
+	// A damaged newest checkpoint is not a damaged table: readers fall back
+	// to an older one or to the log, and so does this check.
+	st, start, _, err := t.startState(ctx, versions, cps)
+	if err != nil {
+		return err
 	}
 	present := map[int64]bool{}
 	var newest int64 = -1
@@ -111,25 +109,25 @@ func removedIn(actions []Action, p string) bool {
 
 // ReferencedFiles returns every data file path (relative to the table
 // root) that any readable version of the log names in an add or remove
-// action: the newest checkpoint's files and tombstones and every commit
+// action: the newest readable checkpoint's files and tombstones and every commit
 // file present. Vacuum must never delete these.
 func (t *Table) ReferencedFiles(ctx context.Context) (map[string]bool, error) {
-	versions, cp, err := t.listVersions(ctx)
+	versions, cps, err := t.listVersions(ctx)
 	if err != nil {
 		return nil, err
 	}
 	refs := map[string]bool{}
-	if cp >= 0 {
-		st, err := t.readCheckpoint(ctx, cp)
-		if err != nil {
-			return nil, err
-		}
-		for p := range st.files {
-			refs[p] = true
-		}
-		for p := range st.tombstones {
-			refs[p] = true
-		}
+	// The newest readable checkpoint; with every commit present below, an
+	// unreadable newer one names nothing the union misses.
+	st, _, _, err := t.startState(ctx, versions, cps)
+	if err != nil {
+		return nil, err
+	}
+	for p := range st.files {
+		refs[p] = true
+	}
+	for p := range st.tombstones {
+		refs[p] = true
 	}
 	for _, v := range versions {
 		actions, err := t.readCommit(ctx, v)

@@ -49,7 +49,9 @@ func (r *readerAtSeeker) Seek(offset int64, whence int) (int64, error) {
 }
 
 // CheckWithArrow is a test fixture (it links Apache Arrow, so it lives here,
-// out of the product binary). It reads every committed file of both tables with Apache
+// out of the product binary). It replays both logs independently (Replay:
+// from _last_checkpoint's checkpoint, read with Arrow, then the JSON
+// commits) and checks the live files equal quarry's snapshot; it reads every committed file of both tables with Apache
 // Arrow's Parquet implementation (an independent reader) and checks that it
 // decodes whole, that its row count equals the add action's
 // stats.numRecords and that its columns are the table schema's non-partition
@@ -61,6 +63,24 @@ func CheckWithArrow(ctx context.Context, store objstore.Store) error {
 		snap, err := t.Snapshot(ctx)
 		if err != nil {
 			return fmt.Errorf("%s snapshot: %w", t.Root(), err)
+		}
+		// The file list from a replay that shares no code with quarry's.
+		indep, version, err := Replay(ctx, store, t.Root())
+		if err != nil {
+			return fmt.Errorf("%s independent replay: %w", t.Root(), err)
+		}
+		if version != snap.Version {
+			return fmt.Errorf("%s: independent replay reached version %d, quarry %d", t.Root(), version, snap.Version)
+		}
+		if len(indep) != len(snap.Files) {
+			problems = append(problems, fmt.Errorf("%s: independent replay has %d live files, quarry %d", t.Root(), len(indep), len(snap.Files)))
+		} else {
+			for i, f := range snap.Files {
+				if indep[i].Path != f.Path || indep[i].Size != f.Size {
+					problems = append(problems, fmt.Errorf("%s: live file %d is %s (%d bytes) independently, %s (%d bytes) in quarry",
+						t.Root(), i, indep[i].Path, indep[i].Size, f.Path, f.Size))
+				}
+			}
 		}
 		if snap.Version < 0 {
 			continue

@@ -1,0 +1,84 @@
+package committer
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/quarrylake/quarry/internal/delta"
+)
+
+// checkpointer writes Delta checkpoints in the background, one at a time,
+// after the commit they cover. The commit path only marks a table as due
+// (never waits); a failed checkpoint is logged, counted and tried again at
+// the table's next interval.
+type checkpointer struct {
+	c    *Committer
+	kick chan struct{} // capacity 1: kicks while busy coalesce
+
+	mu  sync.Mutex
+	due map[*delta.Table]bool
+}
+
+func newCheckpointer(c *Committer) *checkpointer {
+	return &checkpointer{c: c, kick: make(chan struct{}, 1), due: map[*delta.Table]bool{}}
+}
+
+// committed is called after st moved from version before to st.version: it
+// marks st's table due when the commit crossed a multiple of the interval.
+func (cp *checkpointer) committed(st *tableState, before int64) {
+	n := int64(cp.c.cfg.CheckpointInterval)
+	if st.version/n <= before/n {
+		return
+	}
+	cp.mu.Lock()
+	cp.due[st.t] = true
+	cp.mu.Unlock()
+	select {
+	case cp.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run writes due checkpoints until ctx ends.
+func (cp *checkpointer) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-cp.kick:
+		}
+		cp.mu.Lock()
+		tables := make([]*delta.Table, 0, len(cp.due))
+		for t := range cp.due {
+			tables = append(tables, t)
+		}
+		clear(cp.due)
+		cp.mu.Unlock()
+		for _, t := range tables {
+			cp.write(ctx, t)
+		}
+	}
+}
+
+func (cp *checkpointer) write(ctx context.Context, t *delta.Table) {
+	c := cp.c
+	start := time.Now()
+	// A checkpoint replays and rewrites the whole table state: allow it
+	// more than one operation's time.
+	cctx, cancel := context.WithTimeout(ctx, 6*c.cfg.OpTimeout)
+	v, err := t.Checkpoint(cctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		c.m.checkpoints.WithLabelValues(t.Root(), "error").Inc()
+		c.log.Warn("checkpoint failed, retrying at the next interval", "table", t.Root(), "err", err)
+		return
+	}
+	c.m.checkpoints.WithLabelValues(t.Root(), "ok").Inc()
+	c.m.checkpointVersion.WithLabelValues(t.Root()).Set(float64(v))
+	c.m.checkpointTime.Observe(time.Since(start).Seconds())
+	c.log.Info("checkpoint written", "table", t.Root(), "version", v, "took", time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,117 @@
+package committer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/objstore"
+)
+
+func TestCheckpointIntervalValidate(t *testing.T) {
+	for _, tc := range []struct {
+		n   int
+		bad bool
+	}{{0, false}, {1, false}, {100, false}, {-1, true}, {2_000_000, true}} {
+		err := Config{CheckpointInterval: tc.n}.Defaults().Validate()
+		if (err != nil) != tc.bad || tc.bad && !strings.Contains(err.Error(), "committer.checkpoint_interval") {
+			t.Errorf("checkpoint_interval %d: %v", tc.n, err)
+		}
+	}
+	if got := (Config{}).Defaults().CheckpointInterval; got != 100 {
+		t.Errorf("default checkpoint_interval %d, want 100", got)
+	}
+}
+
+// lastCheckpointVersion is the version _last_checkpoint of table names, -1
+// without one.
+func (e *env) lastCheckpointVersion(table string) int64 {
+	data, err := e.local.Get(context.Background(), delta.OpenTable(e.local, table).LastCheckpointKey())
+	if err != nil {
+		return -1
+	}
+	var lc delta.LastCheckpoint
+	if err := json.Unmarshal(data, &lc); err != nil {
+		e.t.Fatal(err)
+	}
+	return lc.Version
+}
+
+// TestCommitterCheckpoints commits one advance per report with a
+// checkpoint every 3 versions, then deletes every JSON commit the newest
+// checkpoints cover: the lake still reads exactly once, and a new
+// committer rebuilds its state from the checkpoints and goes on.
+func TestCommitterCheckpoints(t *testing.T) {
+	e := newEnv(t)
+	cfg := testConfig("c1")
+	cfg.CheckpointInterval = 3
+	r := e.start(cfg, nil)
+	var want []uint64
+	for s := uint64(1); s <= 7; s++ {
+		e.publish(e.encode(fmt.Sprintf("a.%d", s), batch{s, s - 1}))
+		e.waitHW(r.c, s)
+		want = append(want, s)
+	}
+	// Versions 1..7 of both tables: checkpoints after 3 and 6.
+	for _, table := range []string{lake.RecordsTable, lake.TemplatesTable} {
+		eventually(t, 15*time.Second, table+" checkpoint at 6", func() bool { return e.lastCheckpointVersion(table) >= 6 })
+	}
+	if n := testutil.ToFloat64(r.c.m.checkpoints.WithLabelValues(lake.RecordsTable, "ok")); n < 2 {
+		t.Errorf("records checkpoints ok: %v, want at least 2", n)
+	}
+	r.stop(t)
+	ctx := context.Background()
+	for _, table := range []string{lake.RecordsTable, lake.TemplatesTable} {
+		cp := e.lastCheckpointVersion(table)
+		tbl := delta.OpenTable(e.local, table)
+		for v := int64(0); v <= cp; v++ {
+			if err := e.local.Delete(ctx, tbl.CommitKey(v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e.exactlyOnce(want...)
+	r2 := e.start(cfg, nil)
+	e.publish(e.encode("b.8", batch{8, 7}))
+	e.waitHW(r2.c, 8)
+	e.exactlyOnce(append(want, 8)...)
+}
+
+// TestCheckpointFailureNeverBlocksCommits fails every checkpoint write:
+// advances go on, the failures are counted, and once the store heals the
+// next interval's checkpoint lands.
+func TestCheckpointFailureNeverBlocksCommits(t *testing.T) {
+	e := newEnv(t)
+	faults := objstore.NewFaults(1)
+	// Commits are PutIfAbsent; only checkpoints and _last_checkpoint Put.
+	id := faults.Add(objstore.Rule{Op: objstore.OpPut, KeyPrefix: lake.RecordsTable + "/_delta_log/"})
+	cfg := testConfig("c1")
+	cfg.CheckpointInterval = 2
+	r := e.start(cfg, objstore.NewFaulty(e.local, faults))
+	for s := uint64(1); s <= 4; s++ {
+		e.publish(e.encode(fmt.Sprintf("a.%d", s), batch{s, s - 1}))
+		e.waitHW(r.c, s)
+	}
+	eventually(t, 15*time.Second, "a counted checkpoint failure", func() bool {
+		return testutil.ToFloat64(r.c.m.checkpoints.WithLabelValues(lake.RecordsTable, "error")) >= 1
+	})
+	if v := e.lastCheckpointVersion(lake.RecordsTable); v != -1 {
+		t.Fatalf("records _last_checkpoint %d written through a failing store", v)
+	}
+	faults.Remove(id)
+	for s := uint64(5); s <= 6; s++ {
+		e.publish(e.encode(fmt.Sprintf("a.%d", s), batch{s, s - 1}))
+		e.waitHW(r.c, s)
+	}
+	eventually(t, 15*time.Second, "records checkpoint at 6 after the store healed", func() bool {
+		return e.lastCheckpointVersion(lake.RecordsTable) >= 6
+	})
+	e.exactlyOnce(1, 2, 3, 4, 5, 6)
+}
