@@ -72,7 +72,7 @@ func New(cfg Config, deps Deps) (*Committer, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	m, err := newMetrics(deps.Registerer)
+	m, err := newMetrics(deps.Registerer, newDLQCollector(deps.JS))
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ type metrics struct {
 	checkpointTime    prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, extra ...prometheus.Collector) (*metrics, error) {
 	m := &metrics{
 		highWater: prometheus.NewGauge(prometheus.GaugeOpts{Name: "quarry_committer_high_water",
 			Help: "Committed high-water: the WAL sequence at or below which every batch is in the lake."}),
@@ -47,8 +47,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time to write one Delta checkpoint and _last_checkpoint.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
 	}
-	if err := promutil.RegisterUnique(reg, m.highWater, m.commits, m.reports, m.commitTime, m.leaseHeld, m.pending, m.deadLetters,
-		m.checkpoints, m.checkpointVersion, m.checkpointTime); err != nil {
+	cs := append([]prometheus.Collector{m.highWater, m.commits, m.reports, m.commitTime, m.leaseHeld, m.pending, m.deadLetters,
+		m.checkpoints, m.checkpointVersion, m.checkpointTime}, extra...)
+	if err := promutil.RegisterUnique(reg, cs...); err != nil {
 		return nil, fmt.Errorf("register committer metrics: %w", err)
 	}
 	return m, nil

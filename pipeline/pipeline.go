@@ -229,6 +229,10 @@ func (p *Pipeline) Ready() error {
 	return errors.Join(errs...)
 }
 
+// Detail is the committer's /readyz detail line (the dead-letter stream's
+// size).
+func (p *Pipeline) Detail() string { return p.committer.Detail() }
+
 // HighWater is the committer's high-water: every WAL sequence at or below it
 // is committed to the lake.
 func (p *Pipeline) HighWater() uint64 { return p.committer.HighWater() }

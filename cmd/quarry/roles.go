@@ -321,6 +321,7 @@ func runCommitter(ctx context.Context, e *env, args []string) error {
 		r.nc.Close()
 		return err
 	}
+	r.hs.AddInfo("committer", cm.Detail)
 	return r.serve(ctx, "committer", cm.Run, cm.Ready)
 }
 

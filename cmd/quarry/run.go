@@ -94,6 +94,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	defer p.Close()
 	hs := health.New(reg, log)
 	hs.Add("pipeline", p.Ready)
+	hs.AddInfo("pipeline", p.Detail)
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
 	go hs.Serve(hctx, c.httpAddr)

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,10 +22,15 @@ import (
 // Check reports nil when its component is ready, or what it waits for.
 type Check func() error
 
+// Info is a line /readyz shows whatever the verdict (a queue's size, say);
+// it never makes the process unready.
+type Info func() string
+
 // Server is the health endpoint of one process.
 type Server struct {
 	mu     sync.Mutex
 	checks map[string]Check
+	infos  map[string]Info
 	gather prometheus.Gatherer
 	log    *slog.Logger
 }
@@ -36,7 +40,7 @@ func New(g prometheus.Gatherer, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{checks: map[string]Check{}, gather: g, log: log}
+	return &Server{checks: map[string]Check{}, infos: map[string]Info{}, gather: g, log: log}
 }
 
 // Add registers a readiness check under name, replacing any earlier one.
@@ -44,6 +48,34 @@ func (s *Server) Add(name string, c Check) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.checks[name] = c
+}
+
+// AddInfo registers a detail line for /readyz under name, replacing any
+// earlier one.
+func (s *Server) AddInfo(name string, i Info) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.infos[name] = i
+}
+
+// details runs every Info, in name order, as "name: line" lines.
+func (s *Server) details() []string {
+	s.mu.Lock()
+	infos := make(map[string]Info, len(s.infos))
+	for n, i := range s.infos {
+		infos[n] = i
+	}
+	s.mu.Unlock()
+	names := make([]string, 0, len(infos))
+	for n := range infos {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		out = append(out, n+": "+infos[n]())
+	}
+	return out
 }
 
 // Ready runs every check and returns their errors joined, each prefixed
@@ -76,12 +108,16 @@ func (s *Server) Handler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := s.Ready(); err != nil {
+		err := s.Ready()
+		if err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, strings.ReplaceAll(err.Error(), "\n", "\n"))
-			return
+			fmt.Fprintln(w, err.Error())
+		} else {
+			fmt.Fprintln(w, "ready")
 		}
-		fmt.Fprintln(w, "ready")
+		for _, d := range s.details() {
+			fmt.Fprintln(w, d)
+		}
 	})
 	if s.gather != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.gather, promhttp.HandlerOpts{}))

@@ -47,3 +47,41 @@ func TestEndpoints(t *testing.T) {
 		t.Fatalf("metrics missing counter: %q", body)
 	}
 }
+
+// An Info line shows on /readyz whatever the verdict and never makes the
+// process unready.
+func TestReadyzInfo(t *testing.T) {
+	s := New(nil, nil)
+	var waiting error
+	s.Add("committer", func() error { return waiting })
+	s.AddInfo("committer", func() string { return "dead letters: 3" })
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	for _, tc := range []struct {
+		name     string
+		waiting  error
+		code     int
+		contains []string
+	}{
+		{"ready", nil, 200, []string{"ready\n", "committer: dead letters: 3\n"}},
+		{"unready", errors.New("standby"), 503, []string{"committer: standby\n", "committer: dead letters: 3\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			waiting = tc.waiting
+			resp, err := http.Get(srv.URL + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.code {
+				t.Fatalf("code %d, want %d: %q", resp.StatusCode, tc.code, b)
+			}
+			for _, w := range tc.contains {
+				if !strings.Contains(string(b), w) {
+					t.Errorf("body %q lacks %q", b, w)
+				}
+			}
+		})
+	}
+}
