@@ -1,6 +1,7 @@
 package lake
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -172,7 +173,7 @@ func (l *Lake) openRecords(ctx context.Context, a delta.Add, texts recfile.Templ
 	}
 	recs, err := recfile.Decode(data, texts)
 	if err != nil {
-		if k, missing := missingTemplate(f, texts); missing {
+		if k, missing := missingTemplate(data, texts); missing {
 			return nil, fmt.Errorf("records file %s: template %d version %d: %w", a.Path, k.ID, k.Version, ErrTemplateMissing)
 		}
 		return nil, fmt.Errorf("records file %s: %w", a.Path, err)
@@ -182,8 +183,8 @@ func (l *Lake) openRecords(ctx context.Context, a delta.Add, texts recfile.Templ
 
 // missingTemplate finds a template version a records file uses that texts
 // lacks.
-func missingTemplate(f *parquet.File, texts recfile.Templates) (recfile.Key, bool) {
-	r := parquet.NewGenericReader[templateCount](f)
+func missingTemplate(data []byte, texts recfile.Templates) (recfile.Key, bool) {
+	r := parquet.NewGenericReader[templateCount](bytes.NewReader(data))
 	defer r.Close()
 	buf := make([]templateCount, 1024)
 	for {
