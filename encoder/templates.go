@@ -122,34 +122,26 @@ func (t *texts) load(ctx context.Context, tenant string) error {
 	if err != nil {
 		return fail(err)
 	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fail(err)
+	}
+	defer it.Stop()
 	for tt.next <= last.Sequence {
-		batch, err := cons.Fetch(1024, jetstream.FetchMaxWait(5*time.Second))
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return fail(fmt.Errorf("events up to stream sequence %d, read up to %d: %w", last.Sequence, tt.next-1, err))
+		}
+		md, err := m.Metadata()
 		if err != nil {
 			return fail(err)
 		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			md, err := m.Metadata()
-			if err != nil {
-				return fail(err)
-			}
-			if ev, err := streams.DecodeTemplateEvent(m.Data()); err == nil && ev.Kind != streams.TemplateMerged.String() && ev.Tenant == tenant {
-				tt.mu.Lock()
-				tt.m[recfile.Key{ID: ev.ID, Version: ev.Version}] = ev.Template
-				tt.mu.Unlock()
-			}
-			tt.next = max(tt.next, md.Sequence.Stream+1)
+		if ev, err := streams.DecodeTemplateEvent(m.Data()); err == nil && ev.Kind != streams.TemplateMerged.String() && ev.Tenant == tenant {
+			tt.mu.Lock()
+			tt.m[recfile.Key{ID: ev.ID, Version: ev.Version}] = ev.Template
+			tt.mu.Unlock()
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
-			return fail(err)
-		}
-		if got == 0 {
-			return fail(fmt.Errorf("events up to stream sequence %d, none delivered after %d", last.Sequence, tt.next-1))
-		}
-		if ctx.Err() != nil {
-			return fail(ctx.Err())
-		}
+		tt.next = max(tt.next, md.Sequence.Stream+1)
 	}
 	return nil
 }
