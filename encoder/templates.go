@@ -137,8 +137,13 @@ func (t *texts) load(ctx context.Context, tenant string) error {
 			return fail(err)
 		}
 		if ev, err := streams.DecodeTemplateEvent(m.Data()); err == nil && ev.Kind != streams.TemplateMerged.String() && ev.Tenant == tenant {
+			// A batch's definition (binary) wins over the event (JSON,
+			// which cannot carry bytes that are not UTF-8).
+			k := recfile.Key{ID: ev.ID, Version: ev.Version}
 			tt.mu.Lock()
-			tt.m[recfile.Key{ID: ev.ID, Version: ev.Version}] = ev.Template
+			if _, ok := tt.m[k]; !ok {
+				tt.m[k] = ev.Template
+			}
 			tt.mu.Unlock()
 		}
 		tt.next = max(tt.next, md.Sequence.Stream+1)
