@@ -37,6 +37,24 @@ echo "== producer publish to an embedded sync-always server" >&2
 go test -run '^$' -bench 'BenchmarkPublish' -benchtime 2s ./producer/ >"$tmp/pub.txt" 2>&1 || { cat "$tmp/pub.txt" >&2; exit 1; }
 cat "$tmp/pub.txt" >&2
 
+echo "== lake size: Loghub 2k through quarry run, against zstd and gzip" >&2
+size_cmd="QUARRY_SIZE_OUT=<file> go test -count=1 -run '^TestSizeLoghub\$' ./cmd/quarry/"
+size_md=""
+if ! command -v zstd >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+	apt-get install -y zstd >/dev/null 2>&1 || true
+fi
+if command -v zstd >/dev/null 2>&1 && command -v gzip >/dev/null 2>&1; then
+	QUARRY_SIZE_OUT="$tmp/size.md" go test -count=1 -run '^TestSizeLoghub$' ./cmd/quarry/ >"$tmp/size.txt" 2>&1 || { cat "$tmp/size.txt" >&2; exit 1; }
+	if [ -s "$tmp/size.md" ]; then
+		size_md=$(cat "$tmp/size.md")
+		echo "$size_md" >&2
+	else
+		echo "size table skipped: $(grep -m1 -i skip "$tmp/size.txt" || echo 'no Loghub 2k logs')" >&2
+	fi
+else
+	echo "size table skipped: zstd or gzip not installed" >&2
+fi
+
 enc_rows=""
 if [ -x scripts/bench-encoders.sh ]; then
 	echo "== encoder scale-out" >&2
@@ -90,6 +108,19 @@ fi
 	echo '```'
 	grep -E '^Benchmark' "$tmp/pub.txt"
 	echo '```'
+	if [ -n "$size_md" ]; then
+		echo
+		echo "## Lake size against zstd and gzip"
+		echo
+		echo "\`$size_cmd\`: each Loghub 2k log (\$LOGHUB_DIR or ../shared/loghub2k, lines with their headers,"
+		echo "read in place) goes through \`quarry run --input\` as one tenant into a lake of its own; lake bytes are"
+		echo "the records and templates data files (Delta logs left out), set against \`zstd -3\`, \`zstd -19\` and"
+		echo "\`gzip -6\` of the same file, as fractions of the raw bytes. Each lake is read back with"
+		echo "\`quarry query --format raw\` and must equal its file byte for byte. p<j>, n<j> and b<j> sum the"
+		echo "parameter slot columns of records v3 (docs/formats.md)."
+		echo
+		echo "$size_md"
+	fi
 	if [ -n "$enc_rows" ]; then
 		echo
 		echo "## Encoder scale-out: 1, 2 and 4 encoder processes"
