@@ -161,7 +161,8 @@ func (c *Committer) updateGap(ts *termState) {
 	}
 }
 
-// ensureTables creates both tables when absent.
+// ensureTables creates both tables when absent, and updates the records
+// table's schema to lake.RecordsSchemaString when it has an older one.
 func (c *Committer) ensureTables(ctx context.Context) error {
 	for _, t := range []struct {
 		t      *delta.Table
@@ -177,6 +178,14 @@ func (c *Committer) ensureTables(ctx context.Context) error {
 				return fmt.Errorf("snapshot %s: %w", t.t.Root(), err)
 			}
 			if snap.Version >= 0 {
+				// A records table created before records v3 gets the
+				// superset schema before this term commits v3 files.
+				if md, ok := lake.RecordsSchemaUpdate(snap.Metadata); ok && t.t == c.records {
+					if err := t.t.Commit(ctx, snap.Version+1, []delta.Action{{MetaData: &md}}); err != nil {
+						return fmt.Errorf("update the schema of %s: %w", t.t.Root(), err)
+					}
+					c.log.Info("table schema updated to records v3", "table", t.t.Root(), "version", snap.Version+1)
+				}
 				return nil
 			}
 			err = t.t.Create(ctx, delta.Metadata{

@@ -64,6 +64,11 @@ type Config struct {
 	// DrainTimeout bounds the shutdown: flush, upload, report and wait for
 	// verdicts; whatever is still unacked then is nak'ed (default 30s).
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	// TemplateWait bounds how long a flush waits for the text of a template
+	// version its records use and no batch or template event has shown yet
+	// (default 1m); after it the file is written in records v2, which needs
+	// no text (see encodeRecords).
+	TemplateWait time.Duration `yaml:"template_wait"`
 }
 
 // Defaults returns c with unset fields set to their defaults.
@@ -112,6 +117,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
+	}
+	if c.TemplateWait == 0 {
+		c.TemplateWait = time.Minute
 	}
 	return c
 }
@@ -165,6 +173,9 @@ func (c Config) Validate() error {
 	}
 	if c.DrainTimeout < 0 {
 		errs = append(errs, fmt.Errorf("encoder.drain_timeout %s: must not be negative", c.DrainTimeout))
+	}
+	if c.TemplateWait < 0 {
+		errs = append(errs, fmt.Errorf("encoder.template_wait %s: must not be negative", c.TemplateWait))
 	}
 	if c.AckWait >= time.Second && c.MaxAge >= c.AckWait*10 {
 		errs = append(errs, fmt.Errorf("encoder.max_age %s: must be below 10 × ack_wait (%s)", c.MaxAge, c.AckWait))

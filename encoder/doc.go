@@ -1,8 +1,9 @@
 // Package encoder is quarry's Parquet stage: workers pull mined batches
 // (mined/2; mined/1 is still read) from the work queue streams.MinedStream
 // through the one durable consumer streams.EncoderConsumer, write them as
-// zstd Parquet files with column statistics into the lake's object store,
-// and report each flush (report/1) to the committer.
+// zstd Parquet files (records v3 through internal/recfile, templates as
+// lake.TemplateRow) into the lake's object store, and report each flush
+// (report/1) to the committer.
 //
 // # Flow
 //
@@ -12,8 +13,8 @@
 // when the buffered input reaches Config.TargetFileBytes or
 // Config.MaxBatches, when the oldest buffered batch is Config.MaxAge old, or
 // when the process drains. A flush writes one records file per partition
-// (rows sorted by wal_seq, record_index) and at most one templates file,
-// uploads them with objstore.Store.Put under
+// and at most one templates file, uploads them with objstore.Store.Put
+// under
 //
 //	records/tenant=<t>/date=<d>/part-<first>-<last>-<writer>-<flush>.zstd.parquet
 //	templates/part-<first>-<last>-<writer>-<flush>.zstd.parquet
@@ -22,6 +23,20 @@
 // publishes a streams.Report on streams.ReportSubject(writer) with
 // Nats-Msg-Id = the report id <writer>.<flush>. The report lists every batch
 // of the flush, empty ones included, so the committer's chain never stalls.
+//
+// # Template texts
+//
+// A records v3 file needs the text of every template version its rows use;
+// a batch carries a definition only when its mining created the version.
+// The encoder keeps the texts of every definition it receives (per tenant,
+// shared by its workers) and, on a miss (the defining batch went to another
+// worker or encoder, or this one restarted), reads the tenant's events on
+// streams.TemplateStream, which keeps every definition. It retries for up
+// to Config.TemplateWait (the event may still be on its way), keeping the
+// batches in progress and saying so in Ready; after that it writes the
+// partition as a records v2 file, which needs no text, and logs an error.
+// A (template id, version) has one text forever, so a cached text is never
+// wrong and a second encoder or a restart writes the same rows.
 //
 // # Delivery contract
 //

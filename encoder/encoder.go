@@ -33,6 +33,7 @@ type Encoder struct {
 	log      *slog.Logger
 	m        *metrics
 	instance string
+	texts    *texts
 
 	stopReq   chan struct{} // closed by Shutdown: drain
 	force     chan struct{} // closed by Shutdown when its ctx expires: abandon now
@@ -80,6 +81,7 @@ func New(cfg Config, deps Deps) (*Encoder, error) {
 		store:    deps.Store,
 		m:        newMetrics(deps.Registerer),
 		instance: cfg.Name + "-" + runToken(),
+		texts:    newTexts(deps.JS),
 		stopReq:  make(chan struct{}),
 		force:    make(chan struct{}),
 		done:     make(chan struct{}),

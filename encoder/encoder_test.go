@@ -22,7 +22,9 @@ import (
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/mining"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/recfile"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -46,33 +48,51 @@ func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
+// recRow is a records row as a test compares it: the line rendered.
+type recRow struct {
+	WALSeq, TS      int64
+	Index           uint32
+	TemplateID      uint64
+	TemplateVersion uint32
+	Source, Line    string
+	Attrs           []streams.Attr
+}
+
 // expectedRows builds the records rows of bs independently of the encoder.
-func expectedRows(bs []*streams.MinedBatch) []lake.RecordRow {
-	var out []lake.RecordRow
+func expectedRows(bs []*streams.MinedBatch) []recRow {
+	tpl := textsOf(bs)
+	var out []recRow
 	for _, b := range bs {
 		for _, r := range b.Records {
-			attrs := map[string]string{}
-			for _, a := range r.Attrs {
-				attrs[a.Key] = a.Value
+			text := tpl[recfile.Key{ID: r.TemplateID, Version: r.TemplateVersion}]
+			line, err := mining.Render(text, r.Params)
+			if err != nil {
+				panic(err)
 			}
-			out = append(out, lake.RecordRow{WALSeq: int64(b.WALSeq), RecordIndex: int32(r.Index), TS: r.TS / 1000,
-				TemplateID: int64(r.TemplateID), TemplateVersion: int32(r.TemplateVersion), Params: r.Params, Source: b.Source, Attrs: attrs})
+			out = append(out, recRow{WALSeq: int64(b.WALSeq), Index: r.Index, TS: r.TS / 1000,
+				TemplateID: r.TemplateID, TemplateVersion: r.TemplateVersion, Line: line, Source: b.Source, Attrs: r.Attrs})
 		}
 	}
 	return out
 }
 
-func readRecords(t *testing.T, st objstore.Store, key string) []lake.RecordRow {
+// readRecords decodes a records v3 file with the texts tpl.
+func readRecords(t *testing.T, st objstore.Store, key string, tpl recfile.Templates) []recRow {
 	t.Helper()
 	data, err := st.Get(context.Background(), key)
 	if err != nil {
 		t.Fatalf("get %s: %v", key, err)
 	}
-	rows, err := parquet.Read[lake.RecordRow](bytes.NewReader(data), int64(len(data)))
+	recs, err := recfile.Decode(data, tpl)
 	if err != nil {
 		t.Fatalf("read %s: %v", key, err)
 	}
-	return rows
+	out := make([]recRow, len(recs))
+	for i, r := range recs {
+		out[i] = recRow{WALSeq: int64(r.WALSeq), Index: r.Index, TS: r.TS / 1000, TemplateID: r.TemplateID,
+			TemplateVersion: r.TemplateVersion, Source: r.Source, Line: string(r.Line), Attrs: r.Attrs}
+	}
+	return out
 }
 
 func checkParquetMeta(t *testing.T, data []byte, key string) {
@@ -81,12 +101,15 @@ func checkParquetMeta(t *testing.T, data []byte, key string) {
 	if err != nil {
 		t.Fatalf("open %s: %v", key, err)
 	}
+	if v, _ := f.Lookup("quarry.records.version"); strings.HasPrefix(key, "records/") && v != "3" {
+		t.Errorf("%s: records version %q, want 3", key, v)
+	}
 	for _, rg := range f.Metadata().RowGroups {
 		for _, c := range rg.Columns {
 			if c.MetaData.Codec != format.Zstd {
 				t.Errorf("%s column %v: codec %v, want zstd", key, c.MetaData.PathInSchema, c.MetaData.Codec)
 			}
-			if c.MetaData.Statistics.MinValue == nil && c.MetaData.NumValues > 0 && c.MetaData.PathInSchema[0] != "attrs" {
+			if strings.HasPrefix(key, "templates/") && c.MetaData.Statistics.MinValue == nil && c.MetaData.NumValues > 0 {
 				t.Errorf("%s column %v: no statistics", key, c.MetaData.PathInSchema)
 			}
 		}
@@ -124,7 +147,7 @@ func TestFilesRoundTrip(t *testing.T) {
 		t.Errorf("gathered %d metric series: %v", n, err)
 	}
 
-	var got []lake.RecordRow
+	var got []recRow
 	var gotTpl []lake.TemplateRow
 	for _, r := range c.accepted() {
 		for _, fi := range r.Files {
@@ -146,7 +169,7 @@ func TestFilesRoundTrip(t *testing.T) {
 			}
 			switch fi.Table {
 			case streams.TableRecords:
-				rows := readRecords(t, e.store, key)
+				rows := readRecords(t, e.store, key, textsOf(bs))
 				if int64(len(rows)) != fi.NumRecords {
 					t.Errorf("%s: %d rows, report says %d", key, len(rows), fi.NumRecords)
 				}
@@ -157,7 +180,7 @@ func TestFilesRoundTrip(t *testing.T) {
 					if fi.PartitionValues["tenant"] != tenant || fi.PartitionValues["date"] != lake.Date(row.TS*1000) {
 						t.Errorf("%s: row %+v in partition %v", key, row, fi.PartitionValues)
 					}
-					if i > 0 && (rows[i-1].WALSeq > row.WALSeq || rows[i-1].WALSeq == row.WALSeq && rows[i-1].RecordIndex >= row.RecordIndex) {
+					if i > 0 && (rows[i-1].WALSeq > row.WALSeq || rows[i-1].WALSeq == row.WALSeq && rows[i-1].Index >= row.Index) {
 						t.Errorf("%s: rows not sorted at %d", key, i)
 					}
 				}
@@ -183,13 +206,18 @@ func TestFilesRoundTrip(t *testing.T) {
 		}
 	}
 	want := expectedRows(bs)
-	norm := func(rows []lake.RecordRow) {
+	norm := func(rows []recRow) {
 		for i := range rows {
 			if len(rows[i].Attrs) == 0 {
 				rows[i].Attrs = nil
 			}
 		}
-		sortRecordRows(rows)
+		slices.SortFunc(rows, func(a, b recRow) int {
+			if a.WALSeq != b.WALSeq {
+				return cmpInt(a.WALSeq, b.WALSeq)
+			}
+			return cmpInt(int64(a.Index), int64(b.Index))
+		})
 	}
 	norm(got)
 	norm(want)
@@ -408,7 +436,7 @@ func TestUploadFaultRetried(t *testing.T) {
 	for _, r := range c.accepted() {
 		for _, f := range r.Files {
 			if f.Table == streams.TableRecords {
-				rows += len(readRecords(t, e.store, f.Table+"/"+f.Path))
+				rows += len(readRecords(t, e.store, f.Table+"/"+f.Path, textsOf(bs)))
 			}
 		}
 	}

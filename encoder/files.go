@@ -11,15 +11,17 @@ import (
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/recfile"
 	"github.com/quarrylake/quarry/streams"
 )
 
 // statsStringPrefix is the length Delta truncates string statistics to.
 const statsStringPrefix = 32
 
-// writerOptions are the Parquet settings of every data file: zstd, page and
-// column-chunk statistics, one row group per file (files are bounded by
-// Config.TargetFileBytes).
+// writerOptions are the Parquet settings of templates files and of records
+// v2 files (the fallback; records v3 files are written by internal/recfile):
+// zstd, page and column-chunk statistics, one row group per file (files are
+// bounded by Config.TargetFileBytes).
 func writerOptions() []parquet.WriterOption {
 	return []parquet.WriterOption{
 		parquet.Compression(&parquet.Zstd),
@@ -28,11 +30,11 @@ func writerOptions() []parquet.WriterOption {
 	}
 }
 
-// recordRows converts a batch's records to rows of its partitions, appended
-// to parts.
-func recordRows(b *streams.MinedBatch, add func(date string, row lake.RecordRow)) {
-	for i := range b.Records {
-		r := &b.Records[i]
+// v2Rows converts rows to records v2 rows, the fallback format.
+func v2Rows(rows []recfile.Row) []lake.RecordRow {
+	out := make([]lake.RecordRow, len(rows))
+	for i := range rows {
+		r := &rows[i]
 		var attrs map[string]string
 		if len(r.Attrs) > 0 {
 			attrs = make(map[string]string, len(r.Attrs))
@@ -40,17 +42,18 @@ func recordRows(b *streams.MinedBatch, add func(date string, row lake.RecordRow)
 				attrs[a.Key] = a.Value
 			}
 		}
-		add(lake.Date(r.TS), lake.RecordRow{
-			WALSeq:          int64(b.WALSeq),
+		out[i] = lake.RecordRow{
+			WALSeq:          int64(r.WALSeq),
 			RecordIndex:     int32(r.Index),
 			TS:              floorDiv(r.TS, 1000),
 			TemplateID:      int64(r.TemplateID),
 			TemplateVersion: int32(r.TemplateVersion),
 			Params:          r.Params,
-			Source:          b.Source,
+			Source:          r.Source,
 			Attrs:           attrs,
-		})
+		}
 	}
+	return out
 }
 
 // templateRows converts a batch's template definitions to template rows.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/recfile"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -67,17 +68,15 @@ func TestTemplateStats(t *testing.T) {
 func TestTimestampUnit(t *testing.T) {
 	at := time.Date(2026, 11, 29, 14, 1, 2, 123456789, time.UTC)
 	b := batch(1, 0, "a", at.UnixNano(), 1)
-	var rows []lake.RecordRow
-	recordRows(b, func(date string, r lake.RecordRow) {
-		if date != "2026-11-29" {
-			t.Errorf("date %s", date)
-		}
-		rows = append(rows, r)
-	})
-	data, err := encodeParquet(rows)
+	rows := recfile.AppendBatch(nil, b)
+	if d := lake.Date(rows[0].TS); d != "2026-11-29" {
+		t.Errorf("date %s", d)
+	}
+	f3, err := recfile.Encode(rows, textsOf([]*streams.MinedBatch{b}))
 	if err != nil {
 		t.Fatal(err)
 	}
+	data := f3.Data
 	type tsOnly struct {
 		TS time.Time `parquet:"ts,timestamp(microsecond:utc)"`
 	}
@@ -112,7 +111,7 @@ func TestTruncatePrefix(t *testing.T) {
 }
 
 // BenchmarkEncode measures records/s from decoded mined batches to one
-// zstd Parquet file in memory (row conversion, sort, encode, stats).
+// records v3 file in memory (row conversion, sort, encode, stats).
 func BenchmarkEncode(b *testing.B) {
 	const perBatch = 1000
 	bs := chain(1, 16, perBatch)
@@ -120,25 +119,24 @@ func BenchmarkEncode(b *testing.B) {
 		mb.Tenant = "a"
 		for i := range mb.Records {
 			r := &mb.Records[i]
-			r.Params = []string{fmt.Sprintf("user%d", i%97), fmt.Sprintf("10.0.%d.%d", i%7, i%251), fmt.Sprint(i * 31)}
+			r.Params = []string{fmt.Sprintf("user%d", i%97), fmt.Sprintf("10.0.%d.%d:%d", i%7, i%251, i*31)}
 		}
 	}
 	n := len(bs) * perBatch
 	b.ReportAllocs()
 	b.ResetTimer()
 	var size int
+	tpl := textsOf(bs)
 	for b.Loop() {
-		var rows []lake.RecordRow
+		var rows []recfile.Row
 		for _, mb := range bs {
-			recordRows(mb, func(_ string, r lake.RecordRow) { rows = append(rows, r) })
+			rows = recfile.AppendBatch(rows, mb)
 		}
-		sortRecordRows(rows)
-		data, err := encodeParquet(rows)
+		f, err := recfile.Encode(rows, tpl)
 		if err != nil {
 			b.Fatal(err)
 		}
-		_ = recordStats(rows)
-		size = len(data)
+		size = len(f.Data)
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(size)/float64(n), "bytes/record")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/natstest"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/recfile"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -263,21 +264,35 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // batch makes a mined batch with n records of tenant at ts (nanos), one
-// record per second, the first with a template definition.
+// record per second, alternating between two templates the batch defines.
 func batch(seq, prev uint64, tenant string, ts int64, n int) *streams.MinedBatch {
 	b := &streams.MinedBatch{WALSeq: seq, PrevSeq: prev, Tenant: tenant, Source: "src-" + tenant, Subject: streams.LineSubject(tenant),
 		FirstOffset: seq * 100, NextOffset: seq*100 + uint64(n)}
 	for i := range n {
 		b.Records = append(b.Records, streams.MinedRecord{
-			Index: uint32(i), TS: ts + int64(i)*int64(time.Second) + 123456, TemplateID: seq%5 + 1, TemplateVersion: uint32(i%3 + 1),
+			Index: uint32(i), TS: ts + int64(i)*int64(time.Second) + 123456, TemplateID: seq*10 + 1 + uint64(i%2), TemplateVersion: 1,
 			Params: []string{fmt.Sprintf("p%d-%d", seq, i), "x"},
 			Attrs:  []streams.Attr{{Key: "host", Value: fmt.Sprintf("h%d", i%2)}},
 		})
 	}
 	if n > 0 {
-		b.Templates = []streams.TemplateDef{{Kind: streams.TemplateCreated, ID: seq*10 + 1, Tenant: tenant, Version: 1, Text: "user <*> logged in"}}
+		b.Templates = []streams.TemplateDef{{Kind: streams.TemplateCreated, ID: seq*10 + 1, Tenant: tenant, Version: 1, Text: "user <*> logged in <*>"}}
+	}
+	if n > 1 {
+		b.Templates = append(b.Templates, streams.TemplateDef{Kind: streams.TemplateCreated, ID: seq*10 + 2, Tenant: tenant, Version: 1, Text: "<*> failed: <*>"})
 	}
 	return b
+}
+
+// textsOf is the template texts bs define.
+func textsOf(bs []*streams.MinedBatch) recfile.Templates {
+	out := recfile.Templates{}
+	for _, b := range bs {
+		for _, d := range b.Templates {
+			out[recfile.Key{ID: d.ID, Version: d.Version}] = d.Text
+		}
+	}
+	return out
 }
 
 // chain makes n batches with consecutive seqs from first, each with recs

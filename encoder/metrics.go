@@ -15,6 +15,7 @@ type metrics struct {
 	flush       prometheus.Histogram
 	verdicts    *prometheus.CounterVec
 	inflight    prometheus.Gauge
+	v2Files     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -36,6 +37,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Verdicts received on reports, by result (accepted, rejected)."}, []string{"result"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "quarry_encoder_inflight_batches",
 			Help: "Batches held unacked: buffered or waiting for a verdict."}),
+		v2Files: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_encoder_v2_files_total",
+			Help: "Records files written in records v2 because template texts were missing or did not fit (see the log)."}),
 	}
 	if reg == nil {
 		return m
@@ -48,5 +51,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.flush = promutil.Register(reg, m.flush)
 	m.verdicts = promutil.Register(reg, m.verdicts)
 	m.inflight = promutil.Register(reg, m.inflight)
+	m.v2Files = promutil.Register(reg, m.v2Files)
 	return m
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/internal/crashpoint"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/recfile"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -37,7 +38,7 @@ type held struct {
 type partKey struct{ tenant, date string }
 
 type partition struct {
-	rows           []lake.RecordRow
+	rows           []recfile.Row
 	minSeq, maxSeq uint64
 }
 
@@ -86,6 +87,8 @@ type worker struct {
 
 	statusMu sync.Mutex
 	status   map[string]string
+
+	scratch []recfile.Row // a batch's rows before they go to partitions
 }
 
 func newWorker(e *Encoder, idx int, id string, cons jetstream.Consumer, kv jetstream.KeyValue) *worker {
@@ -276,8 +279,10 @@ func (w *worker) receive(ctx context.Context, m jetstream.Msg) {
 	buf := &w.buf
 	buf.batches = append(buf.batches, h)
 	buf.bytes += int64(h.size)
-	recordRows(b, func(date string, row lake.RecordRow) {
-		k := partKey{b.Tenant, date}
+	w.e.texts.add(b.Templates)
+	w.scratch = recfile.AppendBatch(w.scratch[:0], b)
+	for _, row := range w.scratch {
+		k := partKey{b.Tenant, lake.Date(row.TS)}
 		p := buf.parts[k]
 		if p == nil {
 			p = &partition{minSeq: b.WALSeq, maxSeq: b.WALSeq}
@@ -285,7 +290,8 @@ func (w *worker) receive(ctx context.Context, m jetstream.Msg) {
 		}
 		p.rows = append(p.rows, row)
 		p.minSeq, p.maxSeq = min(p.minSeq, b.WALSeq), max(p.maxSeq, b.WALSeq)
-	})
+	}
+	clear(w.scratch)
 	if len(b.Templates) > 0 {
 		if len(buf.templates) == 0 {
 			buf.tplMin, buf.tplMax = b.WALSeq, b.WALSeq
@@ -365,18 +371,17 @@ func (w *worker) flush(ctx context.Context) error {
 	})
 	for _, k := range keys {
 		p := buf.parts[k]
-		sortRecordRows(p.rows)
-		data, err := encodeParquet(p.rows)
+		data, stats, err := w.encodeRecords(ctx, k.tenant, p.rows)
 		if err != nil {
-			// Encoding in-memory rows fails only on a bug; keep the batches
-			// and let them be redelivered after a nak.
+			// Encoding in-memory rows fails only on a bug (or ctx ended);
+			// keep the batches and let them be redelivered after a nak.
 			return w.failFlush(ctx, fmt.Errorf("encode %s/%s: %w", k.tenant, k.date, err), nil, false)
 		}
 		path := lake.RecordsFilePath(k.tenant, k.date, lake.FileName(p.minSeq, p.maxSeq, writer))
 		files = append(files, out{table: streams.TableRecords, path: path, data: data, info: streams.FileInfo{
 			Table: streams.TableRecords, Path: path, Size: int64(len(data)),
 			PartitionValues: map[string]string{"tenant": k.tenant, "date": k.date},
-			NumRecords:      int64(len(p.rows)), Stats: recordStats(p.rows),
+			NumRecords:      int64(len(p.rows)), Stats: stats,
 		}})
 		records += int64(len(p.rows))
 		w.keepAlive(false)
@@ -460,6 +465,43 @@ func (w *worker) flush(ctx context.Context) error {
 		hook(w, reportID)
 	}
 	return nil
+}
+
+// encodeRecords writes a partition's rows as one records file: records v3
+// (internal/recfile) with the template texts the rows use. When a text
+// cannot be found within Config.TemplateWait, or recfile refuses the rows
+// as not matching their templates, the file is written in records v2
+// instead (parameters as text, rendered with the templates table at read
+// time, as before v3), so no record is held up or lost; either is logged
+// as an error and counted in quarry_encoder_v2_files_total.
+func (w *worker) encodeRecords(ctx context.Context, tenant string, rows []recfile.Row) (data []byte, stats string, err error) {
+	tpl, err := w.e.texts.templatesFor(ctx, tenant, rows, w.e.cfg.TemplateWait, func(missing error) {
+		w.setStatus("templates", missing.Error())
+		w.keepAlive(false)
+	})
+	w.setStatus("templates", "")
+	if err == nil {
+		f, err := recfile.Encode(rows, tpl)
+		if err == nil {
+			return f.Data, f.Stats, nil
+		}
+		if !errors.Is(err, recfile.ErrInput) {
+			return nil, "", err
+		}
+		w.log.Error("records do not fit their templates, file written as records v2", "tenant", tenant, "err", err)
+	} else {
+		if ctx.Err() != nil {
+			return nil, "", err
+		}
+		w.log.Error("template texts not found, file written as records v2", "tenant", tenant, "wait", w.e.cfg.TemplateWait, "err", err)
+	}
+	v2 := v2Rows(rows)
+	sortRecordRows(v2)
+	if data, err = encodeParquet(v2); err != nil {
+		return nil, "", err
+	}
+	w.e.m.v2Files.Inc()
+	return data, recordStats(v2), nil
 }
 
 // failFlush handles a flush that cannot complete. On ctx end (drain deadline)

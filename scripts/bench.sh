@@ -55,6 +55,23 @@ longlog_row() { # longlog_row VERSIONS: open and query ms/op
 	q=$(awk -v n="versions=$1/query" '$1 ~ n {printf "%.2f", $3/1e6}' "$tmp/longlog.txt")
 	echo "| $1 | $o ms | $q ms |"
 }
+echo "== lake size: Loghub 2k through quarry run, against zstd and gzip" >&2
+size_cmd="QUARRY_SIZE_OUT=<file> go test -count=1 -run '^TestSizeLoghub\$' ./cmd/quarry/"
+size_md=""
+if ! command -v zstd >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+	apt-get install -y zstd >/dev/null 2>&1 || true
+fi
+if command -v zstd >/dev/null 2>&1 && command -v gzip >/dev/null 2>&1; then
+	QUARRY_SIZE_OUT="$tmp/size.md" go test -count=1 -run '^TestSizeLoghub$' ./cmd/quarry/ >"$tmp/size.txt" 2>&1 || { cat "$tmp/size.txt" >&2; exit 1; }
+	if [ -s "$tmp/size.md" ]; then
+		size_md=$(cat "$tmp/size.md")
+		echo "$size_md" >&2
+	else
+		echo "size table skipped: $(grep -m1 -i skip "$tmp/size.txt" || echo 'no Loghub 2k logs')" >&2
+	fi
+else
+	echo "size table skipped: zstd or gzip not installed" >&2
+fi
 
 enc_rows=""
 if [ -x scripts/bench-encoders.sh ]; then
@@ -133,9 +150,22 @@ fi
 	longlog_row 10000
 	longlog_row 100000
 	echo
-	echo '\`\`\`'
+	echo '```'
 	grep -E '^BenchmarkLongLog' "$tmp/longlog.txt"
-	echo '\`\`\`'
+	echo '```'
+	if [ -n "$size_md" ]; then
+		echo
+		echo "## Lake size against zstd and gzip"
+		echo
+		echo "\`$size_cmd\`: each Loghub 2k log (\$LOGHUB_DIR or ../shared/loghub2k, lines with their headers,"
+		echo "read in place) goes through \`quarry run --input\` as one tenant into a lake of its own; lake bytes are"
+		echo "the records and templates data files (Delta logs left out), set against \`zstd -3\`, \`zstd -19\` and"
+		echo "\`gzip -6\` of the same file, as fractions of the raw bytes. Each lake is read back with"
+		echo "\`quarry query --format raw\` and must equal its file byte for byte. p<j>, n<j> and b<j> sum the"
+		echo "parameter slot columns of records v3 (docs/formats.md)."
+		echo
+		echo "$size_md"
+	fi
 	if [ -n "$enc_rows" ]; then
 		echo
 		echo "## Encoder scale-out: 1, 2 and 4 encoder processes"

@@ -1,6 +1,7 @@
 package lake
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // WriteRaw writes the record's original line and a newline, nothing else.
@@ -16,12 +18,26 @@ func WriteRaw(w io.Writer, r Record) error {
 	return err
 }
 
-// WriteJSONL writes the record as one JSON object and a newline.
+// jsonlRecord is Record in JSONL: a line that is not valid UTF-8 (JSON
+// strings cannot hold such bytes; encoding/json would write U+FFFD) is also
+// given exactly, base64 (RFC 4648, standard, padded) in line_base64.
+type jsonlRecord struct {
+	Record
+	LineBase64 string `json:"line_base64,omitempty"`
+}
+
+// WriteJSONL writes the record as one JSON object and a newline. "line" is
+// the line with any byte that is not UTF-8 replaced by U+FFFD; such a line
+// is also in "line_base64", exactly.
 func WriteJSONL(w io.Writer, r Record) error {
 	if r.Params == nil {
 		r.Params = []string{}
 	}
-	b, err := json.Marshal(r)
+	jr := jsonlRecord{Record: r}
+	if !utf8.ValidString(r.Line) {
+		jr.LineBase64 = base64.StdEncoding.EncodeToString([]byte(r.Line))
+	}
+	b, err := json.Marshal(jr)
 	if err != nil {
 		return err
 	}
@@ -35,7 +51,8 @@ const TableHeader = "WAL_SEQ\tINDEX\tTS\tTENANT\tTEMPLATE\tSOURCE\tLINE"
 
 // WriteTable writes the record as one tab-separated row of TableHeader's
 // columns (TEMPLATE is id.version); wrap w in a text/tabwriter to align.
-// Tabs and newlines inside the line are escaped so a row stays one line.
+// Tabs and newlines inside the line are escaped so a row stays one line,
+// and a byte that is not UTF-8 is written as \xNN.
 func WriteTable(w io.Writer, r Record) error {
 	_, err := fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%d.%d\t%s\t%s\n", r.WALSeq, r.Index,
 		r.TS.UTC().Format(time.RFC3339Nano), cell(r.Tenant), r.TemplateID, r.TemplateVersion, cell(r.Source), cell(r.Line))
@@ -44,7 +61,23 @@ func WriteTable(w io.Writer, r Record) error {
 
 var cellEscaper = strings.NewReplacer("\t", `\t`, "\n", `\n`, "\r", `\r`)
 
-func cell(s string) string { return cellEscaper.Replace(s) }
+func cell(s string) string {
+	s = cellEscaper.Replace(s)
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
 
 // Formats are the output formats NewFormatter accepts.
 var Formats = []string{"raw", "jsonl", "table"}

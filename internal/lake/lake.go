@@ -1,10 +1,12 @@
 package lake
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/recfile"
 )
 
 // AppID is the Delta txn appId under which the committer records the
@@ -106,6 +109,96 @@ func openParquet[T any](ctx context.Context, t *delta.Table, rel string) (r *par
 		gr.Close()
 		return ra.Close()
 	}, nil
+}
+
+// recordsVersionKey is the Parquet key-value metadata key a records v3
+// file carries ("3"); a file without it is told by its columns.
+const recordsVersionKey = "quarry.records.version"
+
+// RecordsFileVersion is the records format of a Parquet file: 3 when it says
+// so in its key-value metadata or has a kinds column, 2 when it has a params
+// column, else an error.
+func RecordsFileVersion(f *parquet.File) (int, error) {
+	if v, ok := f.Lookup(recordsVersionKey); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 || n > recfile.Version {
+			return 0, fmt.Errorf("records file version %q: want 2 to %d", v, recfile.Version)
+		}
+		return n, nil
+	}
+	has := func(name string) bool {
+		return slices.ContainsFunc(f.Schema().Fields(), func(c parquet.Field) bool { return c.Name() == name })
+	}
+	switch {
+	case has("kinds"):
+		return 3, nil
+	case has("params"):
+		return 2, nil
+	}
+	return 0, errors.New("not a records file: neither params (v2) nor kinds (v3) column")
+}
+
+// openRecords opens a committed records file of either version. A v3 file
+// is read whole and decoded with texts, which must hold every template
+// version it uses.
+func (l *Lake) openRecords(ctx context.Context, a delta.Add, texts recfile.Templates) (rowSource, error) {
+	key := l.records.FileKey(a.Path)
+	ra, size, err := l.store.Open(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", key, err)
+	}
+	f, err := parquet.OpenFile(ra, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	if err != nil {
+		ra.Close()
+		return nil, fmt.Errorf("parquet %s: %w", key, err)
+	}
+	v, err := RecordsFileVersion(f)
+	if err != nil {
+		ra.Close()
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	if v == 2 {
+		ra.Close()
+		r, closeFn, err := openParquet[RecordRow](ctx, l.records, a.Path)
+		if err != nil {
+			return nil, err
+		}
+		return &v2Source{r: r, closeFn: closeFn}, nil
+	}
+	data := make([]byte, size)
+	_, err = ra.ReadAt(data, 0)
+	ra.Close()
+	if err != nil && !(errors.Is(err, io.EOF) && int64(len(data)) == size) {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	recs, err := recfile.Decode(data, texts)
+	if err != nil {
+		if k, missing := missingTemplate(data, texts); missing {
+			return nil, fmt.Errorf("records file %s: template %d version %d: %w", a.Path, k.ID, k.Version, ErrTemplateMissing)
+		}
+		return nil, fmt.Errorf("records file %s: %w", a.Path, err)
+	}
+	return &v3Source{recs: recs}, nil
+}
+
+// missingTemplate finds a template version a records file uses that texts
+// lacks.
+func missingTemplate(data []byte, texts recfile.Templates) (recfile.Key, bool) {
+	r := parquet.NewGenericReader[templateCount](bytes.NewReader(data))
+	defer r.Close()
+	buf := make([]templateCount, 1024)
+	for {
+		n, err := r.Read(buf)
+		for _, c := range buf[:n] {
+			k := recfile.Key{ID: uint64(c.TemplateID), Version: uint32(c.TemplateVersion)}
+			if _, ok := texts[k]; !ok {
+				return k, true
+			}
+		}
+		if err != nil || n == 0 {
+			return recfile.Key{}, false
+		}
+	}
 }
 
 // readAll reads every row of a committed file.

@@ -12,6 +12,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/recfile"
 )
 
 // Filter selects records. Zero fields select everything.
@@ -36,7 +37,10 @@ func (f Filter) matchTS(ts time.Time) bool {
 	return true
 }
 
-// Record is one committed record with its original line rendered.
+// Record is one committed record with its original line rendered. Line is
+// the line's exact bytes (UTF-8 or not). Params are the parameters as text:
+// stored as such in records v2 files; for records v3 files, which store
+// them by kind, cut from Line by the template (splitParams).
 type Record struct {
 	WALSeq          uint64            `json:"wal_seq"`
 	Index           uint32            `json:"index"`
@@ -91,14 +95,104 @@ func (f Filter) wanted() map[int64]bool {
 	return map[int64]bool{int64(f.TemplateID): true}
 }
 
-// cursor streams one records file's rows, checking they are ordered.
-type cursor struct {
-	add     delta.Add
+// fileRow is one row of a records file of either version: a v2 row
+// carries Params (rendered with the template text), a v3 row its Line
+// (rendered by recfile.Decode).
+type fileRow struct {
+	WALSeq          int64
+	Index           int32
+	TS              int64 // microseconds
+	TemplateID      int64
+	TemplateVersion int32
+	Source          string
+	Attrs           map[string]string
+	Params          []string // v2
+	Line            []byte   // v3
+	v3              bool
+}
+
+// rowSource yields a records file's rows in (wal_seq, record_index) order.
+type rowSource interface {
+	// read fills buf and returns how many rows it filled; 0 at the end.
+	read(buf []fileRow) (int, error)
+	close() error
+}
+
+// v2Source streams a records v2 file.
+type v2Source struct {
 	r       *parquet.GenericReader[RecordRow]
 	closeFn func() error
 	buf     []RecordRow
+}
+
+func (s *v2Source) read(out []fileRow) (int, error) {
+	if cap(s.buf) < len(out) {
+		s.buf = make([]RecordRow, len(out))
+	}
+	buf := s.buf[:len(out)]
+	n, err := s.r.Read(buf)
+	for i := range buf[:n] {
+		r := &buf[i]
+		out[i] = fileRow{WALSeq: r.WALSeq, Index: r.RecordIndex, TS: r.TS, TemplateID: r.TemplateID,
+			TemplateVersion: r.TemplateVersion, Source: r.Source, Attrs: r.Attrs, Params: r.Params}
+		*r = RecordRow{}
+	}
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return n, err
+}
+
+func (s *v2Source) close() error { return s.closeFn() }
+
+// v3Source is a decoded records v3 file (recfile.Decode returns its rows
+// in WAL order).
+type v3Source struct {
+	recs []recfile.Record
+}
+
+func (s *v3Source) read(out []fileRow) (int, error) {
+	n := copy3(out, s.recs)
+	s.recs = s.recs[n:]
+	return n, nil
+}
+
+func copy3(out []fileRow, recs []recfile.Record) int {
+	n := min(len(out), len(recs))
+	for i := range n {
+		r := &recs[i]
+		var attrs map[string]string
+		if len(r.Attrs) > 0 {
+			attrs = make(map[string]string, len(r.Attrs))
+			for _, a := range r.Attrs {
+				attrs[a.Key] = a.Value
+			}
+		}
+		out[i] = fileRow{WALSeq: int64(r.WALSeq), Index: int32(r.Index), TS: floorDiv(r.TS, 1000),
+			TemplateID: int64(r.TemplateID), TemplateVersion: int32(r.TemplateVersion), Source: r.Source,
+			Attrs: attrs, Line: r.Line, v3: true}
+		recs[i] = recfile.Record{}
+	}
+	return n
+}
+
+func (s *v3Source) close() error { s.recs = nil; return nil }
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// cursor streams one records file's rows, checking they are ordered.
+type cursor struct {
+	add     delta.Add
+	src     rowSource
+	buf     []fileRow
 	pos     int
-	row     RecordRow
+	row     fileRow
 	started bool
 }
 
@@ -108,36 +202,33 @@ const cursorBatch = 512
 func (c *cursor) next() (bool, error) {
 	if c.pos >= len(c.buf) {
 		c.buf = c.buf[:cap(c.buf)]
-		n, err := c.r.Read(c.buf)
+		n, err := c.src.read(c.buf)
 		c.buf = c.buf[:n]
 		c.pos = 0
-		if n == 0 {
-			if err == nil || errors.Is(err, io.EOF) {
-				return false, nil
-			}
+		if err != nil {
 			return false, fmt.Errorf("read %s: %w", c.add.Path, err)
 		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return false, fmt.Errorf("read %s: %w", c.add.Path, err)
+		if n == 0 {
+			return false, nil
 		}
 	}
 	prev := c.row
 	c.row = c.buf[c.pos]
-	c.buf[c.pos] = RecordRow{} // drop references early
+	c.buf[c.pos] = fileRow{} // drop references early
 	c.pos++
 	if c.started && less(c.row, prev) {
 		return false, fmt.Errorf("records file %s is not sorted by (wal_seq, record_index): (%d,%d) after (%d,%d)",
-			c.add.Path, c.row.WALSeq, c.row.RecordIndex, prev.WALSeq, prev.RecordIndex)
+			c.add.Path, c.row.WALSeq, c.row.Index, prev.WALSeq, prev.Index)
 	}
 	c.started = true
 	return true, nil
 }
 
-func less(a, b RecordRow) bool {
+func less(a, b fileRow) bool {
 	if a.WALSeq != b.WALSeq {
 		return a.WALSeq < b.WALSeq
 	}
-	return a.RecordIndex < b.RecordIndex
+	return a.Index < b.Index
 }
 
 type cursorHeap []*cursor
@@ -196,18 +287,22 @@ func (l *Lake) Query(ctx context.Context, f Filter, fn func(Record) error) error
 	h := &cursorHeap{}
 	defer func() {
 		for _, c := range *h {
-			c.closeFn()
+			c.src.close()
 		}
 	}()
+	var texts recfile.Templates // built on the first v3 file
 	open := func(a delta.Add) error {
-		r, closeFn, err := openParquet[RecordRow](ctx, l.records, a.Path)
+		if texts == nil {
+			texts = tpls.texts()
+		}
+		src, err := l.openRecords(ctx, a, texts)
 		if err != nil {
 			return err
 		}
-		c := &cursor{add: a, r: r, closeFn: closeFn, buf: make([]RecordRow, 0, cursorBatch)}
+		c := &cursor{add: a, src: src, buf: make([]fileRow, 0, cursorBatch)}
 		ok, err := c.next()
 		if err != nil || !ok {
-			closeFn()
+			src.close()
 			return err
 		}
 		heap.Push(h, c)
@@ -245,13 +340,13 @@ func (l *Lake) Query(ctx context.Context, f Filter, fn func(Record) error) error
 			heap.Fix(h, 0)
 		} else {
 			heap.Pop(h)
-			c.closeFn()
+			c.src.close()
 		}
 	}
 }
 
 // record turns a row into a Record if f selects it.
-func (f Filter) record(row RecordRow, a delta.Add, tpls templateSet) (Record, bool, error) {
+func (f Filter) record(row fileRow, a delta.Add, tpls templateSet) (Record, bool, error) {
 	if f.TemplateID != 0 && !f.wanted()[row.TemplateID] {
 		return Record{}, false, nil
 	}
@@ -262,15 +357,20 @@ func (f Filter) record(row RecordRow, a delta.Add, tpls templateSet) (Record, bo
 	text, ok := tpls.text(row.TemplateID, row.TemplateVersion)
 	if !ok {
 		return Record{}, false, fmt.Errorf("record (%d,%d) in %s: template %d version %d: %w",
-			row.WALSeq, row.RecordIndex, a.Path, row.TemplateID, row.TemplateVersion, ErrTemplateMissing)
+			row.WALSeq, row.Index, a.Path, row.TemplateID, row.TemplateVersion, ErrTemplateMissing)
 	}
-	line, err := render(text, row.Params)
-	if err != nil {
-		return Record{}, false, fmt.Errorf("record (%d,%d) in %s: %w", row.WALSeq, row.RecordIndex, a.Path, err)
+	params, line := row.Params, string(row.Line)
+	if row.v3 {
+		params = splitParams(text, line)
+	} else {
+		var err error
+		if line, err = render(text, row.Params); err != nil {
+			return Record{}, false, fmt.Errorf("record (%d,%d) in %s: %w", row.WALSeq, row.Index, a.Path, err)
+		}
 	}
 	return Record{
-		WALSeq: uint64(row.WALSeq), Index: uint32(row.RecordIndex), Tenant: a.PartitionValues["tenant"], TS: ts,
-		TemplateID: uint64(row.TemplateID), TemplateVersion: uint32(row.TemplateVersion), Params: row.Params,
+		WALSeq: uint64(row.WALSeq), Index: uint32(row.Index), Tenant: a.PartitionValues["tenant"], TS: ts,
+		TemplateID: uint64(row.TemplateID), TemplateVersion: uint32(row.TemplateVersion), Params: params,
 		Attrs: row.Attrs, Source: row.Source, Line: line,
 	}, true, nil
 }

@@ -30,3 +30,37 @@ func render(template string, params []string) (string, error) {
 	b.WriteString(template)
 	return b.String(), nil
 }
+
+// splitParams cuts a rendered line back into the parameters of template:
+// each wildcard takes the shortest text up to the next literal piece, and
+// the result renders back to line. A records v3 file stores parameters by
+// kind, not as text, so the reader derives them; where a parameter contains
+// the literal that follows it the split can differ from the miner's (the
+// line never does). nil when line does not match template.
+func splitParams(template, line string) []string {
+	pieces := strings.Split(template, Wildcard)
+	if !strings.HasPrefix(line, pieces[0]) {
+		return nil
+	}
+	last := pieces[len(pieces)-1]
+	if len(pieces) == 1 {
+		if line != template {
+			return nil
+		}
+		return []string{}
+	}
+	if len(line) < len(pieces[0])+len(last) || !strings.HasSuffix(line, last) {
+		return nil
+	}
+	rest := line[len(pieces[0]) : len(line)-len(last)]
+	params := make([]string, 0, len(pieces)-1)
+	for _, p := range pieces[1 : len(pieces)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return nil
+		}
+		params = append(params, rest[:i])
+		rest = rest[i+len(p):]
+	}
+	return append(params, rest)
+}

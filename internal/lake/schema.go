@@ -15,14 +15,21 @@
 package lake
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"path"
+	"slices"
 	"time"
+
+	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/recfile"
 )
 
-// RecordRow is one row of the records table's Parquet files. The partition
-// columns tenant and date live in the Delta add action, not in the file.
+// RecordRow is one row of a records v2 file (params as a list, one row per
+// record in WAL order). The encoder writes records v3 (internal/recfile);
+// v2 files of older lakes are still read. The partition columns tenant and
+// date live in the Delta add action, not in the file.
 type RecordRow struct {
 	WALSeq          int64             `parquet:"wal_seq"`
 	RecordIndex     int32             `parquet:"record_index"`
@@ -58,8 +65,9 @@ const (
 // RecordsPartitionColumns are the records table's partition columns.
 var RecordsPartitionColumns = []string{"tenant", "date"}
 
-// RecordsSchemaString is the Delta schemaString of the records table.
-const RecordsSchemaString = `{"type":"struct","fields":[` +
+// RecordsSchemaV2String is the Delta schemaString the records table was
+// created with before records v3: the columns of RecordRow.
+const RecordsSchemaV2String = `{"type":"struct","fields":[` +
 	`{"name":"wal_seq","type":"long","nullable":false,"metadata":{}},` +
 	`{"name":"record_index","type":"integer","nullable":false,"metadata":{}},` +
 	`{"name":"ts","type":"timestamp","nullable":false,"metadata":{}},` +
@@ -70,6 +78,73 @@ const RecordsSchemaString = `{"type":"struct","fields":[` +
 	`{"name":"attrs","type":{"type":"map","keyType":"string","valueType":"string","valueContainsNull":false},"nullable":true,"metadata":{}},` +
 	`{"name":"tenant","type":"string","nullable":false,"metadata":{}},` +
 	`{"name":"date","type":"date","nullable":false,"metadata":{}}]}`
+
+// RecordsSchemaString is the Delta schemaString of the records table: the
+// superset of records v3 (recfile.SchemaString) and v2 (RecordRow), so that
+// any Delta reader reads old and new files of one table. Columns only one
+// version writes are nullable: a v2 file reads with null kinds and slot
+// columns, a v3 file with null params. docs/formats.md has the story.
+var RecordsSchemaString = recordsSuperset()
+
+func recordsSuperset() string {
+	type field struct {
+		Name     string          `json:"name"`
+		Type     json.RawMessage `json:"type"`
+		Nullable bool            `json:"nullable"`
+		Metadata json.RawMessage `json:"metadata"`
+	}
+	var v3, v2 struct {
+		Type   string  `json:"type"`
+		Fields []field `json:"fields"`
+	}
+	if err := json.Unmarshal([]byte(recfile.SchemaString), &v3); err != nil {
+		panic("recfile.SchemaString: " + err.Error())
+	}
+	if err := json.Unmarshal([]byte(RecordsSchemaV2String), &v2); err != nil {
+		panic("RecordsSchemaV2String: " + err.Error())
+	}
+	in := map[string]bool{}
+	for _, f := range v2.Fields {
+		in[f.Name] = true
+	}
+	var out []field
+	have := map[string]bool{}
+	for _, f := range v3.Fields {
+		if !in[f.Name] {
+			f.Nullable = true // v2 files lack it
+		}
+		if f.Name == "tenant" {
+			// v2-only columns go before the partition columns.
+			for _, g := range v2.Fields {
+				if !have[g.Name] && !slices.Contains(RecordsPartitionColumns, g.Name) && !slices.ContainsFunc(v3.Fields, func(h field) bool { return h.Name == g.Name }) {
+					g.Nullable = true // v3 files lack it
+					out = append(out, g)
+				}
+			}
+		}
+		have[f.Name] = true
+		out = append(out, f)
+	}
+	v3.Fields = out
+	b, err := json.Marshal(v3)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// RecordsSchemaUpdate returns the records table's metadata with
+// RecordsSchemaString when md still has an older quarry schema
+// (RecordsSchemaV2String), so a table created before records v3 is
+// upgraded by one metaData action before v3 files are added. ok is false
+// when md needs no change (it is current, or not a schema quarry wrote).
+func RecordsSchemaUpdate(md delta.Metadata) (delta.Metadata, bool) {
+	if md.SchemaString != RecordsSchemaV2String {
+		return md, false
+	}
+	md.SchemaString = RecordsSchemaString
+	return md, true
+}
 
 // TemplatesSchemaString is the Delta schemaString of the templates table.
 const TemplatesSchemaString = `{"type":"struct","fields":[` +

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+
+	"github.com/quarrylake/quarry/internal/recfile"
 )
 
 // TemplateInfo is one committed template version and how many committed
@@ -143,6 +145,15 @@ func (l *Lake) Templates(ctx context.Context, tenant string) ([]TemplateInfo, er
 		return a.Version < b.Version
 	})
 	return out, nil
+}
+
+// texts is every template version's text, for recfile.Decode.
+func (s templateSet) texts() recfile.Templates {
+	out := make(recfile.Templates, len(s.rows))
+	for k, r := range s.rows {
+		out[recfile.Key{ID: uint64(k.id), Version: uint32(k.version)}] = r.Template
+	}
+	return out
 }
 
 // text looks up the template text of (id, version).

@@ -7,7 +7,6 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/mining"
 )
 
@@ -63,8 +62,8 @@ func BenchmarkDecodeV2(b *testing.B) {
 	data := c.v2File(b)
 	b.ResetTimer()
 	for b.Loop() {
-		r := parquet.NewGenericReader[lake.RecordRow](bytes.NewReader(data))
-		rows := make([]lake.RecordRow, 256)
+		r := parquet.NewGenericReader[v2RecordRow](bytes.NewReader(data))
+		rows := make([]v2RecordRow, 256)
 		for {
 			n, err := r.Read(rows)
 			for _, row := range rows[:n] {

@@ -14,7 +14,6 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/quarrylake/quarry/internal/eventtime"
-	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/mining"
 )
 
@@ -85,11 +84,11 @@ func loadCorpus(t testing.TB, name string, sets ...string) *corpus {
 }
 
 // templatesFile is the templates table's file for the corpus, as the
-// encoder writes it today (lake.TemplateRow, zstd).
+// encoder writes it today (v2TemplateRow, zstd).
 func (c *corpus) templatesFile(t testing.TB) []byte {
-	rows := make([]lake.TemplateRow, 0, len(c.tplEvents))
+	rows := make([]v2TemplateRow, 0, len(c.tplEvents))
 	for _, ev := range c.tplEvents {
-		rows = append(rows, lake.TemplateRow{TemplateID: int64(ev.ID), Tenant: c.name, Version: int32(ev.Version),
+		rows = append(rows, v2TemplateRow{TemplateID: int64(ev.ID), Tenant: c.name, Version: int32(ev.Version),
 			Template: ev.Template, Kind: ev.Kind.String(), Previous: ev.Previous, MergedInto: int64(ev.Into), WALSeq: 1})
 	}
 	return writeGeneric(t, rows)
@@ -98,10 +97,10 @@ func (c *corpus) templatesFile(t testing.TB) []byte {
 // v2File is the records file as the encoder writes it today (records v2).
 func (c *corpus) v2File(t testing.TB) []byte { return writeGeneric(t, v2Rows(c.rows)) }
 
-func v2Rows(rows []Row) []lake.RecordRow {
-	out := make([]lake.RecordRow, len(rows))
+func v2Rows(rows []Row) []v2RecordRow {
+	out := make([]v2RecordRow, len(rows))
 	for i, r := range rows {
-		out[i] = lake.RecordRow{WALSeq: int64(r.WALSeq), RecordIndex: int32(r.Index), TS: floorDiv(r.TS, 1000),
+		out[i] = v2RecordRow{WALSeq: int64(r.WALSeq), RecordIndex: int32(r.Index), TS: floorDiv(r.TS, 1000),
 			TemplateID: int64(r.TemplateID), TemplateVersion: int32(r.TemplateVersion), Params: r.Params, Source: r.Source}
 	}
 	return out

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// TestSizeLoghub is the size table of `make bench` (QUARRY_SIZE_OUT=FILE
+// runs it and writes the markdown there): every Loghub 2k dataset under
+// $LOGHUB_DIR (default /work/shared/loghub2k or ../shared/loghub2k from
+// the repository root, read in place), lines with their
+// headers, is run through `quarry run --input` as one tenant into a lake of
+// its own; its lake bytes (records + templates data files) are set against
+// zstd -3, zstd -19 and gzip -6 of the same file, and the records files'
+// bytes are broken down by column. Every dataset must read back exactly.
+func TestSizeLoghub(t *testing.T) {
+	out := os.Getenv("QUARRY_SIZE_OUT")
+	if out == "" {
+		t.Skip("QUARRY_SIZE_OUT not set (make bench runs this)")
+	}
+	dir := os.Getenv("LOGHUB_DIR")
+	if dir == "" {
+		dir = "/work/shared/loghub2k"
+		if _, err := os.Stat(dir); err != nil {
+			dir = "../../../shared/loghub2k" // ../shared from the repository root
+		}
+	}
+	for _, tool := range []string{"zstd", "gzip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "*", "*_2k.log"))
+	if len(logs) == 0 {
+		t.Skipf("no Loghub 2k logs under %s", dir)
+	}
+	sort.Strings(logs)
+	type row struct {
+		name                       string
+		lines                      int
+		raw, rec, tpl, z3, z19, gz int64
+	}
+	var rows []row
+	cols := map[string]int64{}
+	var chunks, recTotal int64
+	slot := regexp.MustCompile(`^([pnb])[0-9]+$`)
+	for _, log := range logs {
+		name := strings.TrimSuffix(filepath.Base(log), "_2k.log")
+		raw, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := filepath.Join(t.TempDir(), "data")
+		runCLI(t, "", "run", "--data", data, "--input", log, "--tenant", strings.ToLower(name), "--timeout", "5m")
+		lakeDir := filepath.Join(data, "lake")
+		q, _ := runCLI(t, "", "query", "--lake", lakeDir, "--format", "raw")
+		want := string(raw)
+		if !strings.HasSuffix(want, "\n") {
+			want += "\n" // raw output ends every line
+		}
+		if q != want {
+			t.Errorf("%s: the lake does not read back exactly (%d bytes, the file has %d)", name, len(q), len(raw))
+		}
+		r := row{name: name, lines: strings.Count(want, "\n"), raw: int64(len(raw))}
+		err = filepath.WalkDir(lakeDir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".parquet") {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(lakeDir, p)
+			if strings.HasPrefix(rel, "templates"+string(filepath.Separator)) {
+				r.tpl += int64(len(b))
+				return nil
+			}
+			r.rec += int64(len(b))
+			recTotal += int64(len(b))
+			f, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)))
+			if err != nil {
+				return err
+			}
+			for _, rg := range f.Metadata().RowGroups {
+				for _, c := range rg.Columns {
+					n := c.MetaData.PathInSchema[0]
+					if m := slot.FindStringSubmatch(n); m != nil {
+						n = m[1] + "<j>"
+					}
+					cols[n] += c.MetaData.TotalCompressedSize
+					chunks += c.MetaData.TotalCompressedSize
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.z3, r.z19, r.gz = compressedSize(t, log, "zstd", "-3"), compressedSize(t, log, "zstd", "-19"), compressedSize(t, log, "gzip", "-6")
+		rows = append(rows, r)
+	}
+	var b strings.Builder
+	ratio := func(a, raw int64) string { return fmt.Sprintf("%.3f", float64(a)/float64(raw)) }
+	fmt.Fprintln(&b, "| dataset | lines | raw bytes | lake bytes (records + templates) | lake | zstd -3 | zstd -19 | gzip -6 | lake / zstd -3 |")
+	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	var sum row
+	for _, r := range append(rows, row{name: "total"}) {
+		if r.name == "total" {
+			r = sum
+			r.name = "**total**"
+		} else {
+			sum.lines += r.lines
+			sum.raw += r.raw
+			sum.rec += r.rec
+			sum.tpl += r.tpl
+			sum.z3 += r.z3
+			sum.z19 += r.z19
+			sum.gz += r.gz
+		}
+		lk := r.rec + r.tpl
+		fmt.Fprintf(&b, "| %s | %d | %d | %d (%d + %d) | %s | %s | %s | %s | %.2f |\n", r.name, r.lines, r.raw, lk, r.rec, r.tpl,
+			ratio(lk, r.raw), ratio(r.z3, r.raw), ratio(r.z19, r.raw), ratio(r.gz, r.raw), float64(lk)/float64(r.z3))
+	}
+	fmt.Fprintln(&b)
+	fmt.Fprintf(&b, "Records files by column (all datasets, %d bytes; column chunks after compression, the rest is Parquet footers and headers):\n\n", recTotal)
+	fmt.Fprintln(&b, "| column | bytes | share of records |")
+	fmt.Fprintln(&b, "|---|---:|---:|")
+	names := make([]string, 0, len(cols))
+	for n := range cols {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return cols[names[i]] > cols[names[j]] })
+	for _, n := range names {
+		fmt.Fprintf(&b, "| %s | %d | %.1f%% |\n", n, cols[n], 100*float64(cols[n])/float64(recTotal))
+	}
+	fmt.Fprintf(&b, "| (footers, page headers) | %d | %.1f%% |\n", recTotal-chunks, 100*float64(recTotal-chunks)/float64(recTotal))
+	if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + b.String())
+}
+
+// compressedSize is the size of file compressed by tool at level.
+func compressedSize(t *testing.T, file, tool, level string) int64 {
+	t.Helper()
+	cmd := exec.Command(tool, level, "-c", file)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s %s: %v", tool, level, file, err)
+	}
+	return int64(out.Len())
+}
