@@ -124,10 +124,12 @@ func (r *runner) prepare(subject string, seq, pendingMsgs uint64, data []byte) *
 }
 
 // checkRecord says why a record cannot go to the lake, or "".
+//
+// Text may hold any bytes: the mining engine makes bytes that are not UTF-8
+// parameters (never template text) and the lake stores such parameters as
+// binary. Attribute keys and values are the lake's map<string,string>, so
+// they must be UTF-8.
 func checkRecord(rec *streams.Record) string {
-	if !utf8.ValidString(rec.Text) {
-		return fmt.Sprintf("text is not valid UTF-8 (first bad byte at %d)", firstInvalid(rec.Text))
-	}
 	for j, a := range rec.Attrs {
 		if !utf8.ValidString(a.Key) {
 			return fmt.Sprintf("attr %d key is not valid UTF-8", j)
@@ -139,16 +141,6 @@ func checkRecord(rec *streams.Record) string {
 	return ""
 }
 
-func firstInvalid(s string) int {
-	for i, c := range s {
-		if c == utf8.RuneError {
-			if _, n := utf8.DecodeRuneInString(s[i:]); n <= 1 {
-				return i
-			}
-		}
-	}
-	return -1
-}
 
 // mineLoop mines items in WAL order until ctx ends or items closes; it
 // returns a fatal error.

@@ -37,7 +37,7 @@
 // Bad input. A WAL message that does not decode as frame/1 is sent to
 // QUARRY_DLQ (quarry.dlq.miner, reason in Quarry-Reason) and still yields an
 // empty batch with Quarantined = 1, so the committer's PrevSeq chain goes on.
-// A record whose text or attributes are not valid UTF-8 (the lake's string
+// A record whose attributes are not valid UTF-8 (the lake's string
 // columns require it) is dead-lettered alone, as a one-record frame/1 with
 // the frame's source, tenant and offsets, and counted in the batch's
 // Quarantined. Over-long lines are not bad input: the engine assigns them

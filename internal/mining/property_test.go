@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // record is one mined line, kept to re-render it later.
@@ -26,6 +27,9 @@ func checkRecords(t *testing.T, m *Model, recs []record) {
 		got, err := Render(text, r.res.Params)
 		if err != nil || got != r.line {
 			t.Fatalf("record %d (%s): %q renders %q, %v; want %q", i, r.tenant, text, got, err, r.line)
+		}
+		if !utf8.ValidString(text) {
+			t.Fatalf("record %d (%s): template text %q is not UTF-8 (line %q): bytes that are not UTF-8 must be parameters", i, r.tenant, text, r.line)
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package mining
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Token classes. The tokenizer is a hand-written byte scanner: it never
 // allocates per token and never fails, whatever the input bytes are.
@@ -288,7 +291,9 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 				}
 			default:
 				k = chunkKind(w)
-				if k == kWord && isSymbols(w) {
+				if k == kWord && !utf8.ValidString(w) {
+					k = kVar // bytes that are not UTF-8 are a value, never template text
+				} else if k == kWord && isSymbols(w) {
 					k = kPunct // "****", "->": structure, not a value
 				}
 			}
