@@ -265,3 +265,25 @@ func TestFinalizedIsReadTime(t *testing.T) {
 		t.Fatalf("finalized until %s, want the read time of the last line (after %s)", p.FinalizedUntil, from)
 	}
 }
+
+// BenchmarkStamp measures stamping the generator's lines (auto), which runs
+// on the reader goroutine for every line read.
+func BenchmarkStamp(b *testing.B) {
+	lines := NewGenerator(1, []string{"bench"}).Lines("bench", 4096)
+	s, err := newStamper(eventtime.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	read := time.Now().UnixNano()
+	var n int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ln := line{text: lines[i%len(lines)], read: read}
+		s.stamp(&ln)
+		if ln.tsSrc == streams.TSEvent {
+			n++
+		}
+	}
+	b.ReportMetric(float64(n)/float64(b.N), "event-fraction")
+}
