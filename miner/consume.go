@@ -227,7 +227,7 @@ func (r *runner) process(ctx context.Context, in *item) error {
 		var res mining.Result
 		res, evs = r.model.MinePrepared(f.Tenant, in.prep[i], evs)
 		b.Records = append(b.Records, streams.MinedRecord{
-			Index: uint32(i), TS: rec.TS, TemplateID: res.ID, TemplateVersion: res.Version,
+			Index: uint32(i), TS: rec.TS, TSSource: rec.TSSource, TemplateID: res.ID, TemplateVersion: res.Version,
 			Params: res.Params, Attrs: rec.Attrs,
 		})
 	}
@@ -245,8 +245,13 @@ func (r *runner) process(ctx context.Context, in *item) error {
 		default:
 			return fmt.Errorf("WAL seq %d: template event of unknown kind %d", in.seq, e.Kind)
 		}
+		var kinds []string // a merge adds no version, so no kinds
+		if kind != streams.TemplateMerged {
+			kinds = e.Kinds
+		}
 		b.Templates = append(b.Templates, streams.TemplateDef{
 			Kind: kind, ID: e.ID, Tenant: e.Tenant, Version: e.Version, Text: e.Template, Previous: e.Previous, Into: e.Into,
+			Kinds: kinds,
 		})
 	}
 	clear(evs)

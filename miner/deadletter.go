@@ -36,7 +36,8 @@ func (r *runner) deadLetter(ctx context.Context, fn func(context.Context) error)
 }
 
 // deadLetterRecord sends record i of in's frame to the dead-letter stream as
-// a one-record frame/1 (source, tenant, offsets, ts, text and attrs kept).
+// a one-record frame (streams.FormatFrame; source, tenant, offsets, ts and
+// its source, text and attrs kept).
 func (r *runner) deadLetterRecord(ctx context.Context, in *item, i int, why string) error {
 	f := in.frame
 	one := streams.Frame{Source: f.Source, Tenant: f.Tenant, FirstOffset: f.FirstOffset, NextOffset: f.NextOffset,

@@ -1,9 +1,11 @@
 // Package miner is quarry's WAL consumer stage: it reads QUARRY_WAL in
 // sequence order with one ordered consumer, mines every record into a
 // template (internal/mining, one tree per tenant, one cluster-wide template
-// id counter) and publishes one mined batch (mined/2) per WAL message to the
+// id counter) and publishes one mined batch (mined/3) per WAL message to the
 // work queue QUARRY_MINED, plus a template event (template/1) per template
-// birth or widening to QUARRY_TEMPLATES.
+// birth or widening to QUARRY_TEMPLATES. A record's ts and ts source (event,
+// previous line's or read time) pass through unchanged; a created or changed
+// template carries the kind of each parameter (the engine's mask names).
 //
 // # Delivery contract
 //
@@ -34,11 +36,12 @@
 // miner, it never skips a batch. A snapshot at S is written only after every
 // batch up to S was acked, so a snapshot never runs ahead of the work queue.
 //
-// Bad input. A WAL message that does not decode as frame/1 is sent to
+// Bad input. A WAL message that does not decode as a frame (frame/2, or
+// frame/1 written by an older producer) is sent to
 // QUARRY_DLQ (quarry.dlq.miner, reason in Quarry-Reason) and still yields an
 // empty batch with Quarantined = 1, so the committer's PrevSeq chain goes on.
-// A record whose attributes are not valid UTF-8 (the lake's string
-// columns require it) is dead-lettered alone, as a one-record frame/1 with
+// A record whose attributes are not valid UTF-8 (the lake's attrs map
+// requires it) is dead-lettered alone, as a one-record frame/2 with
 // the frame's source, tenant and offsets, and counted in the batch's
 // Quarantined. Over-long lines are not bad input: the engine assigns them
 // losslessly to the tenant's "<*>" template. A batch larger than the work
@@ -66,6 +69,6 @@
 // snapshot then, the restart replays them with the same ids.
 //
 // docs/architecture.md tells the whole pipeline's story and docs/formats.md
-// the message formats (frame/1, mined/2, template/1) and the snapshot names;
+// the message formats (frame/2, mined/3, template/1) and the snapshot names;
 // the snapshot blob's layout is on encodeSnapshot.
 package miner

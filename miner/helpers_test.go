@@ -383,7 +383,7 @@ func corpus(seed uint64, nframes int) []streams.Frame {
 		f := streams.Frame{Source: src, Tenant: tenant, FirstOffset: offsets[src]}
 		for j := 0; j < n; j++ {
 			line := pick()
-			rec := streams.Record{TS: int64(1_790_000_000_000_000_000 + i*1000 + j), Text: line}
+			rec := streams.Record{TS: int64(1_790_000_000_000_000_000 + i*1000 + j), TSSource: streams.TSSource(j % 3), Text: line}
 			if rng.IntN(4) == 0 {
 				rec.Attrs = []streams.Attr{{Key: "host", Value: fmt.Sprintf("h%d", rng.IntN(3))}, {Key: "op", Value: "insert"}}
 			}
@@ -454,8 +454,8 @@ func checkBatches(t testing.TB, frames []streams.Frame, seqs []uint64, batches [
 			if got != orig.Text {
 				t.Fatalf("batch %d record %d does not reconstruct:\n got  %q\n want %q\n template %q params %q", b.WALSeq, r.Index, got, orig.Text, text, r.Params)
 			}
-			if r.TS != orig.TS || fmt.Sprint(r.Attrs) != fmt.Sprint(orig.Attrs) {
-				t.Fatalf("batch %d record %d: ts/attrs differ", b.WALSeq, r.Index)
+			if r.TS != orig.TS || r.TSSource != orig.TSSource || fmt.Sprint(r.Attrs) != fmt.Sprint(orig.Attrs) {
+				t.Fatalf("batch %d record %d: ts/ts source/attrs differ", b.WALSeq, r.Index)
 			}
 			lines++
 		}

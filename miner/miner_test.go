@@ -812,3 +812,46 @@ func limitMinedStream(t *testing.T, js jetstream.JetStream, n int64) {
 		t.Fatal(err)
 	}
 }
+
+// A created or changed template carries the kind of each parameter (the
+// mask that made it), and every record its ts source, as the engine and the
+// frame say.
+func TestTemplateKindsAndTSSource(t *testing.T) {
+	cfg := testConfig()
+	cfg.Mining.Masks = []mining.Mask{{Name: "ipv4", Regex: `\b\d{1,3}(\.\d{1,3}){3}\b`}}
+	frames := []streams.Frame{{Source: "src-acme", Tenant: "acme", NextOffset: 3, Records: []streams.Record{
+		{TS: 10, TSSource: streams.TSEvent, Text: "conn from 10.0.0.1 accepted"},
+		{TS: 10, TSSource: streams.TSPrevious, Text: "conn from 10.0.0.2 accepted"},
+		{TS: 11, TSSource: streams.TSRead, Text: "conn from 10.0.0.3 refused"},
+	}}}
+	_, _, raw := mineAll(t, frames, cfg)
+	batches := decodeAll(t, raw)
+	if len(batches) != 1 {
+		t.Fatalf("%d batches", len(batches))
+	}
+	b := batches[0]
+	for i, r := range b.Records {
+		if want := frames[0].Records[r.Index]; r.TS != want.TS || r.TSSource != want.TSSource {
+			t.Errorf("record %d: ts %d %s, want %d %s", i, r.TS, r.TSSource, want.TS, want.TSSource)
+		}
+	}
+	var defs int
+	for _, d := range b.Templates {
+		if d.Kind == streams.TemplateMerged {
+			if d.Kinds != nil {
+				t.Errorf("merge of %d carries kinds %q", d.ID, d.Kinds)
+			}
+			continue
+		}
+		defs++
+		if n := strings.Count(d.Text, "<*>"); len(d.Kinds) != n {
+			t.Fatalf("template %d v%d %q: kinds %q, want one per parameter", d.ID, d.Version, d.Text, d.Kinds)
+		}
+		if !slices.Contains(d.Kinds, "ipv4") {
+			t.Errorf("template %d v%d %q: kinds %q lack the mask's ipv4", d.ID, d.Version, d.Text, d.Kinds)
+		}
+	}
+	if defs == 0 {
+		t.Fatal("no template defined")
+	}
+}

@@ -34,6 +34,13 @@ func TestLoad(t *testing.T) {
 					t.Fatalf("got %+v", c)
 				}
 			}},
+		{name: "event time keys", yaml: "producer:\n  timestamp: syslog\n  timezone: Europe/Berlin\n",
+			check: func(t *testing.T, c Config) {
+				if c.Producer.EventTime.Mode != "syslog" || c.Producer.EventTime.Zone != "Europe/Berlin" {
+					t.Fatalf("got %+v", c.Producer.EventTime)
+				}
+			}},
+		{name: "event time key misspelt", yaml: "producer:\n  timestmap: auto\n", errs: []string{"q.yaml: producer.timestmap: unknown key (line 2)"}},
 		{name: "unknown top-level section", yaml: "mineer:\n  snapshot_every: 5\n", errs: []string{"q.yaml: mineer: unknown key (line 1)"}},
 		{name: "unknown nested key", yaml: "miner:\n  snapshot_evry: 5\n", errs: []string{"q.yaml: miner.snapshot_evry: unknown key (line 2)"}},
 		{name: "unknown deeper key", yaml: "miner:\n  mining:\n    dept: 4\nmssql:\n  tables:\n    dbo_orders:\n      txt: [a]\n",
@@ -112,7 +119,7 @@ func TestLoad(t *testing.T) {
 // per line, each naming the file and the key path.
 func TestValidateNamesKeyAndFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "quarry.yaml")
-	body := "server:\n  encoders: 99\n  log_level: loud\nstreams:\n  replicas: 9\nproducer:\n  rate: -1\nminer:\n  retry_min: 2s\n  retry_max: 1s\nencoder:\n  name: a.b\ncommitter:\n  name: \"\"\n  lease_ttl: 1ms\nmssql:\n  database: a.b\n  capture_instances: [x]\n"
+	body := "server:\n  encoders: 99\n  log_level: loud\nstreams:\n  replicas: 9\nproducer:\n  rate: -1\n  timestamp: iso9999\n  timezone: Mars/Olympus\nminer:\n  retry_min: 2s\n  retry_max: 1s\nencoder:\n  name: a.b\ncommitter:\n  name: \"\"\n  lease_ttl: 1ms\nmssql:\n  database: a.b\n  capture_instances: [x]\n"
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +132,7 @@ func TestValidateNamesKeyAndFile(t *testing.T) {
 		t.Fatal("no error")
 	}
 	lines := strings.Split(err.Error(), "\n")
-	for _, key := range []string{"server.encoders", "server.log_level", "streams.replicas", "producer.rate", "miner.retry_max", "encoder.name", "committer.lease_ttl", "mssql.database"} {
+	for _, key := range []string{"server.encoders", "server.log_level", "streams.replicas", "producer.rate", "producer.timestamp", "producer.timezone", "miner.retry_max", "encoder.name", "committer.lease_ttl", "mssql.database"} {
 		found := false
 		for _, l := range lines {
 			found = found || strings.HasPrefix(l, "quarry.yaml: "+key)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quarrylake/quarry/internal/eventtime"
 	"github.com/quarrylake/quarry/internal/promutil"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -51,6 +52,12 @@ type Config struct {
 	// ProgressInterval is the least time between two progress facts.
 	ProgressInterval time.Duration   `yaml:"progress_interval"`
 	Publisher        PublisherConfig `yaml:"publisher"`
+	// EventTime (keys timestamp and timezone) says how a line's record
+	// time is found: timestamp auto (the default) finds the timestamp a
+	// line starts with, a layout name (internal/eventtime) takes only that
+	// layout, none stamps every line with its read time; timezone (default
+	// UTC) is the zone of timestamps written without one. See stamper.
+	EventTime eventtime.Config `yaml:",inline"`
 }
 
 // Size limits: a frame must fit the WAL's max message size (8 MiB by
@@ -87,6 +94,12 @@ func (c Config) Defaults() Config {
 		c.ProgressInterval = time.Second
 	}
 	c.Publisher = c.Publisher.Defaults()
+	if c.EventTime.Mode == "" {
+		c.EventTime.Mode = eventtime.ModeAuto
+	}
+	if c.EventTime.Zone == "" {
+		c.EventTime.Zone = "UTC"
+	}
 	return c
 }
 
@@ -131,6 +144,13 @@ func (c Config) Validate() error {
 	}
 	if err := c.Publisher.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	// One key at a time, so that each error names its own key.
+	if err := (eventtime.Config{Mode: c.EventTime.Mode}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("producer.%w", err))
+	}
+	if err := (eventtime.Config{Zone: c.EventTime.Zone}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("producer.%w", err))
 	}
 	return errors.Join(errs...)
 }

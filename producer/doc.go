@@ -18,6 +18,12 @@
 //     previous one ended. Its Nats-Msg-Id is streams.FrameMsgID(source,
 //     FirstOffset), and every frame carries its NextOffset in the
 //     HeaderNextOffset header.
+//   - Each record's TS is the line's event time (Config.EventTime, keys
+//     timestamp and timezone): the timestamp the line starts with, else the
+//     previous line's event time in this source run (a continuation line),
+//     else the read time; TSSource says which. The text is not changed. The
+//     progress fact's FinalizedUntil is the read time of the last acked
+//     line, never an event time, which may come out of order.
 //   - A frame is written only when JetStream acked it. Frames go out
 //     asynchronously with at most PublisherConfig.MaxInFlight unacked; the
 //     acks are processed in publish order.

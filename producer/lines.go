@@ -21,7 +21,11 @@ type line struct {
 	off, next uint64 // source offsets of the line and just after it
 	text      string // without the '\n'; the first 64 KiB when long > 0
 	long      int    // > 0: the line's real length, above MaxRecordBytes
-	ts        int64  // read time, Unix nanos
+	read      int64  // read time, Unix nanos
+	// ts is the record time (Unix nanos) and tsSrc what it is; the
+	// reader's stamper sets them.
+	ts    int64
+	tsSrc streams.TSSource
 	// req is set on the last line of a request (an ingest message with a
 	// reply subject): answered once every line of it is durable.
 	req *request
@@ -45,14 +49,16 @@ type lineSource interface {
 
 // emitter hands lines from the reader goroutine to the framer in batches.
 type emitter struct {
-	ch   chan []line
-	buf  []line
-	pace *pacer // nil: as fast as the source reads
+	ch    chan []line
+	buf   []line
+	stamp *stamper
+	pace  *pacer // nil: as fast as the source reads
 }
 
 const emitBatch = 256
 
 func (e *emitter) add(ctx context.Context, ln line) error {
+	e.stamp.stamp(&ln)
 	e.buf = append(e.buf, ln)
 	if e.pace != nil {
 		if d := e.pace.delay(time.Now()); d > 0 {
@@ -137,6 +143,7 @@ type Lines struct {
 	log     *slog.Logger
 	m       *linesMetrics
 	src     lineSource
+	stamp   *stamper
 	source  string
 	subject string
 	pub     *Publisher
@@ -153,9 +160,13 @@ type Lines struct {
 
 	// wf is the WAL floor (nil for a source that does not resume);
 	// walStart is the WAL's last sequence before this run published.
-	wf        *walfloor.Floor
-	walStart  uint64
-	finalized atomic.Int64 // read time of the last acked line
+	wf       *walfloor.Floor
+	walStart uint64
+	// finalized is the read time of the last acked line. Not its event
+	// time: lines may carry times out of order (several writers, clock
+	// skew, a backfill), so an event time says nothing about which lines
+	// are still to come, while every line read later is read later.
+	finalized atomic.Int64
 	nLines    atomic.Uint64
 	nFrames   atomic.Uint64
 	nBytes    atomic.Uint64
@@ -184,6 +195,7 @@ type Lines struct {
 type pendingFrame struct {
 	first, next uint64
 	recs        []streams.Record
+	lastRead    int64 // read time of the last line
 	est         int
 	textBytes   int
 	reqs        []*request // answered when this frame is acked
@@ -204,10 +216,14 @@ func newLines(cfg Config, deps Deps, src lineSource, source string) (*Lines, err
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	stamp, err := newStamper(cfg.EventTime)
+	if err != nil {
+		return nil, fmt.Errorf("producer: %w", err)
+	}
 	log = log.With("source", source, "tenant", cfg.Tenant)
 	m := newLinesMetrics(deps.Registerer)
 	l := &Lines{
-		cfg: cfg, js: deps.JS, log: log, m: m, src: src, source: source,
+		cfg: cfg, js: deps.JS, log: log, m: m, src: src, stamp: stamp, source: source,
 		subject: streams.LineSubject(cfg.Tenant),
 		pub:     NewPublisher(deps.JS, cfg.Publisher, log, m.pub),
 		kick:    make(chan struct{}, 1),

@@ -28,7 +28,7 @@ func (l *Lines) startReader(ctx context.Context) *reader {
 	rctx, cancel := context.WithCancel(ctx)
 	rd := &reader{batches: make(chan []line, 4), done: make(chan readResult, 1), cancel: cancel}
 	go func() {
-		e := &emitter{ch: rd.batches, buf: make([]line, 0, emitBatch)}
+		e := &emitter{ch: rd.batches, buf: make([]line, 0, emitBatch), stamp: l.stamp}
 		if l.cfg.Rate > 0 {
 			e.pace = &pacer{rate: l.cfg.Rate}
 		}
@@ -132,7 +132,7 @@ func (l *Lines) addLine(ctx context.Context, ln *line) error {
 		l.pf.next = ln.next
 		return nil
 	}
-	rec := streams.Record{TS: ln.ts, Text: ln.text}
+	rec := streams.Record{TS: ln.ts, TSSource: ln.tsSrc, Text: ln.text}
 	sz := streams.EncodedRecordSize(&rec)
 	if len(l.pf.recs) > 0 && l.pf.est+sz > l.cfg.FrameMaxBytes {
 		if err := l.flush(ctx); err != nil {
@@ -142,6 +142,7 @@ func (l *Lines) addLine(ctx context.Context, ln *line) error {
 	l.pf.recs = append(l.pf.recs, rec)
 	l.pf.est += sz
 	l.pf.textBytes += len(ln.text)
+	l.pf.lastRead = ln.read
 	l.pf.next = ln.next
 	if len(l.pf.recs) == 1 {
 		l.timer.Reset(l.cfg.Linger)
@@ -162,7 +163,7 @@ func (l *Lines) flush(ctx context.Context) error {
 		return nil
 	}
 	f := &streams.Frame{Source: l.source, Tenant: l.cfg.Tenant, FirstOffset: pf.first, NextOffset: pf.next, Records: pf.recs}
-	next, n, nbytes, lastTS := pf.next, uint64(len(pf.recs)), uint64(pf.textBytes), pf.recs[len(pf.recs)-1].TS
+	next, n, nbytes, lastRead := pf.next, uint64(len(pf.recs)), uint64(pf.textBytes), pf.lastRead
 	reqs := pf.reqs
 	pf.reqs = nil
 	// The frame will land above every sequence this publisher saw acked
@@ -188,7 +189,7 @@ func (l *Lines) flush(ctx context.Context) error {
 			return // the position never passes a frame that failed
 		}
 		l.acked.Store(next)
-		l.finalized.Store(lastTS)
+		l.finalized.Store(lastRead) // read time, not event time: see Lines.finalized
 		l.nLines.Add(n)
 		l.nFrames.Add(1)
 		l.nBytes.Add(nbytes)

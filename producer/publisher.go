@@ -215,8 +215,8 @@ func NewPublisher(js jetstream.JetStream, cfg PublisherConfig, log *slog.Logger,
 }
 
 // Publish sends frame f on subject with Nats-Msg-Id msgID and header
-// Quarry-Format frame/1, asynchronously. It blocks while MaxInFlight frames
-// are unacked; ctx bounds only that wait, not the publish (a cancelled
+// Quarry-Format streams.FormatFrame, asynchronously. It blocks while
+// MaxInFlight frames are unacked; ctx bounds only that wait, not the publish (a cancelled
 // source still drains with Flush). done is called exactly once, in publish
 // order, with the PubAck's stream sequence or the final error after the
 // retries (a duplicate ack counts as success). done runs on a publisher

@@ -89,7 +89,7 @@ func (s *scanner) make(text []byte, n int) line { return s.makeN(text, n-1, n) }
 // makeN builds a line of textLen bytes (text holds its kept prefix) that
 // consumed n input bytes.
 func (s *scanner) makeN(text []byte, textLen, n int) line {
-	ln := line{off: s.off, next: s.off + uint64(n), ts: time.Now().UnixNano()}
+	ln := line{off: s.off, next: s.off + uint64(n), read: time.Now().UnixNano()}
 	s.off = ln.next
 	if textLen > s.max {
 		ln.long = textLen

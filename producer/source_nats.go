@@ -152,7 +152,7 @@ func (s *natsSource) emit(ctx context.Context, e *emitter, m *nats.Msg) error {
 		if i >= 0 {
 			text = data[:i]
 		}
-		ln := line{off: s.off, next: s.off + 1, ts: now}
+		ln := line{off: s.off, next: s.off + 1, read: now}
 		if len(text) > s.maxRec {
 			ln.long = len(text)
 			text = text[:min(len(text), deadLetterPrefix)]

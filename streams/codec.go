@@ -2,6 +2,7 @@ package streams
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/quarrylake/quarry/internal/wire"
 )
@@ -45,4 +46,14 @@ func (d *dec) attrs(what string) []Attr {
 		a[i].Value = d.str(what + " value")
 	}
 	return a
+}
+
+// tsSource reads a TSSource byte, failing on a value this build does not
+// know.
+func (d *dec) tsSource() TSSource {
+	v := d.U8("ts source")
+	if d.Err() == nil && v >= numTSSources {
+		d.Fail(fmt.Sprintf("ts source %d", v))
+	}
+	return TSSource(v)
 }

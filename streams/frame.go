@@ -10,11 +10,47 @@ type Attr struct {
 	Value string
 }
 
+// TSSource says where a record's TS came from.
+type TSSource uint8
+
+// TS sources. The values are on the wire (frame/2, mined/3): never
+// renumber them.
+const (
+	// TSRead: the time the producer read the record (a line without a
+	// timestamp and none before it in its source run, a line source with
+	// timestamp: none, every record of frame/1 and mined/1-2).
+	TSRead TSSource = 0
+	// TSEvent: the event time the record carries: the timestamp parsed
+	// from a line, the commit time of a CDC change's transaction.
+	TSEvent TSSource = 1
+	// TSPrevious: the event time of the previous line of the same source
+	// run, for a line without a timestamp of its own (a continuation line
+	// such as a stack-trace frame).
+	TSPrevious TSSource = 2
+
+	numTSSources = 3
+)
+
+func (s TSSource) String() string {
+	switch s {
+	case TSRead:
+		return "read"
+	case TSEvent:
+		return "event"
+	case TSPrevious:
+		return "previous"
+	}
+	return fmt.Sprintf("TSSource(%d)", uint8(s))
+}
+
 // Record is one input value: a log line, or the mined column of a CDC row.
 type Record struct {
-	// TS is the record time in Unix nanoseconds: the read time of a line,
-	// the commit time of a CDC change.
+	// TS is the record time in Unix nanoseconds: for a line its event time
+	// (the timestamp it starts with, else the previous line's) or its read
+	// time, as TSSource says; the commit time of a CDC change.
 	TS int64
+	// TSSource says what TS is.
+	TSSource TSSource
 	// Text is the value the miner mines. It may hold any bytes; the miner
 	// decides what it can mine and dead-letters the rest.
 	Text string
@@ -23,7 +59,7 @@ type Record struct {
 }
 
 // Frame is a batch of records from one source for one tenant, published as
-// one WAL message (format "frame/1"). Offsets are source positions: for a
+// one WAL message (format FormatFrame, "frame/2"). Offsets are source positions: for a
 // file the byte offset of the first record and the offset just after the
 // last; a restarted producer resumes at NextOffset of the last acked frame.
 type Frame struct {
@@ -34,13 +70,16 @@ type Frame struct {
 	Records     []Record
 }
 
-const frameVersion = 1
+// frameVersion is the version AppendFrame writes; DecodeFrame also reads
+// version 1 (no ts source: every record TSRead).
+const frameVersion = 2
 
-// AppendFrame appends the "frame/1" encoding of f to b.
+// AppendFrame appends the "frame/2" encoding of f to b.
 //
 // Layout: 'Q' 'F' version:u8, source:str, tenant:str, first:uvarint,
-// next:uvarint, n:uvarint, then n records of ts:varint, text:str,
-// attrs:(n:uvarint, (key:str, value:str)*). str is uvarint length + bytes.
+// next:uvarint, n:uvarint, then n records of ts:varint, tssource:u8,
+// text:str, attrs:(n:uvarint, (key:str, value:str)*). str is uvarint
+// length + bytes. Version 1 had no tssource.
 func AppendFrame(b []byte, f *Frame) []byte {
 	e := newEnc(b)
 	e.U8('Q')
@@ -54,6 +93,7 @@ func AppendFrame(b []byte, f *Frame) []byte {
 	for i := range f.Records {
 		r := &f.Records[i]
 		e.Varint(r.TS)
+		e.U8(uint8(r.TSSource))
 		e.Str(r.Text)
 		e.attrs(r.Attrs)
 	}
@@ -63,17 +103,18 @@ func AppendFrame(b []byte, f *Frame) []byte {
 // EncodedRecordSize is an upper bound of the bytes r adds to a frame, for
 // producers that cut frames by size.
 func EncodedRecordSize(r *Record) int {
-	n := 10 + 10 + len(r.Text) + 10
+	n := 10 + 1 + 10 + len(r.Text) + 10
 	for _, a := range r.Attrs {
 		n += 20 + len(a.Key) + len(a.Value)
 	}
 	return n
 }
 
-// DecodeFrame decodes a "frame/1" payload. Errors wrap ErrMalformed.
+// DecodeFrame decodes a "frame/2" payload, or a "frame/1" one (written
+// before event time: its records are TSRead). Errors wrap ErrMalformed.
 func DecodeFrame(b []byte) (*Frame, error) {
 	d := newDec(b)
-	d.Header('Q', 'F', frameVersion, "frame")
+	version := d.VersionedHeader('Q', 'F', 1, frameVersion, "frame")
 	f := &Frame{}
 	f.Source = d.str("source")
 	f.Tenant = d.str("tenant")
@@ -85,6 +126,9 @@ func DecodeFrame(b []byte) (*Frame, error) {
 		for i := range f.Records {
 			r := &f.Records[i]
 			r.TS = d.Varint("ts")
+			if version >= 2 {
+				r.TSSource = d.tsSource()
+			}
 			r.Text = d.str("text")
 			r.Attrs = d.attrs("attrs")
 		}

@@ -1,6 +1,7 @@
 package streams_test
 
 import (
+	"encoding/hex"
 	"reflect"
 	"testing"
 
@@ -9,7 +10,11 @@ import (
 
 func FuzzDecodeFrame(f *testing.F) {
 	f.Add(streams.AppendFrame(nil, &streams.Frame{Source: "s", Tenant: "t", NextOffset: 4, Records: []streams.Record{{TS: 1, Text: "abc", Attrs: []streams.Attr{{"k", "v"}}}}}))
+	f.Add(streams.AppendFrame(nil, &streams.Frame{Source: "s", Tenant: "t", NextOffset: 9, Records: []streams.Record{
+		{TS: 1, TSSource: streams.TSEvent, Text: "2026-01-02T03:04:05Z a"}, {TS: 1, TSSource: streams.TSPrevious, Text: "\tat x"}, {TS: 2, Text: "b"}}}))
+	f.Add(mustHex(goldenFrameV1))
 	f.Add([]byte("QF\x01"))
+	f.Add([]byte("QF\x02"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr, err := streams.DecodeFrame(b)
 		if err != nil {
@@ -25,6 +30,12 @@ func FuzzDecodeFrame(f *testing.F) {
 func FuzzDecodeMinedBatch(f *testing.F) {
 	f.Add(streams.AppendMinedBatch(nil, &streams.MinedBatch{WALSeq: 2, PrevSeq: 1, Tenant: "t", Records: []streams.MinedRecord{{TemplateID: 1, TemplateVersion: 1, Params: []string{"x"}}},
 		Templates: []streams.TemplateDef{{Kind: streams.TemplateCreated, ID: 1, Tenant: "t", Version: 1, Text: "a <*>"}}}))
+	f.Add(streams.AppendMinedBatch(nil, &streams.MinedBatch{WALSeq: 3, PrevSeq: 2, Tenant: "t",
+		Records: []streams.MinedRecord{{TS: 5, TSSource: streams.TSEvent, TemplateID: 1, TemplateVersion: 2, Params: []string{"x", "1.2.3.4"}}, {TS: 5, TSSource: streams.TSPrevious, TemplateID: 2, TemplateVersion: 1}},
+		Templates: []streams.TemplateDef{
+			{Kind: streams.TemplateChanged, ID: 1, Tenant: "t", Version: 2, Text: "a <*> <*>", Previous: "a <*> b", Kinds: []string{"", "ipv4"}},
+			{Kind: streams.TemplateMerged, ID: 4, Tenant: "t", Version: 1, Text: "a <*> <*>", Previous: "c", Into: 1}}}))
+	f.Add(mustHex(goldenMinedV2)) // mined/2
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := streams.DecodeMinedBatch(b)
 		if err != nil {
@@ -63,4 +74,12 @@ func FuzzDecodeJSON(f *testing.F) {
 			t.Fatal("progress without source accepted")
 		}
 	})
+}
+
+func mustHex(s string) []byte {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

@@ -6,8 +6,10 @@ import "fmt"
 // Render(template text of (TemplateID, TemplateVersion), Params).
 type MinedRecord struct {
 	// Index is the record's position in its frame.
-	Index           uint32
-	TS              int64
+	Index uint32
+	TS    int64
+	// TSSource says what TS is (the frame record's TSSource).
+	TSSource        TSSource
 	TemplateID      uint64
 	TemplateVersion uint32
 	Params          []string
@@ -51,10 +53,15 @@ type TemplateDef struct {
 	Text     string // parameters written as <*>; for TemplateMerged, Into's text
 	Previous string // the text of Version-1 for TemplateChanged; ID's text for TemplateMerged
 	Into     uint64 // TemplateMerged: the surviving template
+	// Kinds is, for TemplateCreated and TemplateChanged, the kind of each
+	// <*> of Text in order: the name of the mining mask that made the
+	// parameter, or "" (nil when no parameter came from a mask). Always
+	// nil for TemplateMerged and in mined/1-2.
+	Kinds []string
 }
 
 // MinedBatch is the miner's output for one WAL frame (format FormatMined,
-// "mined/2"), published on MinedSubject(Tenant) with Nats-Msg-Id
+// "mined/3"), published on MinedSubject(Tenant) with Nats-Msg-Id
 // MinedMsgID(WALSeq).
 //
 // Every WAL message yields exactly one batch, possibly with no records (a
@@ -77,17 +84,19 @@ type MinedBatch struct {
 }
 
 // minedVersion is the version AppendMinedBatch writes; DecodeMinedBatch also
-// reads version 1 (no merges, no into field).
-const minedVersion = 2
+// reads version 2 (no ts source, no kinds) and version 1 (no merges, no into
+// field either).
+const minedVersion = 3
 
-// AppendMinedBatch appends the "mined/2" encoding of m to b.
+// AppendMinedBatch appends the "mined/3" encoding of m to b.
 //
 // Layout: 'Q' 'M' version:u8, walseq:uvarint, prevseq:uvarint, tenant:str,
 // source:str, subject:str, first:uvarint, next:uvarint, quarantined:uvarint,
-// n:uvarint records of (index:uvarint, ts:varint, id:uvarint,
+// n:uvarint records of (index:uvarint, ts:varint, tssource:u8, id:uvarint,
 // version:uvarint, params:(n:uvarint, str*), attrs), then
 // n:uvarint templates of (kind:u8, id:uvarint, tenant:str, version:uvarint,
-// text:str, previous:str, into:uvarint). Version 1 had no into.
+// text:str, previous:str, into:uvarint, kinds:(n:uvarint, str*)).
+// Version 2 had no tssource and no kinds; version 1 had no into either.
 func AppendMinedBatch(b []byte, m *MinedBatch) []byte {
 	e := newEnc(b)
 	e.U8('Q')
@@ -106,6 +115,7 @@ func AppendMinedBatch(b []byte, m *MinedBatch) []byte {
 		r := &m.Records[i]
 		e.Uvarint(uint64(r.Index))
 		e.Varint(r.TS)
+		e.U8(uint8(r.TSSource))
 		e.Uvarint(r.TemplateID)
 		e.Uvarint(uint64(r.TemplateVersion))
 		e.Uvarint(uint64(len(r.Params)))
@@ -124,12 +134,17 @@ func AppendMinedBatch(b []byte, m *MinedBatch) []byte {
 		e.Str(t.Text)
 		e.Str(t.Previous)
 		e.Uvarint(t.Into)
+		e.Uvarint(uint64(len(t.Kinds)))
+		for _, k := range t.Kinds {
+			e.Str(k)
+		}
 	}
 	return e.B
 }
 
-// DecodeMinedBatch decodes a "mined/2" payload, or a "mined/1" one (written
-// before merges existed: no into field). Errors wrap ErrMalformed.
+// DecodeMinedBatch decodes a "mined/3" payload, or a "mined/2" one (written
+// before event time: records TSRead, no kinds) or a "mined/1" one (written
+// before merges existed: no into field either). Errors wrap ErrMalformed.
 func DecodeMinedBatch(b []byte) (*MinedBatch, error) {
 	d := newDec(b)
 	version := d.VersionedHeader('Q', 'M', 1, minedVersion, "mined batch")
@@ -152,6 +167,9 @@ func DecodeMinedBatch(b []byte) (*MinedBatch, error) {
 			r := &m.Records[i]
 			idx := d.Uvarint("index")
 			r.TS = d.Varint("ts")
+			if version >= 3 {
+				r.TSSource = d.tsSource()
+			}
 			r.TemplateID = d.Uvarint("template id")
 			ver := d.Uvarint("template version")
 			if idx > 1<<32-1 || ver > 1<<32-1 {
@@ -184,6 +202,14 @@ func DecodeMinedBatch(b []byte) (*MinedBatch, error) {
 			if version >= 2 {
 				t.Into = d.Uvarint("template into")
 			}
+			if version >= 3 {
+				if nk := d.Count("template kinds", 1); nk > 0 {
+					t.Kinds = make([]string, nk)
+					for j := range t.Kinds {
+						t.Kinds[j] = d.str("template kind name")
+					}
+				}
+			}
 			switch {
 			case d.Err() != nil:
 			case t.Kind == TemplateCreated || t.Kind == TemplateChanged:
@@ -193,6 +219,8 @@ func DecodeMinedBatch(b []byte) (*MinedBatch, error) {
 			case t.Kind == TemplateMerged:
 				if t.Into == 0 || t.Into == t.ID {
 					d.Fail(fmt.Sprintf("template %d merged into %d", t.ID, t.Into))
+				} else if t.Kinds != nil {
+					d.Fail(fmt.Sprintf("merge of template %d with kinds", t.ID))
 				}
 			default:
 				d.Fail(fmt.Sprintf("template kind %d", t.Kind))

@@ -71,6 +71,7 @@ func TestMinedMerge(t *testing.T) {
 		"merge into itself":       {Kind: TemplateMerged, ID: 3, Tenant: "acme", Version: 1, Into: 3},
 		"created with a survivor": {Kind: TemplateCreated, ID: 3, Tenant: "acme", Version: 1, Into: 1},
 		"unknown kind":            {Kind: 9, ID: 3, Tenant: "acme", Version: 1},
+		"merge with kinds":        {Kind: TemplateMerged, ID: 3, Tenant: "acme", Version: 1, Into: 1, Kinds: []string{"ipv4"}},
 	} {
 		bad := m
 		bad.Templates = []TemplateDef{def}
@@ -78,7 +79,27 @@ func TestMinedMerge(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrMalformed", name, err)
 		}
 	}
-	if !KnownMinedFormat("mined/1") || !KnownMinedFormat(FormatMined) || KnownMinedFormat("mined/3") {
+	if !KnownMinedFormat("mined/1") || !KnownMinedFormat("mined/2") || !KnownMinedFormat(FormatMined) || KnownMinedFormat("mined/4") {
 		t.Error("KnownMinedFormat")
+	}
+}
+
+// A ts source this build does not know is malformed, in a frame and in a
+// mined batch, rather than silently read as another source.
+func TestUnknownTSSource(t *testing.T) {
+	f := Frame{Source: "s", Tenant: "t", Records: []Record{{TS: 1, TSSource: numTSSources, Text: "x"}}}
+	if _, err := DecodeFrame(AppendFrame(nil, &f)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("frame: got %v, want ErrMalformed", err)
+	}
+	m := MinedBatch{WALSeq: 2, PrevSeq: 1, Tenant: "t", Records: []MinedRecord{{TS: 1, TSSource: numTSSources, TemplateID: 1, TemplateVersion: 1}}}
+	if _, err := DecodeMinedBatch(AppendMinedBatch(nil, &m)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("mined: got %v, want ErrMalformed", err)
+	}
+	for _, s := range []TSSource{TSRead, TSEvent, TSPrevious} {
+		f.Records[0].TSSource = s
+		got, err := DecodeFrame(AppendFrame(nil, &f))
+		if err != nil || got.Records[0].TSSource != s {
+			t.Errorf("frame with %s: %v %+v", s, err, got)
+		}
 	}
 }

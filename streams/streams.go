@@ -91,7 +91,7 @@ const (
 const (
 	// HeaderMsgID is JetStream's de-duplication header.
 	HeaderMsgID = "Nats-Msg-Id"
-	// HeaderFormat names the format and version of a payload, e.g. "frame/1".
+	// HeaderFormat names the format and version of a payload, e.g. "frame/2".
 	HeaderFormat = "Quarry-Format"
 	// HeaderReason carries the reason on a dead-letter message.
 	HeaderReason = "Quarry-Reason"
@@ -108,8 +108,8 @@ const (
 
 // Format identifiers carried in HeaderFormat.
 const (
-	FormatFrame    = "frame/1"
-	FormatMined    = "mined/2"
+	FormatFrame    = "frame/2"
+	FormatMined    = "mined/3"
 	FormatReport   = "report/1"
 	FormatVerdict  = "verdict/1"
 	FormatTemplate = "template/1"
@@ -118,8 +118,8 @@ const (
 )
 
 // KnownMinedFormat reports whether f is a mined-batch format this build
-// decodes ("mined/1" or "mined/2").
-func KnownMinedFormat(f string) bool { return f == "mined/1" || f == FormatMined }
+// decodes ("mined/1", "mined/2" or "mined/3").
+func KnownMinedFormat(f string) bool { return f == "mined/1" || f == "mined/2" || f == FormatMined }
 
 // ErrBadToken reports a name that cannot be used as a subject token.
 var ErrBadToken = errors.New("invalid subject token")

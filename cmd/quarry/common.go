@@ -9,9 +9,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/quarrylake/quarry/internal/eventtime"
 	"github.com/quarrylake/quarry/internal/natsutil"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/pipeline"
+	"github.com/quarrylake/quarry/producer"
 )
 
 var errHelp = errors.New("help shown")
@@ -166,4 +168,38 @@ func atoiDefault(s string, d int) int {
 		return n
 	}
 	return d
+}
+
+// eventTimeFlags are --timestamp and --timezone of the commands that read
+// lines (producer.timestamp and producer.timezone in --config).
+type eventTimeFlags struct{ mode, zone *string }
+
+func registerEventTime(fs *flag.FlagSet) eventTimeFlags {
+	return eventTimeFlags{
+		mode: fs.String("timestamp", eventtime.ModeAuto, "event time of a line: auto (find the timestamp it starts with), none (read time) or a layout name such as iso8601, syslog, clf, epoch (producer.timestamp in --config)"),
+		zone: fs.String("timezone", "UTC", "time zone of timestamps written without one: UTC, Local, an IANA name or ±hh:mm (producer.timezone in --config)"),
+	}
+}
+
+// apply sets the flags given on the command line over the config's
+// values; a bad value is a usage error naming the flag.
+func (f eventTimeFlags) apply(fs *flag.FlagSet, c *producer.Config) error {
+	set := flagSet(fs)
+	var bad []string
+	if set["timestamp"] {
+		if err := (eventtime.Config{Mode: *f.mode}).Validate(); err != nil {
+			bad = append(bad, "--"+err.Error())
+		}
+		c.EventTime.Mode = *f.mode
+	}
+	if set["timezone"] {
+		if err := (eventtime.Config{Zone: *f.zone}).Validate(); err != nil {
+			bad = append(bad, "--"+err.Error())
+		}
+		c.EventTime.Zone = *f.zone
+	}
+	if len(bad) > 0 {
+		return errUsage{strings.Join(bad, "; ")}
+	}
+	return nil
 }

@@ -128,6 +128,7 @@ func runProducer(ctx context.Context, e *env, args []string) error {
 	tenants := fs.String("tenants", "acme,globex,initech", "generator tenants")
 	seed := fs.Int64("seed", 1, "generator seed")
 	rate := fs.Float64("rate", 0, "read at most this many lines per second (0: unlimited; producer.rate in --config)")
+	et := registerEventTime(fs)
 	if _, err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
@@ -135,6 +136,9 @@ func runProducer(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	root := c.cfg
+	if err := et.apply(fs, &root.Producer); err != nil {
+		return err
+	}
 	if flagSet(fs)["tenant"] || root.Producer.Tenant == "" {
 		root.Producer.Tenant = *tenant
 	}

@@ -47,6 +47,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	encoders := fs.Int("encoders", 2, "encoder instances in the process")
 	natsPort := fs.Int("nats-port", -1, "embedded NATS client port (-1: any free port)")
 	timeout := fs.Duration("timeout", 0, "give up waiting for the lake after this long (0: no limit)")
+	et := registerEventTime(fs)
 	if _, err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
@@ -76,6 +77,9 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	}
 	if set["tenant"] || cfg.Producer.Tenant == "" {
 		cfg.Producer.Tenant = *tenant
+	}
+	if err := et.apply(fs, &cfg.Producer); err != nil {
+		return err
 	}
 	if *follow && *input != "" && *input != "-" {
 		cfg.Producer.Follow = true

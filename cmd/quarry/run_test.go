@@ -179,3 +179,159 @@ func TestProducerRateFlag(t *testing.T) {
 		t.Fatalf("producer did not report 60 lines:\n%s", stderr)
 	}
 }
+
+// TestRunEventTime feeds a backfill (lines of 2015 and of 2026-11-29, a stack
+// trace, a line with no time before it) through `quarry run --input`: each
+// record's ts in the lake is its line's event time (a continuation line's
+// the line's before it), the date partitions are the event times' UTC days,
+// --since/--until select by event time, and every line reads back exactly.
+// With --timestamp none the same lines all land on the read day.
+func TestRunEventTime(t *testing.T) {
+	dir := t.TempDir()
+	lines := []string{
+		"booting, no time yet",
+		"2015-10-18 18:01:47,978 INFO [main] org.apache.hadoop: started",
+		"java.lang.IllegalStateException: boom",
+		"\tat org.apache.Foo.bar(Foo.java:42)",
+		"2015-10-18 23:30:00,000 WARN [main] late evening, Berlin time: next UTC day is not reached",
+		"[Sun Dec 04 04:47:44 2005] [error] mod_jk child workerEnv in error state 6",
+		"2026-11-29T00:00:00.010Z INFO web: GET / 200",
+		"crlf continuation\r",
+	}
+	// The timestamps above that carry no zone are Europe/Berlin time.
+	want := []struct {
+		ts, date string // "" ts: the read time
+	}{
+		{"", ""},
+		{"2015-10-18T16:01:47.978Z", "2015-10-18"},
+		{"2015-10-18T16:01:47.978Z", "2015-10-18"},
+		{"2015-10-18T16:01:47.978Z", "2015-10-18"},
+		{"2015-10-18T21:30:00Z", "2015-10-18"},
+		{"2005-12-04T03:47:44Z", "2005-12-04"},
+		{"2026-11-29T00:00:00.010Z", "2026-11-29"},
+		{"2026-11-29T00:00:00.010Z", "2026-11-29"},
+	}
+	f := filepath.Join(dir, "backfill.log")
+	if err := os.WriteFile(f, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	from := time.Now().UTC()
+	runCLI(t, "", "run", "--data", data, "--input", f, "--tenant", "old", "--timezone", "Europe/Berlin", "--timeout", "5m")
+	to := time.Now().UTC()
+	lakeDir := filepath.Join(data, "lake")
+
+	// Every line back exactly, and each record's ts its event time.
+	js, _ := runCLI(t, "", "query", "--lake", lakeDir, "--format", "jsonl")
+	type rec struct {
+		TS   time.Time `json:"ts"`
+		Text string    `json:"line"`
+	}
+	var got []rec
+	for _, l := range strings.Split(strings.TrimSpace(js), "\n") {
+		var r rec
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("%v: %s", err, l)
+		}
+		got = append(got, r)
+	}
+	if len(got) != len(lines) {
+		t.Fatalf("lake holds %d records, want %d:\n%s", len(got), len(lines), js)
+	}
+	byText := map[string]time.Time{}
+	for _, r := range got {
+		byText[r.Text] = r.TS
+	}
+	dates := map[string]bool{}
+	for i, l := range lines {
+		ts, ok := byText[l]
+		if !ok {
+			t.Fatalf("line %q not in the lake (jsonl):\n%s", l, js)
+		}
+		w := want[i]
+		if w.ts == "" {
+			// The lake keeps microseconds.
+			if ts.Before(from.Truncate(time.Microsecond)) || ts.After(to) {
+				t.Errorf("line %q: ts %s, want its read time in [%s, %s]", l, ts, from, to)
+			}
+			dates[from.Format(time.DateOnly)] = true
+			continue
+		}
+		if wt, _ := time.Parse(time.RFC3339Nano, w.ts); !ts.Equal(wt) {
+			t.Errorf("line %q: ts %s, want %s", l, ts.UTC().Format(time.RFC3339Nano), w.ts)
+		}
+		dates[w.date] = true
+	}
+	raw, _ := runCLI(t, "", "query", "--lake", lakeDir, "--format", "raw")
+	gotLines := strings.Split(strings.TrimSuffix(raw, "\n"), "\n")
+	sort.Strings(gotLines)
+	wantLines := append([]string(nil), lines...)
+	sort.Strings(wantLines)
+	if strings.Join(gotLines, "\n") != strings.Join(wantLines, "\n") {
+		t.Fatalf("raw lines differ:\n got %q\nwant %q", gotLines, wantLines)
+	}
+
+	// The date partitions are the event times' UTC days.
+	parts, err := filepath.Glob(filepath.Join(lakeDir, "records", "tenant=old", "date=*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotDates []string
+	for _, p := range parts {
+		gotDates = append(gotDates, strings.TrimPrefix(filepath.Base(p), "date="))
+	}
+	var wantDates []string
+	for d := range dates {
+		wantDates = append(wantDates, d)
+	}
+	sort.Strings(wantDates)
+	if strings.Join(gotDates, ",") != strings.Join(wantDates, ",") {
+		t.Errorf("date partitions %v, want %v", gotDates, wantDates)
+	}
+
+	// --since/--until select by event time.
+	for _, tc := range []struct {
+		since, until string
+		want         []string
+	}{
+		{"2015-10-18", "2015-10-19", lines[1:5]},
+		{"2015-10-18T16:01:47.978Z", "2015-10-18T21:30:00Z", lines[1:4]},
+		{"2005-01-01", "2006-01-01", lines[5:6]},
+		{"2026-11-29", "2026-11-30", lines[6:8]},
+	} {
+		raw, _ := runCLI(t, "", "query", "--lake", lakeDir, "--format", "raw", "--since", tc.since, "--until", tc.until)
+		got := strings.Split(strings.TrimSuffix(raw, "\n"), "\n")
+		if raw == "" {
+			got = nil
+		}
+		sort.Strings(got)
+		want := append([]string(nil), tc.want...)
+		sort.Strings(want)
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("--since %s --until %s: got %q, want %q", tc.since, tc.until, got, want)
+		}
+	}
+
+	// --timestamp none: every line on the read day, in a lake of its own.
+	data2 := filepath.Join(dir, "data2")
+	runCLI(t, "", "run", "--data", data2, "--input", f, "--tenant", "old", "--timestamp", "none", "--timeout", "5m")
+	parts, _ = filepath.Glob(filepath.Join(data2, "lake", "records", "tenant=old", "date=*"))
+	if len(parts) != 1 || filepath.Base(parts[0]) != "date="+from.Format(time.DateOnly) && filepath.Base(parts[0]) != "date="+time.Now().UTC().Format(time.DateOnly) {
+		t.Errorf("--timestamp none: date partitions %v, want the read day only", parts)
+	}
+}
+
+// A bad --timestamp or --timezone is a usage error naming the flag.
+func TestEventTimeFlagsRejected(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", "--data", t.TempDir(), "--input", "x", "--timestamp", "iso9999"},
+		{"producer", "--nats", "nats://127.0.0.1:1", "--input", "x", "--timezone", "Mars/Olympus"},
+	} {
+		var out, errb bytes.Buffer
+		e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+		flagName := args[len(args)-2]
+		if code := runMain(context.Background(), e, args); code != 2 || !strings.Contains(errb.String(), flagName) {
+			t.Errorf("quarry %v: exit %d, stderr %q; want exit 2 naming %s", args, code, errb.String(), flagName)
+		}
+	}
+}

@@ -64,7 +64,9 @@ func newColumnPlan(ci sqlserver.CaptureInstance, t TableConfig) (columnPlan, err
 func (p *columnPlan) record(t TableConfig, ts time.Time, op sqlserver.Operation, pos sqlserver.Position, vals []sqlserver.Value) streams.Record {
 	r := streams.Record{}
 	if !ts.IsZero() {
-		r.TS = ts.UnixNano()
+		// The commit time of the row's transaction (of the snapshot LSN
+		// for a snapshot row) is the event time.
+		r.TS, r.TSSource = ts.UnixNano(), streams.TSEvent
 	}
 	switch {
 	case len(p.text) == 1:

@@ -230,6 +230,21 @@ func TestCDCSnapshotThenStream(t *testing.T) {
 	if recs[0].TS == 0 || recs[13].TS <= recs[0].TS {
 		t.Errorf("ts %d %d", recs[0].TS, recs[13].TS)
 	}
+	// Every record keeps its transaction's commit time (the test clock's,
+	// days before the read time), as event time; the four changes of one
+	// transaction share it.
+	clockStart := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for i, r := range recs {
+		ts := time.Unix(0, r.TS)
+		if r.TSSource != streams.TSEvent || ts.Before(clockStart) || ts.After(clockStart.Add(time.Hour)) {
+			t.Errorf("record %d: ts %s (%s), want a commit time of the test clock, event", i, ts.UTC(), r.TSSource)
+		}
+	}
+	for i := 13; i < 16; i++ {
+		if recs[i].TS != recs[12].TS {
+			t.Errorf("record %d of the transaction: ts %d, record 12 %d", i, recs[i].TS, recs[12].TS)
+		}
+	}
 	frames := cdcFrames(t, e.js, subj)
 	var next uint64
 	for _, f := range frames {
