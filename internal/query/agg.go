@@ -74,11 +74,15 @@ func (p *parser) parsePipe(bar token) {
 	case "top":
 		p.noAgg(t)
 		spec := &aggSpec{top: 10}
-		if w := p.lx.peek(); w.kind == tWord && w.text != "" && w.text[0] >= '0' && w.text[0] <= '9' {
+		w := p.lx.peek()
+		if w.kind == tWord && w.text != "" && w.text[0] >= '0' && w.text[0] <= '9' {
 			p.lx.next()
 			spec.top = p.count(w, "top")
 		}
 		spec.keys = []aggKey{p.parseKey()}
+		if spec.top == 10 && p.lx.peek().kind == tWord {
+			p.errorf(w.pos, "bad number %q: top takes a count, then a key (top 10 param[2])", w.text)
+		}
 		p.q.agg = spec
 	case "limit":
 		w := p.lx.next()

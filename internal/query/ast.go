@@ -206,7 +206,7 @@ func (n *node) write(b *strings.Builder) {
 			}
 			b.WriteByte(')')
 		case textRegex:
-			b.WriteString("/" + n.re.String() + "/")
+			b.WriteString("/" + strings.ReplaceAll(n.re.String(), "/", `\/`) + "/")
 		}
 	case opTemplate:
 		b.WriteString("template:" + strconv.FormatUint(n.id, 10))
@@ -246,7 +246,7 @@ func (v *value) String() string {
 		}
 		return "glob(" + strings.Join(q, ",") + ")"
 	case valRegex:
-		return "/" + v.re.String() + "/"
+		return "~/" + strings.ReplaceAll(v.re.String(), "/", `\/`) + "/"
 	case valNumber:
 		return "num(" + v.s + ")"
 	}

@@ -74,6 +74,14 @@ func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
 }
 
+// peekByte is the byte at the scan position, 0 at the end.
+func (l *lexer) peekByte() byte {
+	if l.pos >= len(l.src) {
+		return 0
+	}
+	return l.src[l.pos]
+}
+
 // isDelim reports whether c ends a bare word.
 func (l *lexer) isDelim(c byte) bool {
 	return isSpace(c) || c == '(' || c == ')' || c == '|' || (l.pipe && c == ',')
@@ -112,7 +120,7 @@ func (l *lexer) scan() token {
 		return l.scanRegex()
 	case c == '-' && !l.pipe:
 		l.pos++
-		if l.pos >= len(l.src) || l.isDelim(l.src[l.pos]) {
+		if c := l.peekByte(); c == 0 || isSpace(c) || c == ')' || c == '|' {
 			l.errorf(start, "expected a term after '-' (quote \"-\" to search for it)")
 		}
 		return token{kind: tNot, pos: start}
@@ -315,7 +323,9 @@ func (l *lexer) scanField() (token, bool) {
 	return t, true
 }
 
-// scanValue reads the value of field f, which must follow it directly.
+// scanValue reads the value of field f, which must follow it directly: a
+// phrase, ~/regex/ (or ~"regex"), a time range after ts:, or a word (which
+// may contain '/', ':' and the like).
 func (l *lexer) scanValue(f *token) token {
 	if l.pos >= len(l.src) || isSpace(l.src[l.pos]) || l.src[l.pos] == ')' || l.src[l.pos] == '|' {
 		l.errorf(l.pos, "expected a value after %s%s", f.display(), f.op)
@@ -323,8 +333,17 @@ func (l *lexer) scanValue(f *token) token {
 	switch c := l.src[l.pos]; {
 	case c == '"' || c == '\'':
 		return l.scanPhrase()
-	case c == '/':
-		return l.scanRegex()
+	case c == '~':
+		l.pos++
+		switch l.peekByte() {
+		case '/':
+			return l.scanRegex()
+		case '"', '\'':
+			t := l.scanPhrase()
+			t.kind = tRegex
+			return t
+		}
+		l.errorf(l.pos, "expected /regex/ or \"regex\" after ~")
 	case (c == '[' || c == '(') && f.name == "ts" && f.op == ":":
 		start := l.pos
 		end := strings.IndexAny(l.src[l.pos+1:], "])")

@@ -102,10 +102,10 @@ func (p *parser) parse() *Query {
 }
 
 func (p *parser) parseOr() *node {
-	n := p.parseAnd()
+	n := p.parseAnd("")
 	for p.lx.peek().kind == tOr {
 		p.lx.next()
-		m := p.parseAnd()
+		m := p.parseAnd("OR")
 		if n.op == opOr {
 			n.kids = append(n.kids, m)
 		} else {
@@ -123,8 +123,8 @@ func startsTerm(k tokKind) bool {
 	return false
 }
 
-func (p *parser) parseAnd() *node {
-	n := p.parseUnary("")
+func (p *parser) parseAnd(after string) *node {
+	n := p.parseUnary(after)
 	for {
 		t := p.lx.peek()
 		after := ""
@@ -184,6 +184,8 @@ func (p *parser) parsePrimary(after string) *node {
 		return p.fieldNode(t)
 	}
 	switch {
+	case t.kind == tAnd || t.kind == tOr || t.kind == tNot:
+		p.errorf(t.pos, "expected a term, found the keyword %s (quote \"%s\" to search for the word)", tokNames[t.kind], strings.ToLower(tokNames[t.kind]))
 	case after != "":
 		p.errorf(t.pos, "expected a term after %s, found %s", after, tokNames[t.kind])
 	case t.kind == tRParen:
@@ -274,7 +276,6 @@ const fieldHelp = "fields: template, tenant, source, ts, since, until, attrs.KEY
 	"parameters: param[N]=V or NAME=V; quote text that contains ':'"
 
 func (p *parser) fieldNode(f token) *node {
-	v := p.lx.next() // value mode: a word, phrase, regex or range
 	isParam := f.name == "param" || f.name == "params"
 	if f.idx >= 0 && !isParam {
 		p.errorf(f.pos, "unknown field %q: only param[N] takes a position", f.display())
@@ -288,6 +289,7 @@ func (p *parser) fieldNode(f token) *node {
 	if f.op == ":" && !isParam && !builtin(f.name) {
 		p.errorf(f.pos, "unknown field %q (%s)", f.name, fieldHelp)
 	}
+	v := p.lx.next() // value mode: a word, phrase, regex or range
 	if v.kind == tRange && f.name != "ts" {
 		p.errorf(v.pos, "a range needs ts:")
 	}
