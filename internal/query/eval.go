@@ -3,6 +3,7 @@ package query
 import (
 	"bytes"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -61,17 +62,33 @@ func (q *Query) Match(rec *Record) bool {
 		t = newTplInfo(Template{ID: rec.TemplateID, Version: rec.TemplateVersion, Text: rec.Template})
 	}
 	c := evalCtx{rec: rec, t: t}
-	return eval(q.root, &c)
+	ok := eval(q.root, &c)
+	c.release()
+	return ok
 }
 
 // evalCtx is one record's evaluation state; the line is rendered at most
-// once, into buf when it fits.
+// once, into a pooled buffer.
 type evalCtx struct {
 	rec      *Record
 	t        *tplInfo
 	line     []byte
 	rendered bool
-	buf      [256]byte
+	buf      *[]byte
+}
+
+var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// release returns the render buffer to the pool.
+func (c *evalCtx) release() {
+	if c.buf != nil {
+		if cap(c.line) > 64<<10 {
+			c.line = make([]byte, 0, 512) // do not keep a huge line's buffer
+		}
+		*c.buf = c.line[:0]
+		lineBufs.Put(c.buf)
+		c.buf = nil
+	}
 }
 
 func (c *evalCtx) getLine() []byte {
@@ -83,7 +100,8 @@ func (c *evalCtx) getLine() []byte {
 		c.line = c.rec.Line
 		return c.line
 	}
-	c.line = c.t.render(c.buf[:0], c.rec.Params)
+	c.buf = lineBufs.Get().(*[]byte)
+	c.line = c.t.render((*c.buf)[:0], c.rec.Params)
 	return c.line
 }
 

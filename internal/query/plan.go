@@ -74,7 +74,9 @@ func (tp *TemplatePlan) Match(rec *Record) bool {
 		return false
 	}
 	c := evalCtx{rec: rec, t: tp.info}
-	return eval(tp.residual, &c)
+	ok := eval(tp.residual, &c)
+	c.release()
+	return ok
 }
 
 // PlanTemplates settles the query against the literal text of a tenant's

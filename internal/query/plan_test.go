@@ -125,7 +125,7 @@ func TestPlanEquivalence(t *testing.T) {
 // agree compares the plan's verdict with Query.Match on the rendered line.
 func agree(q *Query, p *Plan, tpl Template, params []string) (bool, string) {
 	line := newTplInfo(tpl).render(nil, params)
-	base := Record{TemplateID: tpl.ID, TemplateVersion: tpl.Version, Params: params, TS: testNow}
+	base := Record{Tenant: "acme", Source: "app", TemplateID: tpl.ID, TemplateVersion: tpl.Version, Params: params, TS: testNow}
 	naive := base
 	naive.Template, naive.Line = tpl.Text, line
 	want := q.Match(&naive)
