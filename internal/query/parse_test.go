@@ -223,3 +223,29 @@ func TestParamName(t *testing.T) {
 		}
 	}
 }
+
+// TestDocExamples: every example in docs/query.md compiles.
+func TestDocExamples(t *testing.T) {
+	for _, q := range []string{
+		`error -timeout source:web* ts:>=now-1h | count by 5m`,
+		`"connection reset" (tenant:acme OR tenant:beta) | limit 100`,
+		`status>=500 | top 10 path`,
+		`timeout`, `"connection reset by peer"`, `GET*404`, `/status=5\d\d/`, `/(?i)error/`, `* | count by template`,
+		`a\*b`, `a\ b`, `\-x`, `"or"`, `"-"`, `"-5"`, `"http://x"`, `12:30`,
+		`template:42`, `tenant:acme`, `source:/var/log/syslog`, `source:web*`, `attrs.host:web1`, `-attrs.zone:*`,
+		`source:~/^web[0-9]+$/`,
+		`ts:2026-11-01`, `ts:[2026-11-01T00:00:00Z, 2026-11-02)`, `ts:>=now-15m`, `since:1h error`, `until:7d`,
+		`ts:2026-11-01T10:00:00.250+01:00`, `ts:<=2026-11-01T10:00`,
+		`param[3]>500`, `status=404`, `status="404"`, `path=/api/*`, `path=~/^\/api\/v[12]/`, `status!=~/^2/`, `-param[5]=x`,
+		`error | count by template`, `template:42 | count by 5m`, `| count by 1h, template`, `status>=500 | top 5 path`,
+		`| top 3 attrs.host | limit 2`,
+	} {
+		if _, err := Compile(q); err != nil {
+			t.Errorf("%q: %v", q, err)
+		}
+	}
+	_, err := Compile(`status=404 | top x path`)
+	if err == nil || err.Error() != `col 18: bad number "x": top takes a count, then a key (top 10 param[2])` {
+		t.Errorf("doc error example: %v", err)
+	}
+}
