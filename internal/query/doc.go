@@ -16,13 +16,16 @@
 //	a := q.NewAggregator()             // nil when the query returns lines
 //	a.Add(&rec) / a.AddN(&rec, n), then a.Rows()
 //
-// Evaluation contract: for every record, Plan.Match (and TemplatePlan.Match
+// Evaluation contract: for every record whose parameter count fits its
+// template, Plan.Match (and TemplatePlan.Match
 // for the record's template) returns exactly what Query.Match returns on
 // the rendered line; the planner only moves work from records to templates.
 // The planner assumes nothing about parameters beyond Template.ParamBytes:
 // without it a parameter may hold any bytes, so a text term settles false
 // only on templates without parameters. TestPlanEquivalence and FuzzQuery
-// check the contract.
+// check the contract. Query.Match does not know template merges:
+// template:N there compares the record's own id, while a plan also selects
+// templates whose Template.Canonical is N.
 //
 // A Query, a Plan and its TemplatePlans are immutable and safe for
 // concurrent use; an Aggregator belongs to one goroutine (Merge several).
