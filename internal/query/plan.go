@@ -1,0 +1,440 @@
+package query
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// Decision is what a plan decided for a template.
+type Decision uint8
+
+const (
+	// Scan: some records of the template may match; evaluate the residual
+	// on each (TemplatePlan.Match), reading TemplatePlan.Columns.
+	Scan Decision = iota
+	// All: every record of the template matches; no column is read to
+	// decide.
+	All
+	// None: no record of the template matches; skip it.
+	None
+)
+
+func (d Decision) String() string {
+	return [...]string{Scan: "scan", All: "all", None: "none"}[d]
+}
+
+// Plan is a query planned over one tenant's templates.
+type Plan struct {
+	q         *Query
+	templates []TemplatePlan
+	byKey     map[tplKey]int
+	// Columns is what the reader must read for the records it does not
+	// skip: the residuals' columns, the aggregation's keys, and ColLine
+	// when the query returns lines.
+	Columns Column
+}
+
+type tplKey struct {
+	id      uint64
+	version uint32
+}
+
+// TemplatePlan is the decision for one template version.
+type TemplatePlan struct {
+	Template Template
+	Decision Decision
+	// Columns are what the residual reads (Scan only); a Scan whose
+	// Columns lack ColParams is decided without the parameters, e.g. a
+	// time range on a template whose text settles every term.
+	Columns  Column
+	info     *tplInfo
+	residual *node
+}
+
+// Residual renders what is left to evaluate per record ("*" for All,
+// "NOT *" for None), for explain output and tests.
+func (tp *TemplatePlan) Residual() string {
+	switch tp.Decision {
+	case All:
+		return "*"
+	case None:
+		return "NOT *"
+	}
+	return tp.residual.String()
+}
+
+// Match evaluates the template's residual on rec, a record of this
+// template; rec.Template is not needed.
+func (tp *TemplatePlan) Match(rec *Record) bool {
+	switch tp.Decision {
+	case All:
+		return true
+	case None:
+		return false
+	}
+	c := evalCtx{rec: rec, t: tp.info}
+	ok := eval(tp.residual, &c)
+	c.release()
+	return ok
+}
+
+// PlanTemplates settles the query against the literal text of a tenant's
+// templates (every version the records may carry). tenant settles
+// tenant:NAME terms; pass "" when the templates are not one tenant's.
+func (q *Query) PlanTemplates(tenant string, tpls []Template) *Plan {
+	p := &Plan{q: q, templates: make([]TemplatePlan, len(tpls)), byKey: make(map[tplKey]int, len(tpls))}
+	for i, t := range tpls {
+		info := newTplInfo(t)
+		tp := TemplatePlan{Template: t, info: info}
+		switch r, res := settle(q.root, info, tenant); r {
+		case settledTrue:
+			tp.Decision = All
+		case settledFalse:
+			tp.Decision = None
+		default:
+			tp.Decision, tp.residual = Scan, res
+			tp.Columns = columns(res)
+			p.Columns |= tp.Columns
+		}
+		p.templates[i] = tp
+		p.byKey[tplKey{t.ID, t.Version}] = i
+	}
+	if a := q.NewAggregator(); a != nil {
+		p.Columns |= a.Columns()
+	} else {
+		p.Columns |= ColLine
+	}
+	return p
+}
+
+// Templates are the per-template decisions, in the order given.
+func (p *Plan) Templates() []TemplatePlan { return p.templates }
+
+// Template is the decision for one template version, or nil when the plan
+// does not know it.
+func (p *Plan) Template(id uint64, version uint32) *TemplatePlan {
+	i, ok := p.byKey[tplKey{id, version}]
+	if !ok {
+		return nil
+	}
+	return &p.templates[i]
+}
+
+// IDs are the template ids with a version that may match (decision All or
+// Scan), sorted: what a reader prunes row groups and files with.
+func (p *Plan) IDs() []uint64 {
+	var ids []uint64
+	for _, tp := range p.templates {
+		if tp.Decision != None {
+			ids = append(ids, tp.Template.ID)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// Match decides rec through its template's plan; a record whose template
+// version the plan does not know falls back to Query.Match (which needs
+// rec.Template or rec.Line).
+func (p *Plan) Match(rec *Record) bool {
+	if tp := p.Template(rec.TemplateID, rec.TemplateVersion); tp != nil {
+		return tp.Match(rec)
+	}
+	return p.q.Match(rec)
+}
+
+type tri uint8
+
+const (
+	unsettled tri = iota
+	settledTrue
+	settledFalse
+)
+
+func settledBy(b bool) tri {
+	if b {
+		return settledTrue
+	}
+	return settledFalse
+}
+
+// settle partially evaluates n against a template: settled when the
+// template's literal text decides it for every record, otherwise the
+// residual expression that still needs each record.
+func settle(n *node, t *tplInfo, tenant string) (tri, *node) {
+	switch n.op {
+	case opAll:
+		return settledTrue, nil
+	case opAnd, opOr:
+		short, skip := settledFalse, settledTrue // AND
+		if n.op == opOr {
+			short, skip = settledTrue, settledFalse
+		}
+		var rest []*node
+		for _, k := range n.kids {
+			r, res := settle(k, t, tenant)
+			switch r {
+			case short:
+				return short, nil
+			case skip:
+			default:
+				rest = append(rest, res)
+			}
+		}
+		switch len(rest) {
+		case 0:
+			return skip, nil
+		case 1:
+			return unsettled, rest[0]
+		}
+		return unsettled, &node{op: n.op, kids: rest}
+	case opNot:
+		r, res := settle(n.kids[0], t, tenant)
+		switch r {
+		case settledTrue:
+			return settledFalse, nil
+		case settledFalse:
+			return settledTrue, nil
+		}
+		return unsettled, &node{op: opNot, kids: []*node{res}}
+	case opText:
+		return settleText(n, t), n
+	case opTemplate:
+		return settledBy(t.t.ID == n.id || t.t.Canonical != 0 && t.t.Canonical == n.id), nil
+	case opTenant:
+		if tenant != "" {
+			return settledBy(n.val.match(tenant)), nil
+		}
+	case opParam:
+		if n.idx >= 0 && n.idx >= t.params() {
+			return settledFalse, nil
+		}
+		if n.idx < 0 && len(t.names[n.key]) == 0 {
+			return settledFalse, nil
+		}
+	}
+	return unsettled, n
+}
+
+// settleText decides a text term from a template's literal pieces.
+//
+// A template without parameters is its only line, so the term is evaluated
+// on it. Otherwise:
+//
+//   - true when the term occurs in the literal text of every rendering: a
+//     phrase inside one piece; a glob whose segments occur in order, each
+//     inside one piece (the '*' between them may cover parameters); a regex
+//     without empty-width assertions (^ $ \A \z \b \B) that matches inside
+//     one piece, since such a match survives any surrounding text;
+//   - false when no rendering can contain it: a phrase or glob that cannot
+//     be spelt by the pieces and parameters made of the template's
+//     ParamBytes (decided exactly, see canForm). With ParamBytes unknown
+//     any byte may come from a parameter, so a template with a parameter
+//     never settles false on text;
+//   - otherwise the term is evaluated per record (a term may span a piece
+//     and a parameter: "id=4" on "id=<*>" with parameter "42").
+func settleText(n *node, t *tplInfo) tri {
+	if t.params() == 0 {
+		return settledBy(n.matchText([]byte(t.pieces[0])))
+	}
+	if n.text == textRegex {
+		if !n.assert {
+			for _, p := range t.pieces {
+				if n.re.MatchString(p) {
+					return settledTrue
+				}
+			}
+		}
+		return unsettled
+	}
+	if inPieces(n.segs, t.pieces) {
+		return settledTrue
+	}
+	if t.t.ParamBytes != nil && !canForm(n.segs, t.pieces, t.t.ParamBytes) {
+		return settledFalse
+	}
+	return unsettled
+}
+
+// inPieces reports whether segs occur in order, without overlap, each
+// within one piece.
+func inPieces(segs, pieces []string) bool {
+	pi, off := 0, 0
+	for _, s := range segs {
+		for {
+			if pi >= len(pieces) {
+				return false
+			}
+			if k := strings.Index(pieces[pi][off:], s); k >= 0 {
+				off += k + len(s)
+				break
+			}
+			pi, off = pi+1, 0
+		}
+	}
+	return true
+}
+
+// canForm reports whether some rendering P0 x1 P1 ... xn Pn, with every
+// parameter xi a string over chars (possibly empty), contains segs in
+// order without overlap. It runs a KMP automaton for the segments over the
+// template: pieces advance every state deterministically, a parameter
+// closes the state set under all bytes of chars.
+func canForm(segs, pieces []string, chars *Charset) bool {
+	m := newSeqMatcher(segs)
+	cur := make([]bool, m.final+1)
+	cur[0] = true
+	var alphabet []byte
+	for b := 0; b < 256; b++ {
+		if chars.Has(byte(b)) {
+			alphabet = append(alphabet, byte(b))
+		}
+	}
+	next := make([]bool, m.final+1)
+	for i, piece := range pieces {
+		for j := 0; j < len(piece); j++ {
+			clear(next)
+			for s, on := range cur {
+				if on {
+					next[m.step(s, piece[j])] = true
+				}
+			}
+			cur, next = next, cur
+		}
+		if cur[m.final] {
+			return true
+		}
+		if i == len(pieces)-1 {
+			break
+		}
+		// closure under the parameter's bytes
+		stack := []int{}
+		for s, on := range cur {
+			if on {
+				stack = append(stack, s)
+			}
+		}
+		for len(stack) > 0 {
+			s := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for _, b := range alphabet {
+				if u := m.step(s, b); !cur[u] {
+					cur[u] = true
+					stack = append(stack, u)
+				}
+			}
+		}
+		if cur[m.final] {
+			return true
+		}
+	}
+	return cur[m.final]
+}
+
+// seqMatcher is a deterministic automaton for "segs in order": state
+// off[j]+k means segment j is matched up to k bytes; final is all matched.
+type seqMatcher struct {
+	segs  []string
+	fail  [][]int
+	off   []int
+	final int
+}
+
+func newSeqMatcher(segs []string) *seqMatcher {
+	m := &seqMatcher{segs: segs}
+	for _, s := range segs {
+		m.off = append(m.off, m.final)
+		m.final += len(s)
+		f := make([]int, len(s))
+		for i, k := 1, 0; i < len(s); i++ {
+			for k > 0 && s[i] != s[k] {
+				k = f[k-1]
+			}
+			if s[i] == s[k] {
+				k++
+			}
+			f[i] = k
+		}
+		m.fail = append(m.fail, f)
+	}
+	return m
+}
+
+func (m *seqMatcher) step(state int, c byte) int {
+	if state == m.final {
+		return state
+	}
+	j := len(m.off) - 1
+	for m.off[j] > state {
+		j--
+	}
+	s, k := m.segs[j], state-m.off[j]
+	for k > 0 && s[k] != c {
+		k = m.fail[j][k-1]
+	}
+	if s[k] == c {
+		k++
+	}
+	if k == len(s) {
+		return m.off[j] + len(s) // the next segment's state 0, or final
+	}
+	return m.off[j] + k
+}
+
+// columns are the record fields a residual reads.
+func columns(n *node) Column {
+	var c Column
+	switch n.op {
+	case opAnd, opOr, opNot:
+		for _, k := range n.kids {
+			c |= columns(k)
+		}
+	case opText, opParam:
+		c |= ColParams
+	case opTemplate:
+		c |= ColTemplate
+	case opSource:
+		c |= ColSource
+	case opAttr:
+		c |= ColAttrs
+	case opTS:
+		c |= ColTS
+	}
+	return c
+}
+
+// Bounds are limits every matching record obeys, for pruning files and
+// partitions before planning.
+type Bounds struct {
+	// Since (inclusive) and Until (exclusive) bound ts; zero is unbounded.
+	Since, Until time.Time
+	// Tenant is set when the query names exactly one tenant.
+	Tenant string
+}
+
+// Bounds collects the time range and tenant from the terms every match
+// must satisfy (the top-level AND).
+func (q *Query) Bounds() Bounds {
+	var b Bounds
+	terms := []*node{q.root}
+	if q.root.op == opAnd {
+		terms = q.root.kids
+	}
+	for _, n := range terms {
+		switch n.op {
+		case opTS:
+			if !n.lo.IsZero() && (b.Since.IsZero() || n.lo.After(b.Since)) {
+				b.Since = n.lo
+			}
+			if !n.hi.IsZero() && (b.Until.IsZero() || n.hi.Before(b.Until)) {
+				b.Until = n.hi
+			}
+		case opTenant:
+			if n.val.kind == valExact && b.Tenant == "" {
+				b.Tenant = n.val.s
+			}
+		}
+	}
+	return b
+}

@@ -1,0 +1,119 @@
+package query
+
+import (
+	"strings"
+)
+
+// Template is one version of a tenant's template, as the lake's templates
+// table holds it.
+type Template struct {
+	ID      uint64
+	Version uint32
+	Text    string // literal text with Wildcard for each parameter
+	// Canonical is the template this one was merged into (0: none);
+	// template:N selects a template when N is its ID or its Canonical.
+	Canonical uint64
+	// ParamBytes, when set, holds every byte that occurs in this template's
+	// parameters (in the data the plan will be used on). It lets the plan
+	// settle a term false when no parameter could supply it; nil means any
+	// byte may occur.
+	ParamBytes *Charset
+}
+
+// Charset is a set of bytes.
+type Charset [4]uint64
+
+// Add puts b in the set.
+func (c *Charset) Add(b byte) { c[b>>6] |= 1 << (b & 63) }
+
+// AddString puts every byte of s in the set.
+func (c *Charset) AddString(s string) {
+	for i := 0; i < len(s); i++ {
+		c.Add(s[i])
+	}
+}
+
+// Has reports whether b is in the set.
+func (c *Charset) Has(b byte) bool { return c[b>>6]&(1<<(b&63)) != 0 }
+
+// tplInfo is a template split for evaluation.
+type tplInfo struct {
+	t      Template
+	pieces []string         // literal text around the wildcards; len = params+1
+	names  map[string][]int // parameter positions by name
+}
+
+func newTplInfo(t Template) *tplInfo {
+	ti := &tplInfo{t: t, pieces: strings.Split(t.Text, Wildcard)}
+	for i := 0; i+1 < len(ti.pieces); i++ {
+		if name := ParamName(ti.pieces[i]); name != "" {
+			if ti.names == nil {
+				ti.names = map[string][]int{}
+			}
+			ti.names[name] = append(ti.names[name], i)
+		}
+	}
+	return ti
+}
+
+func (t *tplInfo) params() int { return len(t.pieces) - 1 }
+
+// render appends the line to dst. With the wrong number of parameters it
+// renders as far as both go, then the remaining pieces or parameters
+// separated by spaces, so that a damaged record still searches.
+func (t *tplInfo) render(dst []byte, params []string) []byte {
+	if len(t.pieces) == 1 && len(params) == 0 {
+		return append(dst, t.pieces[0]...)
+	}
+	if len(t.pieces) == 2 && t.pieces[0] == "" && t.pieces[1] == "" && len(params) == 1 {
+		return append(dst, params[0]...) // the catch-all "<*>"
+	}
+	i := 0
+	for ; i < len(params) && i+1 < len(t.pieces); i++ {
+		dst = append(dst, t.pieces[i]...)
+		dst = append(dst, params[i]...)
+	}
+	dst = append(dst, t.pieces[i]...)
+	for _, p := range params[i:] {
+		dst = append(dst, ' ')
+		dst = append(dst, p...)
+	}
+	for _, p := range t.pieces[min(i+1, len(t.pieces)):] {
+		dst = append(dst, p...)
+	}
+	return dst
+}
+
+// ParamName is the name a template gives the parameter that follows the
+// literal text before (the piece of template text between the previous
+// wildcard, or the start, and this one). The rule, applied to the end of
+// before:
+//
+//  1. drop one opening quote (" or ') if there is one;
+//  2. drop spaces;
+//  3. the next byte must be '=' or ':'; drop it, then drop spaces;
+//  4. the name is the longest run of [A-Za-z0-9_.-] that ends there, and it
+//     must start with a letter or '_'.
+//
+// So "status: <*>", "status=<*>", "status = <*>" and `status="<*>"` all
+// name the parameter status; "12:<*>", "http://<*>", "<*>=<*>" and
+// "took <*>" name nothing (""). Names are case-sensitive.
+func ParamName(before string) string {
+	s := before
+	if n := len(s); n > 0 && (s[n-1] == '"' || s[n-1] == '\'') {
+		s = s[:n-1]
+	}
+	s = strings.TrimRight(s, " ")
+	if n := len(s); n == 0 || s[n-1] != '=' && s[n-1] != ':' {
+		return ""
+	}
+	s = strings.TrimRight(s[:len(s)-1], " ")
+	i := len(s)
+	for i > 0 && isIdent(s[i-1]) {
+		i--
+	}
+	if i == len(s) || !isIdentStart(s[i]) { // the run must start with a letter or '_'
+		return ""
+	}
+	return s[i:]
+}
