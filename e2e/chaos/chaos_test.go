@@ -347,7 +347,8 @@ func (r *round) run() (errs []error) {
 			if err != nil {
 				return []error{err}
 			}
-			chunks = append(chunks, &chunk{p: p, path: f, key: producer.PositionKey(streams.SanitizeToken(abs)),
+			source := streams.SanitizeToken(abs)
+			chunks = append(chunks, &chunk{p: p, path: f, tenant: tn, source: source, key: producer.PositionKey(source),
 				first: uint64(len(first)), rest: strings.Join(lines[half:], "\n") + "\n"})
 		}
 	}
@@ -729,20 +730,21 @@ func (r *round) idleCorruption(ctx context.Context, js jetstream.JetStream, lk *
 // chunk is one producer's share of the input: a followed file holding
 // first bytes, to which rest is appended after a fault.
 type chunk struct {
-	p     *slot
-	path  string
-	key   string // the producer's position key
-	first uint64
-	rest  string
+	p              *slot
+	path           string
+	tenant, source string
+	key            string // the producer's position key
+	first          uint64
+	rest           string
 }
 
 // feed runs chunk c's producer (already started) through its chunk: it
-// waits until the producer has some of the first half acked and the
+// waits until the producer has some of the first half in the WAL and the
 // schedule has injected a fault since, appends the second half, waits
-// until the whole file is acked and stops the producer. The fault is thus
-// mid-stream for the producer by construction.
+// until the whole file is in the WAL and stops the producer. The fault is
+// thus mid-stream for the producer by construction.
 func (r *round) feed(ctx context.Context, js jetstream.JetStream, c *chunk) error {
-	if err := r.waitPosition(ctx, js, c, 1); err != nil {
+	if err := r.waitDurable(ctx, js, c, 1); err != nil {
 		return fmt.Errorf("first half: %w", err)
 	}
 	mark := r.faults.Load()
@@ -761,7 +763,7 @@ func (r *round) feed(ctx context.Context, js jetstream.JetStream, c *chunk) erro
 		return fmt.Errorf("append the second half: %w", err)
 	}
 	r.logf("%s: second half appended after fault %d", c.p.name, mark+1)
-	if err := r.waitPosition(ctx, js, c, c.first+uint64(len(c.rest))); err != nil {
+	if err := r.waitDurable(ctx, js, c, c.first+uint64(len(c.rest))); err != nil {
 		return fmt.Errorf("second half: %w", err)
 	}
 	c.p.stop(15 * time.Second)
@@ -779,47 +781,57 @@ func (r *round) nextFault(ctx context.Context, mark int64) error {
 	return nil
 }
 
-// waitPosition waits until c's producer has saved a position of at least
-// want (a byte offset in its file: every line before it is acked in the
-// WAL). A role that starts while the NATS server is down can hang in its
-// setup (streams.Ensure under cmd/quarry's 2-minute deadline) without
-// saying why; a watchdog kills a producer whose position has not moved for
-// 12s, the supervisor restarts it, and the count shows in the round's
-// summary.
-func (r *round) waitPosition(ctx context.Context, js jetstream.JetStream, c *chunk, want uint64) error {
-	var pos uint64
+// waitDurable waits until c's file up to byte offset want is in the WAL
+// (see durable). A role that starts while the NATS server is down can hang
+// in its setup (streams.Ensure under cmd/quarry's 2-minute deadline)
+// without saying why; a watchdog kills a producer that has made no
+// progress for 12s, the supervisor restarts it, and the count shows in the
+// round's summary.
+func (r *round) waitDurable(ctx context.Context, js jetstream.JetStream, c *chunk, want uint64) error {
+	var got uint64
 	moved := time.Now()
 	for ctx.Err() == nil {
-		if p, ok := position(ctx, js, c.key); ok && p != pos {
-			pos, moved = p, time.Now()
+		if n := durable(ctx, js, c); n > got {
+			got, moved = n, time.Now()
 		}
-		if pos >= want {
+		if got >= want {
 			return nil
 		}
 		if time.Since(moved) > 12*time.Second {
 			if c.p.signal(syscall.SIGKILL) {
-				r.logf("watchdog: SIGKILL %s, position %d unmoved for 12s", c.p.name, pos)
+				r.logf("watchdog: SIGKILL %s, at %d of %d for 12s", c.p.name, got, want)
 				r.count("producer-watchdog")
 			}
 			moved = time.Now()
 		}
 		sleepCtx(ctx, 50*time.Millisecond)
 	}
-	return fmt.Errorf("position %d, want %d", pos, want)
+	return fmt.Errorf("%d bytes in the WAL, want %d", got, want)
 }
 
-// position reads a producer's saved position.
-func position(ctx context.Context, js jetstream.JetStream, key string) (uint64, bool) {
+// durable is how far c's file is known to be in the WAL: the producer's
+// saved position, or the end of its last frame in the WAL, whichever is
+// further. The saved position alone may lag: a producer restarted after
+// its frames were acked but before it saved the position skips them and
+// moves the position only with its next acked frame. The last frame alone
+// may be gone: the committer purges committed frames once the source
+// saved its position past them. The tenant's chunks are fed one after the
+// other, so the tenant's last frame in the WAL is c's once c published.
+func durable(ctx context.Context, js jetstream.JetStream, c *chunk) uint64 {
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	kv, err := js.KeyValue(cctx, streams.PositionsBucket)
-	if err != nil {
-		return 0, false
+	var n uint64
+	if kv, err := js.KeyValue(cctx, streams.PositionsBucket); err == nil {
+		if e, err := kv.Get(cctx, c.key); err == nil {
+			n, _ = strconv.ParseUint(string(e.Value()), 10, 64)
+		}
 	}
-	e, err := kv.Get(cctx, key)
-	if err != nil {
-		return 0, false
+	if wal, err := js.Stream(cctx, streams.WALStream); err == nil {
+		if m, err := wal.GetLastMsgForSubject(cctx, streams.LineSubject(c.tenant)); err == nil {
+			if f, err := streams.DecodeFrame(m.Data); err == nil && f.Source == c.source {
+				n = max(n, f.NextOffset)
+			}
+		}
 	}
-	n, err := strconv.ParseUint(string(e.Value()), 10, 64)
-	return n, err == nil
+	return n
 }
