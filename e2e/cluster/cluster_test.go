@@ -18,6 +18,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -67,10 +68,10 @@ func TestCluster(t *testing.T) {
 	store := env.Store(t)
 	gen := producer.NewGenerator(11, tenants)
 	var want []string
-	// template is a producer container quarrytest started (the baseline's):
-	// the fault cases' piped producers copy its image, environment (user,
-	// password, NATS URL) and files.
-	var template *quarrytest.Producer
+	// spec is copied from a producer container quarrytest started (the
+	// baseline's): the fault cases' piped producers get its image,
+	// environment (user, password, NATS URL) and files.
+	var spec *producerSpec
 
 	// run publishes a case's input and checks the lake. The baseline
 	// publishes through file producers. A fault case publishes through
@@ -91,22 +92,22 @@ func TestCluster(t *testing.T) {
 			for _, tn := range tenants {
 				prods = append(prods, env.StartProducer(t, tn, input[tn]))
 			}
-			template = prods[0]
+			spec = copySpec(t, prods[0])
 			var wg sync.WaitGroup
 			for _, p := range prods {
 				wg.Go(func() { p.Wait(t, producerWait) })
 			}
 			wg.Wait()
 		} else {
-			if template == nil {
-				t.Fatal("no template producer: the baseline did not run")
+			if spec == nil {
+				t.Fatal("no producer spec: the baseline did not run")
 			}
 			resume := make(chan struct{})
 			release := sync.OnceFunc(func() { close(resume) })
 			defer release()
 			var prods []*pipedProducer
 			for _, tn := range tenants {
-				prods = append(prods, startPiped(t, env, template, tn))
+				prods = append(prods, startPiped(t, env, spec, tn))
 			}
 			feedErr := make(chan error, len(prods))
 			for _, p := range prods {
@@ -294,49 +295,68 @@ type pipedProducer struct {
 	stdin        client.HijackedResponse
 }
 
-// startPiped starts a piped producer for tenant configured like template
-// (same image, environment and files, on the deployment's network) and
-// attaches to its stdin. It returns once the producer runs.
-func startPiped(t *testing.T, env *quarrytest.Env, template *quarrytest.Producer, tenant string) *pipedProducer {
+// producerSpec is how quarrytest runs a producer container.
+type producerSpec struct {
+	image string
+	env   map[string]string
+	files map[string][]byte // container path: content
+}
+
+// copySpec reads the image, environment and config files (QUARRY_CONFIG,
+// QUARRY_NATS_TLS_CA) of a running producer container.
+func copySpec(t *testing.T, p *quarrytest.Producer) *producerSpec {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	info, err := template.Node.Container.Inspect(ctx)
+	info, err := p.Node.Container.Inspect(ctx)
 	if err != nil {
-		t.Fatalf("inspect %s: %v", template.Node.Name, err)
+		t.Fatalf("inspect %s: %v", p.Node.Name, err)
 	}
-	vars := map[string]string{}
+	s := &producerSpec{image: info.Config.Image, env: map[string]string{}, files: map[string][]byte{}}
 	for _, kv := range info.Config.Env {
 		if k, v, ok := strings.Cut(kv, "="); ok {
-			vars[k] = v
+			s.env[k] = v
 		}
 	}
-	var files []testcontainers.ContainerFile
 	for _, key := range []string{"QUARRY_CONFIG", "QUARRY_NATS_TLS_CA"} {
-		path := vars[key]
+		path := s.env[key]
 		if path == "" {
 			continue
 		}
-		rc, err := template.Node.Container.CopyFileFromContainer(ctx, path)
+		rc, err := p.Node.Container.CopyFileFromContainer(ctx, path)
 		if err != nil {
-			t.Fatalf("copy %s (%s) from %s: %v", path, key, template.Node.Name, err)
+			t.Fatalf("copy %s (%s) from %s: %v", path, key, p.Node.Name, err)
 		}
 		b, err := io.ReadAll(rc)
 		rc.Close()
 		if err != nil {
-			t.Fatalf("copy %s from %s: %v", path, template.Node.Name, err)
+			t.Fatalf("copy %s from %s: %v", path, p.Node.Name, err)
 		}
-		files = append(files, testcontainers.ContainerFile{Reader: strings.NewReader(string(b)), ContainerFilePath: path, FileMode: 0o644})
+		s.files[path] = b
+	}
+	return s
+}
+
+// startPiped starts a piped producer for tenant as spec says, on the
+// deployment's network, and attaches to its stdin. It returns once the
+// producer's line source runs.
+func startPiped(t *testing.T, env *quarrytest.Env, spec *producerSpec, tenant string) *pipedProducer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var files []testcontainers.ContainerFile
+	for path, b := range spec.files {
+		files = append(files, testcontainers.ContainerFile{Reader: bytes.NewReader(b), ContainerFilePath: path, FileMode: 0o644})
 	}
 	pipedSeq.Lock()
 	pipedSeq.n++
 	name := fmt.Sprintf("piped-%d-%s", pipedSeq.n, tenant)
 	pipedSeq.Unlock()
-	c, err := testcontainers.Run(ctx, info.Config.Image,
+	c, err := testcontainers.Run(ctx, spec.image,
 		tcnet.WithNetwork([]string{name}, &testcontainers.DockerNetwork{Name: env.Network}),
 		testcontainers.WithName(env.Network+"-"+name),
 		testcontainers.WithCmd("producer", "--input", "-", "--tenant", tenant),
-		testcontainers.WithEnv(vars),
+		testcontainers.WithEnv(spec.env),
 		testcontainers.WithFiles(files...),
 		testcontainers.WithConfigModifier(func(cfg *container.Config) {
 			cfg.OpenStdin, cfg.StdinOnce, cfg.AttachStdin = true, true, true
