@@ -165,9 +165,17 @@ func TestCluster(t *testing.T) {
 		{"nats-node-killed-and-restarted", func(t *testing.T, release func()) {
 			n := env.NATS[1]
 			env.Kill(t, n)
-			hw := env.HighWater(t, store)
+			seq := walLast(t, js)
 			release()
-			advanced(t, hw, "without "+n.Name)
+			// The producers get the second half into the WAL without the
+			// node (an R3 stream keeps its quorum). The lake is checked
+			// once the node is back: without it, the committer can stall
+			// (its report consumer is an R1 ordered consumer; when it was on
+			// the lost node, its fetches only time out).
+			waitFor(t, progressWait, fmt.Sprintf("the WAL to grow past %d without %s", seq, n.Name), func() bool {
+				s, ok := walLastNoFail(js)
+				return ok && s > seq
+			})
 			env.Restart(t, n)
 			healthy(t, js)
 		}},
