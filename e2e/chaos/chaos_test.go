@@ -17,7 +17,7 @@
 // other half is appended only after the producer has published some of the
 // first and the schedule has injected a fault since, so a fault always
 // hits a producer in the middle of its input, and the next chunk starts
-// only once the producer has all of its chunk acked.
+// only once the whole chunk is in the WAL.
 //
 // After each round it checks the lake alone (see checkLake and checkVacuum)
 // and prints the round's seed; the last line is "N passed, N failed" and a
@@ -262,7 +262,9 @@ func (r *round) newSlot(name string, args []string, env func(int) []string, with
 }
 
 func (r *round) run() (errs []error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	// A round takes about a minute; the bound is generous for a loaded
+	// machine (every wait in it ends as soon as its condition holds).
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	port, err := freePort()
 	if err != nil {
