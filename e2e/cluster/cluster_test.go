@@ -216,6 +216,10 @@ func TestCluster(t *testing.T) {
 				return ok && s > seq
 			})
 			env.Restart(t, env.MinIO)
+			// Restart returns once the container runs; MinIO answers 503
+			// until it has initialized. The lake has a high-water since
+			// the baseline, so reading one says MinIO serves it again.
+			waitFor(t, progressWait, "MinIO to serve the lake again", func() bool { return env.HighWater(t, store) > 0 })
 		}},
 		{"encoder-killed", func(t *testing.T, release func()) {
 			env.Kill(t, env.Encoders[0])
