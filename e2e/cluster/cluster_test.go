@@ -168,14 +168,15 @@ func TestCluster(t *testing.T) {
 			seq := walLast(t, js)
 			release()
 			// The producers get the second half into the WAL without the
-			// node (an R3 stream keeps its quorum). The lake is checked
-			// once the node is back: without it, the committer can stall
-			// (its report consumer is an R1 ordered consumer; when it was on
-			// the lost node, its fetches only time out).
+			// node (an R3 stream keeps its quorum), and the pipeline commits
+			// it without the node: every consumer on it (the committer's
+			// R1 ordered report consumer included, whose fetches then only
+			// time out) is replaced.
 			waitFor(t, progressWait, fmt.Sprintf("the WAL to grow past %d without %s", seq, n.Name), func() bool {
 				s, ok := walLastNoFail(js)
 				return ok && s > seq
 			})
+			advanced(t, seq, "without "+n.Name)
 			env.Restart(t, n)
 			healthy(t, js)
 		}},
