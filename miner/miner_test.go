@@ -480,9 +480,12 @@ func TestBackpressureNeverSkips(t *testing.T) {
 	mcfg := testConfig()
 	mcfg.BlockedAfter = 200 * time.Millisecond
 	r := startMiner(t, e.js, mcfg)
-	waitFor(t, 30*time.Second, "blocked", func() bool {
+	// The queue is full by construction (8 batches, room for 5); wait for
+	// that, not for the first "blocked": on a loaded machine an ack slower
+	// than BlockedAfter says "blocked" before the queue is full.
+	waitFor(t, 30*time.Second, "a full queue and Ready saying blocked", func() bool {
 		err := r.m.Ready()
-		return err != nil && strings.Contains(err.Error(), "publishing blocked")
+		return err != nil && strings.Contains(err.Error(), "publishing blocked") && streamMsgs(t, e.js, streams.MinedStream) >= 5
 	})
 	t.Logf("Ready: %v", r.m.Ready())
 	if n := streamMsgs(t, e.js, streams.MinedStream); n != 5 {
