@@ -141,7 +141,6 @@ func checkRecord(rec *streams.Record) string {
 	return ""
 }
 
-
 // mineLoop mines items in WAL order until ctx ends or items closes; it
 // returns a fatal error.
 func (r *runner) mineLoop(ctx context.Context, items <-chan *item) error {
