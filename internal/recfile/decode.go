@@ -84,6 +84,7 @@ type decoder struct {
 	line  []byte // arena the lines are cut from
 	// per-row scratch
 	p    [MaxSlots][]byte
+	b    [MaxSlots][]byte
 	n    [MaxSlots]int64
 	has  [MaxSlots]uint8 // bit 1 p, 2 n, 4 b
 	more [][]byte
@@ -129,7 +130,7 @@ func (d *decoder) row(cols []column, row parquet.Row) (Record, error) {
 			}
 		case cB:
 			if !null && c.slot < MaxSlots {
-				d.p[c.slot] = v.ByteArray()
+				d.b[c.slot] = v.ByteArray()
 				d.has[c.slot] |= 4
 			}
 		case cN:
@@ -207,39 +208,46 @@ func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) 
 		return nil, fmt.Errorf("%w: record wal %d index %d: %d kinds for %d wildcards", ErrCorrupt, rec.WALSeq, rec.Index, len(slots), len(pieces)-1)
 	}
 	more := d.more
+	var ks, kn, kb int // the next p, n and b column
 	for j, s := range slots {
 		if s.kind == kindCovered {
 			continue
 		}
 		dst = append(dst, pieces[j]...)
-		if s.kind == kindTime {
+		var k int
+		var need uint8
+		switch s.kind {
+		case kindTime:
 			dst = eventtime.Render(dst, time.UnixMicro(rec.TS/1000), s.layout, residue)
 			continue
+		case kindString:
+			k, need = ks, 1
+			ks++
+		case kindBytes:
+			k, need = kb, 4
+			kb++
+		default:
+			k, need = kn, 2
+			kn++
 		}
-		if j >= MaxSlots {
-			if (s.kind != kindString && s.kind != kindBytes) || len(more) == 0 {
+		if k >= MaxSlots {
+			if need == 2 || len(more) == 0 {
 				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d not in more", ErrCorrupt, rec.WALSeq, rec.Index, j)
 			}
 			dst = append(dst, more[0]...)
 			more = more[1:]
 			continue
 		}
-		var need uint8
-		switch s.kind {
-		case kindString:
-			need = 1
-		case kindBytes:
-			need = 4
-		default:
-			need = 2
-		}
-		if d.has[j]&need == 0 {
+		if d.has[k]&need == 0 {
 			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind %c has no value", ErrCorrupt, rec.WALSeq, rec.Index, j, s.kind)
 		}
-		if need == 2 {
-			dst = appendValue(dst, s, d.n[j])
-		} else {
-			dst = append(dst, d.p[j]...)
+		switch need {
+		case 1:
+			dst = append(dst, d.p[k]...)
+		case 2:
+			dst = appendValue(dst, s, d.n[k])
+		default:
+			dst = append(dst, d.b[k]...)
 		}
 	}
 	if len(more) != 0 {

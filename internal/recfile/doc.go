@@ -20,10 +20,10 @@
 //	source            STRING (dictionary)          the line source
 //	kinds             STRING (dictionary)          one item per parameter, see below
 //	ts_residue        BYTE_ARRAY, optional         eventtime residue of the timestamp parameter
-//	p<j>, j < 32      STRING, optional             parameter j when its kind is s
-//	n<j>, j < 32      INT64, optional              parameter j when its kind is i, f, a or x
-//	b<j>, j < 32      BYTE_ARRAY, optional         parameter j when its kind is b (not UTF-8)
-//	more              LIST<BYTE_ARRAY>, optional   parameters 32 and up (kinds s or b), raw bytes
+//	p<k>, k < 32      STRING, optional             the record's k-th parameter of kind s
+//	n<k>, k < 32      INT64, optional              the record's k-th parameter of kind i, f, a or x
+//	b<k>, k < 32      BYTE_ARRAY, optional         the record's k-th parameter of kind b (not UTF-8)
+//	more              LIST<BYTE_ARRAY>, optional   the 33rd and later parameters of kind s or b, raw bytes
 //	attrs             MAP<STRING,STRING>, optional record attributes (CDC), in input order
 //
 // A file holds only the optional columns some row of it uses; Delta readers
@@ -32,17 +32,17 @@
 //
 // kinds has one item per wildcard of the template, in order:
 //
-//	s       UTF-8 text, in p<j>
-//	b       bytes that are not valid UTF-8, in b<j> (BYTE_ARRAY without the
+//	s       UTF-8 text, in p<k>
+//	b       bytes that are not valid UTF-8, in b<k> (BYTE_ARRAY without the
 //	        UTF8 annotation, so other readers see the exact bytes as binary)
 //	i       a canonical decimal integer ("0", or [-][1-9][0-9]*, fitting
-//	        int64; "007", "+5", "-0" are s), in n<j>
+//	        int64; "007", "+5", "-0" are s), in n<k>
 //	f<d>    a canonical decimal [-]I.F with d = 1..9 fraction digits, in
-//	        n<j> unscaled: "1.50" is f2 with 150
-//	a       a dotted IPv4 address with canonical octets, in n<j> as the
+//	        n<k> unscaled: "1.50" is f2 with 150
+//	a       a dotted IPv4 address with canonical octets, in n<k> as the
 //	        32-bit value a<<24|b<<16|c<<8|d
 //	x       1-16 lowercase hex digits, no leading zero, at least one letter
-//	        and one digit, in n<j> as the 64-bit pattern
+//	        and one digit, in n<k> as the 64-bit pattern
 //	t<L>    the record's timestamp: L is 'A'+eventtime.LayoutID; the text
 //	        is eventtime.Render(ts, layout, ts_residue). Nothing else stored.
 //	c       covered by the timestamp item before it: this parameter and the
@@ -52,10 +52,16 @@
 // UTC) starts exactly at a parameter and ends exactly at one, and renders
 // back from the row's ts byte for byte; otherwise its parameters are typed
 // one by one. A typed value always renders back to the exact original text.
+// Columns are numbered per kind, not per parameter position: the record's
+// first s parameter is in p0, its second in p1, its first numeric one in n0
+// and so on, so a file has as many p columns as its widest record has s
+// parameters. A record's 33rd and later numeric parameters are typed s or b.
 //
 // To reconstruct a line without this package: split the template text on
 // "<*>"; for each item j of kinds write piece j (unless the item is c), then
-// the parameter as its kind says (skip c); then the last piece.
+// the parameter as its kind says (skip c), taking the next p, n or b column
+// (or, past the 32nd of its kind, the next item of more); then the last
+// piece.
 //
 // # Measurements
 //

@@ -77,17 +77,17 @@ type tplInfo struct {
 	pieces []string // len = wildcards + 1
 }
 
-// encoded is the per-row result of classification.
+// encoded is the per-row result of classification: the row's values per
+// slot kind, the k-th of each kind going to column p<k>, n<k> or b<k>.
 type encoded struct {
 	kinds   string
 	residue []byte
-	vals    int // offset of the row's slot values in encoder.vals
+	s, n, b span // the row's string, number and bytes values in encoder.sidx, nv, bidx
+	m       span // the row's parameters in more, in encoder.midx
 }
 
-type slotVal struct {
-	kind byte
-	n    int64
-}
+// span is a range of an encoder array.
+type span struct{ off, cnt int32 }
 
 type encoder struct {
 	o      *options
@@ -99,7 +99,10 @@ type encoder struct {
 	offs   []int
 	tsbuf  []byte
 	kbuf   []byte
-	vals   []slotVal
+	sidx   []int32 // parameter index of each string value
+	bidx   []int32 // parameter index of each bytes value
+	midx   []int32 // parameter index of each value in more
+	nv     []int64 // numeric values
 	resbuf []byte
 	u      usage
 }
@@ -168,7 +171,10 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 		return fmt.Errorf("%w: template %d version %d has %d wildcards, record wal %d index %d has %d params",
 			ErrInput, r.TemplateID, r.TemplateVersion, len(t.pieces)-1, r.WALSeq, r.Index, len(r.Params))
 	}
-	out.vals = len(e.vals)
+	out.s = span{off: int32(len(e.sidx))}
+	out.n = span{off: int32(len(e.nv))}
+	out.b = span{off: int32(len(e.bidx))}
+	out.m = span{off: int32(len(e.midx))}
 	e.kbuf = e.kbuf[:0]
 	tsFirst, tsLast, layout, res := e.findTime(r, t)
 	if len(res) > 0 {
@@ -179,36 +185,48 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 		switch {
 		case j == tsFirst:
 			e.kbuf = append(e.kbuf, kindTime, 'A'+byte(layout))
-			e.vals = append(e.vals, slotVal{kind: kindTime})
 			continue
 		case j > tsFirst && j <= tsLast:
 			e.kbuf = append(e.kbuf, kindCovered)
-			e.vals = append(e.vals, slotVal{kind: kindCovered})
 			continue
 		}
-		if j >= MaxSlots {
-			kind := byte(kindString)
-			if !utf8.ValidString(p) {
-				kind = kindBytes
-			}
-			e.kbuf = append(e.kbuf, kind)
-			e.vals = append(e.vals, slotVal{kind: kind})
-			e.u.more = true
-			continue
+		var kind byte
+		var digits uint8
+		var v int64
+		if out.n.cnt < MaxSlots {
+			kind, digits, v = classify(p)
+		} else if kind = kindString; !utf8.ValidString(p) {
+			kind = kindBytes
 		}
-		kind, digits, v := classify(p)
 		e.kbuf = append(e.kbuf, kind)
-		if kind == kindDecimal {
-			e.kbuf = append(e.kbuf, '0'+digits)
-		}
-		e.vals = append(e.vals, slotVal{kind: kind, n: v})
 		switch kind {
 		case kindString:
-			e.u.p[j].add(p)
+			if k := out.s.cnt; k < MaxSlots {
+				e.u.p[k].add(p)
+				e.sidx = append(e.sidx, int32(j))
+				out.s.cnt++
+			} else {
+				e.midx = append(e.midx, int32(j))
+				out.m.cnt++
+				e.u.more = true
+			}
 		case kindBytes:
-			e.u.b[j] = true
+			if k := out.b.cnt; k < MaxSlots {
+				e.u.b[k] = true
+				e.bidx = append(e.bidx, int32(j))
+				out.b.cnt++
+			} else {
+				e.midx = append(e.midx, int32(j))
+				out.m.cnt++
+				e.u.more = true
+			}
 		default:
-			e.u.n[j] = true
+			if kind == kindDecimal {
+				e.kbuf = append(e.kbuf, '0'+digits)
+			}
+			e.u.n[out.n.cnt] = true
+			e.nv = append(e.nv, v)
+			out.n.cnt++
 		}
 	}
 	if len(r.Attrs) > 0 {
@@ -384,31 +402,35 @@ func atoiSlot(s string) int {
 }
 
 // appendSlot appends the values of slot column c (p, n or b) for the rows
-// part: the hot loop, most cells are null.
+// part: the hot loop, many cells are null.
 func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, rows []Row, enc []encoded, part []int32) []parquet.Value {
 	null := parquet.NullValue().Level(0, 0, ci)
-	j := c.slot
-	var want byte
+	k := int32(c.slot)
 	switch c.kind {
-	case cP:
-		want = kindString
-	case cB:
-		want = kindBytes
-	}
-	for _, i := range part {
-		r, en := &rows[i], &enc[i]
-		if j >= len(r.Params) {
-			vals = append(vals, null)
-			continue
+	case cN:
+		for _, i := range part {
+			if en := &enc[i]; k < en.n.cnt {
+				vals = append(vals, parquet.Int64Value(e.nv[en.n.off+k]).Level(0, c.maxDef, ci))
+			} else {
+				vals = append(vals, null)
+			}
 		}
-		sv := e.vals[en.vals+j]
-		switch {
-		case want != 0 && sv.kind == want:
-			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(r.Params[j])).Level(0, c.maxDef, ci))
-		case want == 0 && sv.kind != kindString && sv.kind != kindBytes && sv.kind != kindTime && sv.kind != kindCovered:
-			vals = append(vals, parquet.Int64Value(sv.n).Level(0, c.maxDef, ci))
-		default:
-			vals = append(vals, null)
+	default:
+		idx := e.sidx
+		if c.kind == cB {
+			idx = e.bidx
+		}
+		for _, i := range part {
+			en := &enc[i]
+			sp := en.s
+			if c.kind == cB {
+				sp = en.b
+			}
+			if k < sp.cnt {
+				vals = append(vals, parquet.ByteArrayValue(unsafeBytes(rows[i].Params[idx[sp.off+k]])).Level(0, c.maxDef, ci))
+			} else {
+				vals = append(vals, null)
+			}
 		}
 	}
 	return vals
@@ -416,7 +438,6 @@ func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, rows []Row,
 
 // appendCell appends the values of one row in column ci.
 func (e *encoder) appendCell(vals []parquet.Value, c column, ci int, r *Row, en *encoded) []parquet.Value {
-	sv := e.vals[en.vals : en.vals+len(r.Params)]
 	{
 		switch c.kind {
 		case cWALSeq:
@@ -439,27 +460,11 @@ func (e *encoder) appendCell(vals []parquet.Value, c column, ci int, r *Row, en 
 			} else {
 				vals = append(vals, parquet.NullValue().Level(0, 0, ci))
 			}
-		case cP, cN, cB:
-			v := parquet.NullValue().Level(0, 0, ci)
-			if j := c.slot; j < len(sv) {
-				switch k := sv[j].kind; {
-				case c.kind == cP && k == kindString, c.kind == cB && k == kindBytes:
-					v = parquet.ByteArrayValue(unsafeBytes(r.Params[j])).Level(0, c.maxDef, ci)
-				case c.kind == cN && k != kindString && k != kindBytes && k != kindTime && k != kindCovered:
-					v = parquet.Int64Value(sv[j].n).Level(0, c.maxDef, ci)
-				}
-			}
-			vals = append(vals, v)
 		case cMore:
-			n := 0
-			for j := MaxSlots; j < len(sv); j++ {
-				if k := sv[j].kind; k == kindTime || k == kindCovered {
-					continue
-				}
+			for n, j := range e.midx[en.m.off : en.m.off+en.m.cnt] {
 				vals = append(vals, parquet.ByteArrayValue(unsafeBytes(r.Params[j])).Level(min(n, 1), c.maxDef, ci))
-				n++
 			}
-			if n == 0 {
+			if en.m.cnt == 0 {
 				vals = append(vals, parquet.NullValue().Level(0, 0, ci))
 			}
 		case cAttrKey, cAttrValue:

@@ -222,8 +222,8 @@ func TestPlainParquet(t *testing.T) {
 	want := map[string]string{
 		"wal_seq": "INT64/int", "record_index": "INT32/int", "ts": "INT64/timestamp", "template_id": "INT64/int",
 		"template_version": "INT32/int", "source": "BYTE_ARRAY/string", "kinds": "BYTE_ARRAY/string",
-		"ts_residue": "BYTE_ARRAY/", "p2": "BYTE_ARRAY/string", "n1": "INT64/int", "n3": "INT64/int",
-		"p3": "BYTE_ARRAY/string", "b4": "BYTE_ARRAY/", "p4": "BYTE_ARRAY/string",
+		"ts_residue": "BYTE_ARRAY/", "n0": "INT64/int", "n1": "INT64/int", "p0": "BYTE_ARRAY/string",
+		"p1": "BYTE_ARRAY/string", "p2": "BYTE_ARRAY/string", "b0": "BYTE_ARRAY/",
 	}
 	for k, v := range want {
 		if types[k] != v {
@@ -235,17 +235,18 @@ func TestPlainParquet(t *testing.T) {
 			t.Errorf("unexpected column %s (%s)", k, types[k])
 		}
 	}
-	if n1 := readColumn(t, f.Data, "n1"); n1[0].Int64() != 42 || n1[1].Int64() != 5 {
-		t.Errorf("n1 = %v, want 42 and 5 (0.5 with one fraction digit)", n1)
+	// The k-th parameter of a kind is in column k of that kind.
+	if n0 := readColumn(t, f.Data, "n0"); n0[0].Int64() != 42 || n0[1].Int64() != 5 {
+		t.Errorf("n0 = %v, want 42 and 5 (0.5 with one fraction digit)", n0)
 	}
-	if p3 := readColumn(t, f.Data, "p3"); !p3[0].IsNull() || string(p3[1].ByteArray()) != "x" {
-		t.Errorf("p3 = %v, want null, x", p3)
+	if p1 := readColumn(t, f.Data, "p1"); !p1[0].IsNull() || string(p1[1].ByteArray()) != "x" {
+		t.Errorf("p1 = %v, want null, x", p1)
 	}
-	if n3 := readColumn(t, f.Data, "n3"); n3[0].Int64() != 10<<24|1 {
-		t.Errorf("n3 = %v, want 10.0.0.1 as 167772161", n3)
+	if n1 := readColumn(t, f.Data, "n1"); n1[0].Int64() != 10<<24|1 || !n1[1].IsNull() {
+		t.Errorf("n1 = %v, want 10.0.0.1 as 167772161, null", n1)
 	}
-	if b4 := readColumn(t, f.Data, "b4"); string(b4[0].ByteArray()) != "\xff" {
-		t.Errorf("b4 = %v", b4)
+	if b0 := readColumn(t, f.Data, "b0"); string(b0[0].ByteArray()) != "\xff" || !b0[1].IsNull() {
+		t.Errorf("b0 = %v", b0)
 	}
 	if k := readColumn(t, f.Data, "kinds"); string(k[0].ByteArray()) != "tBisab" || string(k[1].ByteArray()) != "tBf1sss" {
 		t.Errorf("kinds = %q, %q", k[0].ByteArray(), k[1].ByteArray())
