@@ -300,7 +300,7 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 		parquet.Compression(&zstd.Codec{Level: e.o.level}),
 		parquet.PageBufferSize(e.o.pageBuffer),
 		parquet.DataPageStatistics(!e.o.noPageStats),
-		parquet.CreatedBy("quarry", "recfile-v3", ""),
+		parquet.CreatedBy("quarry", "", ""),
 		parquet.KeyValueMetadata("quarry.records.version", "3"),
 	)
 	// Column by column: each column's values for a batch of whole rows.
@@ -326,7 +326,10 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("close parquet writer: %w", err)
 	}
-	return buf.Bytes(), nil
+	if !e.o.trimFooter {
+		return buf.Bytes(), nil
+	}
+	return trimFooter(buf.Bytes(), statsColumns)
 }
 
 // column kinds of a file's leaf columns.

@@ -75,10 +75,15 @@ type options struct {
 	sortByTpl   bool
 	noPageStats bool
 	indexPlain  bool // record_index PLAIN instead of DELTA_BINARY_PACKED
+	trimFooter  bool // no page index, chunk statistics only for statsColumns
 }
 
+// statsColumns keep their chunk statistics in a trimmed footer: the columns
+// a reader filters on.
+var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true}
+
 func defaultOptions() options {
-	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true}
+	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
