@@ -202,7 +202,7 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 		switch kind {
 		case kindString:
 			if k := out.s.cnt; k < MaxSlots {
-				e.u.p[k].add(p)
+				e.u.p[k].add(p, e.o.strings == "auto")
 				e.sidx = append(e.sidx, int32(j))
 				out.s.cnt++
 			} else {
@@ -297,8 +297,8 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	cols := columnsOf(schema)
 	var buf bytes.Buffer
 	w := parquet.NewWriter(&buf, schema,
-		parquet.Compression(&zstd.Codec{Level: e.o.level}),
-		parquet.PageBufferSize(e.o.pageBuffer),
+		parquet.Compression(codec(e.o.level)),
+		parquet.PageBufferSize(e.pageBuffer(len(rows))),
 		parquet.DataPageStatistics(!e.o.noPageStats),
 		parquet.CreatedBy("quarry", "", ""),
 		parquet.KeyValueMetadata("quarry.records.version", "3"),
@@ -330,6 +330,34 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 		return buf.Bytes(), nil
 	}
 	return trimFooter(buf.Bytes(), statsColumns)
+}
+
+// pageBuffer is the writer's page buffer: o.pageBuffer, or less when the
+// largest column is smaller, so a small file does not allocate (and clear)
+// a full buffer per column. Every column still fits one page.
+func (e *encoder) pageBuffer(rows int) int {
+	need := 8 * rows
+	for i := range e.u.p {
+		need = max(need, e.u.p[i].bytes)
+	}
+	need += need/8 + 4<<10
+	return min(e.o.pageBuffer, need)
+}
+
+// codecs are the zstd codecs per level, shared by all encodes so their
+// encoders (and history buffers) are pooled, not made per file.
+var codecs = [...]*zstd.Codec{
+	zstd.SpeedFastest:           {Level: zstd.SpeedFastest},
+	zstd.SpeedDefault:           {Level: zstd.SpeedDefault},
+	zstd.SpeedBetterCompression: {Level: zstd.SpeedBetterCompression},
+	zstd.SpeedBestCompression:   {Level: zstd.SpeedBestCompression},
+}
+
+func codec(l zstd.Level) *zstd.Codec {
+	if int(l) < len(codecs) && codecs[l] != nil {
+		return codecs[l]
+	}
+	return codecs[zstd.SpeedDefault]
 }
 
 // column kinds of a file's leaf columns.

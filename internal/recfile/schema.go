@@ -155,14 +155,19 @@ type usage struct {
 	n, b                 [MaxSlots]bool
 }
 
-// strStats counts a string column's values and distinct values.
+// strStats counts a string column's values, their bytes and, when distinct
+// is set (strings "auto"), its distinct values.
 type strStats struct {
-	n        int
+	n, bytes int
 	distinct map[string]struct{}
 }
 
-func (s *strStats) add(v string) {
+func (s *strStats) add(v string, distinct bool) {
 	s.n++
+	s.bytes += 4 + len(v)
+	if !distinct {
+		return
+	}
 	if s.distinct == nil {
 		s.distinct = make(map[string]struct{})
 	}
