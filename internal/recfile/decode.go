@@ -223,6 +223,16 @@ func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) 
 		case kindString:
 			k, need = ks, 1
 			ks++
+		case kindInner:
+			if ks >= MaxSlots || d.has[ks]&1 == 0 || s.offset > len(d.p[ks]) {
+				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind u has no text", ErrCorrupt, rec.WALSeq, rec.Index, j)
+			}
+			p := d.p[ks]
+			ks++
+			dst = append(dst, p[:s.offset]...)
+			dst = eventtime.Render(dst, time.UnixMicro(rec.TS/1000), s.layout, residue)
+			dst = append(dst, p[s.offset:]...)
+			continue
 		case kindBytes:
 			k, need = kb, 4
 			kb++

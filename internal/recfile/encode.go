@@ -99,10 +99,11 @@ type encoder struct {
 	offs   []int
 	tsbuf  []byte
 	kbuf   []byte
-	sidx   []int32 // parameter index of each string value
-	bidx   []int32 // parameter index of each bytes value
-	midx   []int32 // parameter index of each value in more
-	nv     []int64 // numeric values
+	svals  []string // string values
+	bvals  []string // bytes values
+	arena  []byte   // text of string values that are not parameters
+	midx   []int32  // parameter index of each value in more
+	nv     []int64  // numeric values
 	resbuf []byte
 	u      usage
 }
@@ -171,18 +172,31 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 		return fmt.Errorf("%w: template %d version %d has %d wildcards, record wal %d index %d has %d params",
 			ErrInput, r.TemplateID, r.TemplateVersion, len(t.pieces)-1, r.WALSeq, r.Index, len(r.Params))
 	}
-	out.s = span{off: int32(len(e.sidx))}
+	out.s = span{off: int32(len(e.svals))}
 	out.n = span{off: int32(len(e.nv))}
-	out.b = span{off: int32(len(e.bidx))}
+	out.b = span{off: int32(len(e.bvals))}
 	out.m = span{off: int32(len(e.midx))}
 	e.kbuf = e.kbuf[:0]
-	tsFirst, tsLast, layout, res := e.findTime(r, t)
+	tsFirst, tsLast, layout, res, inner := e.findTime(r, t)
 	if len(res) > 0 {
 		out.residue = res
 		e.u.residue = true
 	}
 	for j, p := range r.Params {
 		switch {
+		case j == tsFirst && inner[1] > 0:
+			// The text around the timestamp, in the next p column.
+			if k := out.s.cnt; k < MaxSlots && utf8.ValidString(p) {
+				e.kbuf = append(e.kbuf, kindInner, 'A'+byte(layout), '0'+byte(inner[0]))
+				start := len(e.arena)
+				e.arena = append(e.arena, p[:inner[0]]...)
+				e.arena = append(e.arena, p[inner[0]+inner[1]:]...)
+				cut := unsafeString(e.arena[start:])
+				e.u.p[k].add(cut, e.o.strings == "auto")
+				e.svals = append(e.svals, cut)
+				out.s.cnt++
+				continue
+			}
 		case j == tsFirst:
 			e.kbuf = append(e.kbuf, kindTime, 'A'+byte(layout))
 			continue
@@ -193,7 +207,7 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 		var kind byte
 		var digits uint8
 		var v int64
-		if out.n.cnt < MaxSlots {
+		if out.n.cnt < MaxSlots && !e.o.untyped {
 			kind, digits, v = classify(p)
 		} else if kind = kindString; !utf8.ValidString(p) {
 			kind = kindBytes
@@ -203,7 +217,7 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 		case kindString:
 			if k := out.s.cnt; k < MaxSlots {
 				e.u.p[k].add(p, e.o.strings == "auto")
-				e.sidx = append(e.sidx, int32(j))
+				e.svals = append(e.svals, p)
 				out.s.cnt++
 			} else {
 				e.midx = append(e.midx, int32(j))
@@ -213,7 +227,7 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 		case kindBytes:
 			if k := out.b.cnt; k < MaxSlots {
 				e.u.b[k] = true
-				e.bidx = append(e.bidx, int32(j))
+				e.bvals = append(e.bvals, p)
 				out.b.cnt++
 			} else {
 				e.midx = append(e.midx, int32(j))
@@ -245,9 +259,13 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 // parameters first..last it covers exactly when the timestamp renders back
 // from r's ts, with the residue Render needs. first is -1 when there is
 // none.
-func (e *encoder) findTime(r *Row, t *tplInfo) (first, last int, layout eventtime.LayoutID, residue []byte) {
+//
+// When the timestamp lies inside one parameter without being all of it,
+// first = last is that parameter and inner is the timestamp's offset and
+// length in it (inner[1] > 0).
+func (e *encoder) findTime(r *Row, t *tplInfo) (first, last int, layout eventtime.LayoutID, residue []byte, inner [2]int) {
 	if len(r.Params) == 0 {
-		return -1, -1, 0, nil
+		return -1, -1, 0, nil, inner
 	}
 	e.line, e.offs = e.line[:0], e.offs[:0]
 	for j, p := range r.Params {
@@ -260,14 +278,20 @@ func (e *encoder) findTime(r *Row, t *tplInfo) (first, last int, layout eventtim
 	}
 	m, res, ok := e.parser.Parse(e.line)
 	if !ok {
-		return -1, -1, 0, nil
+		return -1, -1, 0, nil, inner
 	}
 	first, last = -1, -1
 	for j, off := range e.offs {
+		end := off + len(r.Params[j])
+		if first < 0 && e.o.innerTime && off <= m.Start && m.End <= end && (off != m.Start || end != m.End) {
+			first, last = j, j
+			inner = [2]int{m.Start - off, m.End - m.Start}
+			break
+		}
 		if off == m.Start && first < 0 {
 			first = j
 		}
-		if first >= 0 && off+len(r.Params[j]) == m.End {
+		if first >= 0 && end == m.End {
 			last = j
 			break
 		}
@@ -275,19 +299,19 @@ func (e *encoder) findTime(r *Row, t *tplInfo) (first, last int, layout eventtim
 			break
 		}
 	}
-	if first < 0 || last < 0 {
-		return -1, -1, 0, nil
+	if first < 0 || last < 0 || inner[0] > maxInner {
+		return -1, -1, 0, nil, [2]int{}
 	}
 	e.tsbuf = eventtime.Render(e.tsbuf[:0], time.UnixMicro(floorDiv(r.TS, 1000)), m.Layout, res)
 	if !bytes.Equal(e.tsbuf, e.line[m.Start:m.End]) {
-		return -1, -1, 0, nil
+		return -1, -1, 0, nil, [2]int{}
 	}
 	if len(res) > 0 {
 		start := len(e.resbuf)
 		e.resbuf = append(e.resbuf, res...)
 		residue = e.resbuf[start:len(e.resbuf):len(e.resbuf)]
 	}
-	return first, last, m.Layout, residue
+	return first, last, m.Layout, residue, inner
 }
 
 // write builds the file's schema from the usage and writes the rows in
@@ -447,9 +471,9 @@ func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, rows []Row,
 			}
 		}
 	default:
-		idx := e.sidx
+		strs := e.svals
 		if c.kind == cB {
-			idx = e.bidx
+			strs = e.bvals
 		}
 		for _, i := range part {
 			en := &enc[i]
@@ -458,7 +482,7 @@ func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, rows []Row,
 				sp = en.b
 			}
 			if k < sp.cnt {
-				vals = append(vals, parquet.ByteArrayValue(unsafeBytes(rows[i].Params[idx[sp.off+k]])).Level(0, c.maxDef, ci))
+				vals = append(vals, parquet.ByteArrayValue(unsafeBytes(strs[sp.off+k])).Level(0, c.maxDef, ci))
 			} else {
 				vals = append(vals, null)
 			}

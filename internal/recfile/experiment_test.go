@@ -29,18 +29,10 @@ func TestSizeLevers(t *testing.T) {
 		mod  func(*options)
 	}{
 		{"default", func(*options) {}},
-		{"wal-order", func(o *options) { o.sortByTpl = false }},
-		{"strings=dict", func(o *options) { o.strings = "dict" }},
-		{"strings=delta", func(o *options) { o.strings = "delta" }},
-		{"strings=plain", func(o *options) { o.strings = "plain" }},
-		{"ints=plain", func(o *options) { o.ints = "plain" }},
-		{"zstd=default", func(o *options) { o.level = zstd.SpeedDefault }},
-		{"zstd=best", func(o *options) { o.level = zstd.SpeedBestCompression }},
-		{"page=64K", func(o *options) { o.pageBuffer = 64 << 10 }},
-		{"page-stats", func(o *options) { o.noPageStats = false }},
-		{"index=plain", func(o *options) { o.indexPlain = true }},
-		{"strings=auto", func(o *options) { o.strings = "auto" }},
 		{"ints=delta", func(o *options) { o.ints = "delta" }},
+		{"untyped", func(o *options) { o.untyped = true }},
+		{"strings=dict", func(o *options) { o.strings = "dict" }},
+		{"zstd=better", func(o *options) { o.level = zstd.SpeedBetterCompression }},
 	}
 	for _, v := range variants {
 		o := defaultOptions()

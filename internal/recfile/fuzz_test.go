@@ -7,7 +7,7 @@ import (
 // FuzzKinds checks the kinds-string decoder never panics and accepts only
 // what the encoder could write.
 func FuzzKinds(f *testing.F) {
-	for _, s := range []string{"", "s", "tBcci", "f2axb", "tZ", "c", "f0", "t", "f", "q"} {
+	for _, s := range []string{"", "s", "tBcci", "f2axb", "tZ", "c", "f0", "t", "f", "q", "uB0", "uB~s", "uB", "uZ0", "uB\x7f"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, kinds string) {
@@ -23,6 +23,8 @@ func FuzzKinds(f *testing.F) {
 				b = append(b, '0'+s.digits)
 			case kindTime:
 				b = append(b, 'A'+byte(s.layout))
+			case kindInner:
+				b = append(b, 'A'+byte(s.layout), '0'+byte(s.offset))
 			}
 		}
 		if string(b) != kinds {

@@ -53,6 +53,8 @@ var roundTrips = []rt{
 	{"ctime bracketed", "[<*>] [notice] child <*>", []string{"Sun Dec 04 04:47:44 2005", "6725"}, ns("2005-12-04T04:47:44Z"), "tEi"},
 	{"clf", "<*> - - [<*>] \"GET /\"", []string{"10.1.2.3", "10/Oct/2000:13:55:36 -0700"}, ns("2000-10-10T20:55:36Z"), "atJ"},
 	{"epoch", "- <*> <*> R02", []string{"1117838570", "2005.06.03"}, ns("2005-06-03T22:42:50Z"), "tMs"},
+	{"timestamp inside a parameter", "<*> took <*> ms", []string{"- 2026-11-29T00:00:00.010Z foo", "42"}, ns("2026-11-29T00:00:00.010Z"), "uB2i"},
+	{"timestamp at a parameter's start", "<*> ms", []string{"081109 203615 148 INFO dfs.DataNode:"}, ns("2008-11-09T20:36:15Z"), "uF0"},
 	{"timestamp not the record's ts", "<*> again", []string{"2026-11-29T00:00:00.010Z"}, ns("2026-11-29T00:00:01Z"), "s"},
 	{"continuation line", "\tat org.Foo.bar(Foo.java:<*>)", []string{"123"}, ns("2026-11-29T00:00:00Z"), "i"},
 	{"nanosecond fraction", "<*> x", []string{"2026-11-29T00:00:00.123456789Z"}, ns("2026-11-29T00:00:00.123456789Z"), "s"},

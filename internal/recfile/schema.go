@@ -76,6 +76,8 @@ type options struct {
 	noPageStats bool
 	indexPlain  bool // record_index PLAIN instead of DELTA_BINARY_PACKED
 	trimFooter  bool // no page index, chunk statistics only for statsColumns
+	innerTime   bool // a timestamp inside a parameter is cut out of it (kind u)
+	untyped     bool // every parameter s or b (measurement only)
 }
 
 // statsColumns keep their chunk statistics in a trimmed footer: the columns
@@ -83,7 +85,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true}
 
 func defaultOptions() options {
-	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true}
+	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
