@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -63,23 +64,60 @@ func BenchmarkDecodeV2(b *testing.B) {
 	data := c.v2File(b)
 	b.ResetTimer()
 	for b.Loop() {
-		r := parquet.NewGenericReader[lake.RecordRow](bytes.NewReader(data))
-		rows := make([]lake.RecordRow, 256)
-		for {
-			n, err := r.Read(rows)
-			for _, row := range rows[:n] {
-				if _, rerr := mining.Render(c.tpl[Key{uint64(row.TemplateID), uint32(row.TemplateVersion)}], row.Params); rerr != nil {
-					b.Fatal(rerr)
-				}
-			}
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-		r.Close()
+		decodeV2(b, c, data)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(c.rows)), "ns/line")
+}
+
+// decodeV2 reads a records v2 file and renders every line.
+func decodeV2(b *testing.B, c *corpus, data []byte) {
+	r := parquet.NewGenericReader[lake.RecordRow](bytes.NewReader(data))
+	defer r.Close()
+	rows := make([]lake.RecordRow, 256)
+	for {
+		n, err := r.Read(rows)
+		for _, row := range rows[:n] {
+			if _, rerr := mining.Render(c.tpl[Key{uint64(row.TemplateID), uint32(row.TemplateVersion)}], row.Params); rerr != nil {
+				b.Fatal(rerr)
+			}
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRatio alternates the v3 and v2 writers and readers on the same
+// lines and reports v3's time over v2's, so load from other processes
+// falls on both alike.
+func BenchmarkRatio(b *testing.B) {
+	c := benchCorpus(b)
+	f, err := Encode(c.rows, c.tpl)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v2 := c.v2File(b)
+	var e3, e2, d3, d2 time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := Encode(c.rows, c.tpl); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		writeGeneric(b, v2Rows(c.rows))
+		t2 := time.Now()
+		if _, err := Decode(f.Data, c.tpl); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		decodeV2(b, c, v2)
+		t4 := time.Now()
+		e3, e2, d3, d2 = e3+t1.Sub(t0), e2+t2.Sub(t1), d3+t3.Sub(t2), d2+t4.Sub(t3)
+	}
+	b.ReportMetric(float64(e3)/float64(e2), "encode-v3/v2")
+	b.ReportMetric(float64(d3)/float64(d2), "decode-v3/v2")
 }

@@ -115,13 +115,80 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	}
 	e := &encoder{o: o, tpl: tpl, infos: map[Key]*tplInfo{}, kinds: map[string]string{}, parser: p}
 
+	order := sortRows(rows, o.sortByTpl)
+	nparams := 0
+	for i := range rows {
+		nparams += len(rows[i].Params)
+	}
+	e.svals = make([]string, 0, nparams)
+	e.nv = make([]int64, 0, nparams)
+	enc := make([]encoded, len(rows))
+	for _, i := range order {
+		if err := e.classify(&rows[i], &enc[i]); err != nil {
+			return File{}, err
+		}
+	}
+	data, err := e.write(rows, order, enc)
+	if err != nil {
+		return File{}, err
+	}
+	return File{Data: data, Stats: stats(rows), Rows: len(rows)}, nil
+}
+
+// sortRows returns the order rows are written in: by template (when
+// byTpl) and WAL position. Rows given in WAL order, as AppendBatch makes
+// them, are bucketed by template in linear time.
+func sortRows(rows []Row, byTpl bool) []int32 {
 	order := make([]int32, len(rows))
+	walOrdered := true
 	for i := range order {
 		order[i] = int32(i)
+		if i > 0 && walOrdered {
+			x, y := &rows[i-1], &rows[i]
+			walOrdered = x.WALSeq < y.WALSeq || (x.WALSeq == y.WALSeq && x.Index < y.Index)
+		}
+	}
+	if walOrdered && !byTpl {
+		return order
+	}
+	if walOrdered {
+		// A counting sort on the templates' ranks keeps WAL order within one.
+		rank := map[Key]int32{}
+		for i := range rows {
+			rank[Key{rows[i].TemplateID, rows[i].TemplateVersion}] = 0
+		}
+		keys := make([]Key, 0, len(rank))
+		for k := range rank {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b Key) int {
+			if c := cmp.Compare(a.ID, b.ID); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.Version, b.Version)
+		})
+		start := make([]int32, len(keys)+1)
+		for i, k := range keys {
+			rank[k] = int32(i)
+		}
+		ranks := make([]int32, len(rows))
+		for i := range rows {
+			r := rank[Key{rows[i].TemplateID, rows[i].TemplateVersion}]
+			ranks[i] = r
+			start[r+1]++
+		}
+		for i := 1; i < len(start); i++ {
+			start[i] += start[i-1]
+		}
+		for i, r := range ranks {
+			order[start[r]] = int32(i)
+			start[r]++
+		}
+		return order
 	}
 	slices.SortFunc(order, func(a, b int32) int {
 		x, y := &rows[a], &rows[b]
-		if o.sortByTpl {
+		if byTpl {
 			if c := cmp.Compare(x.TemplateID, y.TemplateID); c != 0 {
 				return c
 			}
@@ -134,18 +201,7 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 		}
 		return cmp.Compare(x.Index, y.Index)
 	})
-
-	enc := make([]encoded, len(rows))
-	for _, i := range order {
-		if err := e.classify(&rows[i], &enc[i]); err != nil {
-			return File{}, err
-		}
-	}
-	data, err := e.write(rows, order, enc)
-	if err != nil {
-		return File{}, err
-	}
-	return File{Data: data, Stats: stats(rows), Rows: len(rows)}, nil
+	return order
 }
 
 func (e *encoder) info(k Key) (*tplInfo, error) {
@@ -320,13 +376,24 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	schema := schemaFor(&e.u, e.o)
 	cols := columnsOf(schema)
 	var buf bytes.Buffer
-	w := parquet.NewWriter(&buf, schema,
+	opts := []parquet.WriterOption{
+		schema,
 		parquet.Compression(codec(e.o.level)),
 		parquet.PageBufferSize(e.pageBuffer(len(rows))),
 		parquet.DataPageStatistics(!e.o.noPageStats),
 		parquet.CreatedBy("quarry", "", ""),
 		parquet.KeyValueMetadata("quarry.records.version", "3"),
-	)
+	}
+	if e.o.trimFooter {
+		// The trimmed footer keeps only statsColumns' bounds: computing
+		// the others' is wasted work.
+		for _, path := range schema.Columns() {
+			if len(path) != 1 || !statsColumns[path[0]] {
+				opts = append(opts, parquet.SkipPageBounds(path...))
+			}
+		}
+	}
+	w := parquet.NewWriter(&buf, opts...)
 	// Column by column: each column's values for a batch of whole rows.
 	const batch = 4096
 	var vals []parquet.Value

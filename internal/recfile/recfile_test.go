@@ -2,6 +2,7 @@ package recfile
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -274,5 +275,35 @@ func TestClassify(t *testing.T) {
 		if k != c.kind || v != c.v {
 			t.Errorf("classify(%q) = %c %d, want %c %d", c.p, k, v, c.kind, c.v)
 		}
+	}
+}
+
+// TestSortRows checks the linear bucket sort of rows in WAL order against
+// the general sort of rows out of order: both order by template, then WAL
+// position.
+func TestSortRows(t *testing.T) {
+	var rows []Row
+	for i := 0; i < 200; i++ {
+		rows = append(rows, Row{WALSeq: uint64(1 + i/7), Index: uint32(i % 7), TemplateID: uint64(i*31%5 + 1), TemplateVersion: uint32(i % 2)})
+	}
+	check := func(name string, rows []Row, order []int32) {
+		if len(order) != len(rows) {
+			t.Fatalf("%s: %d rows ordered, want %d", name, len(order), len(rows))
+		}
+		for i := 1; i < len(order); i++ {
+			x, y := rows[order[i-1]], rows[order[i]]
+			if cmp.Compare(x.TemplateID, y.TemplateID)*4+cmp.Compare(x.TemplateVersion, y.TemplateVersion)*2 > 0 ||
+				x.TemplateID == y.TemplateID && x.TemplateVersion == y.TemplateVersion &&
+					(x.WALSeq > y.WALSeq || x.WALSeq == y.WALSeq && x.Index >= y.Index) {
+				t.Fatalf("%s: row %d %+v before %+v", name, i, x, y)
+			}
+		}
+	}
+	check("wal order", rows, sortRows(rows, true))
+	shuffled := slices.Clone(rows)
+	slices.Reverse(shuffled)
+	check("reversed", shuffled, sortRows(shuffled, true))
+	if o := sortRows(rows, false); !slices.IsSorted(o) {
+		t.Fatal("wal order without templates is not the identity")
 	}
 }

@@ -77,6 +77,8 @@ type options struct {
 	indexPlain  bool // record_index PLAIN instead of DELTA_BINARY_PACKED
 	trimFooter  bool // no page index, chunk statistics only for statsColumns
 	innerTime   bool // a timestamp inside a parameter is cut out of it (kind u)
+	tsDelta     bool // ts DELTA_BINARY_PACKED
+	walDelta    bool // wal_seq DELTA_BINARY_PACKED
 	untyped     bool // every parameter s or b (measurement only)
 }
 
@@ -104,6 +106,12 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		colVersion:    parquet.Encoded(parquet.Leaf(parquet.Int32Type), &parquet.DeltaBinaryPacked),
 		colSource:     parquet.Encoded(parquet.String(), &parquet.RLEDictionary),
 		colKinds:      parquet.Encoded(parquet.String(), &parquet.RLEDictionary),
+	}
+	if o.tsDelta {
+		g[colTS] = parquet.Encoded(g[colTS], &parquet.DeltaBinaryPacked)
+	}
+	if o.walDelta {
+		g[colWALSeq] = parquet.Encoded(g[colWALSeq], &parquet.DeltaBinaryPacked)
 	}
 	if u.residue {
 		g[colResidue] = parquet.Optional(bin)
