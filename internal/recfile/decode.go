@@ -67,13 +67,40 @@ func Decode(data []byte, tpl Templates) ([]Record, error) {
 		}
 		rr.Close()
 	}
-	slices.SortFunc(out, func(a, b Record) int {
-		if c := cmp.Compare(a.WALSeq, b.WALSeq); c != 0 {
+	return walOrder(out), nil
+}
+
+// walOrder returns recs sorted by (wal_seq, record_index). It sorts small
+// keys, not the records, and moves each record once.
+func walOrder(recs []Record) []Record {
+	type key struct {
+		seq uint64
+		idx uint32
+		pos int32
+	}
+	keys := make([]key, len(recs))
+	sorted := true
+	for i := range recs {
+		keys[i] = key{recs[i].WALSeq, recs[i].Index, int32(i)}
+		if i > 0 && sorted {
+			p := &keys[i-1]
+			sorted = p.seq < keys[i].seq || (p.seq == keys[i].seq && p.idx <= keys[i].idx)
+		}
+	}
+	if sorted {
+		return recs
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := cmp.Compare(a.seq, b.seq); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Index, b.Index)
+		return cmp.Compare(a.idx, b.idx)
 	})
-	return out, nil
+	out := make([]Record, len(recs))
+	for i, k := range keys {
+		out[i] = recs[k.pos]
+	}
+	return out
 }
 
 type decoder struct {
@@ -98,12 +125,14 @@ func (d *decoder) row(cols []column, row parquet.Row) (Record, error) {
 	d.more = d.more[:0]
 	var attrKeys, attrVals [][]byte
 	for _, v := range row {
+		if v.IsNull() {
+			continue // absent: an optional cell, an empty list or map
+		}
 		ci := v.Column()
 		if ci < 0 || ci >= len(cols) {
 			return rec, fmt.Errorf("%w: value of column %d", ErrCorrupt, ci)
 		}
-		c := cols[ci]
-		null := v.IsNull()
+		c := &cols[ci]
 		switch c.kind {
 		case cWALSeq:
 			rec.WALSeq = uint64(v.Int64())
@@ -120,34 +149,32 @@ func (d *decoder) row(cols []column, row parquet.Row) (Record, error) {
 		case cKinds:
 			kinds = d.intern(v.ByteArray())
 		case cResidue:
-			if !null {
-				residue = v.ByteArray()
-			}
+			residue = v.ByteArray()
 		case cP:
-			if !null && c.slot < MaxSlots {
+			if c.slot < MaxSlots {
 				d.p[c.slot] = v.ByteArray()
 				d.has[c.slot] |= 1
 			}
 		case cB:
-			if !null && c.slot < MaxSlots {
+			if c.slot < MaxSlots {
 				d.b[c.slot] = v.ByteArray()
 				d.has[c.slot] |= 4
 			}
 		case cN:
-			if !null && c.slot < MaxSlots {
+			if c.slot < MaxSlots {
 				d.n[c.slot] = v.Int64()
 				d.has[c.slot] |= 2
 			}
 		case cMore:
-			if !null && v.DefinitionLevel() == c.maxDef {
+			if v.DefinitionLevel() == c.maxDef {
 				d.more = append(d.more, v.ByteArray())
 			}
 		case cAttrKey:
-			if !null && v.DefinitionLevel() == c.maxDef {
+			if v.DefinitionLevel() == c.maxDef {
 				attrKeys = append(attrKeys, v.ByteArray())
 			}
 		case cAttrValue:
-			if !null && v.DefinitionLevel() == c.maxDef {
+			if v.DefinitionLevel() == c.maxDef {
 				attrVals = append(attrVals, v.ByteArray())
 			}
 		}
