@@ -402,9 +402,12 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 		for lo := 0; lo < len(order); lo += batch {
 			vals = vals[:0]
 			part := order[lo:min(lo+batch, len(order))]
-			if c.kind == cP || c.kind == cN || c.kind == cB {
+			switch c.kind {
+			case cP, cN, cB:
 				vals = e.appendSlot(vals, c, ci, rows, enc, part)
-			} else {
+			case cWALSeq, cIndex, cTS, cTemplateID, cVersion:
+				vals = appendRequired(vals, c.kind, ci, rows, part)
+			default:
 				for _, i := range part {
 					vals = e.appendCell(vals, c, ci, &rows[i], &enc[i])
 				}
@@ -553,6 +556,34 @@ func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, rows []Row,
 			} else {
 				vals = append(vals, null)
 			}
+		}
+	}
+	return vals
+}
+
+// appendRequired appends the values of a required integer column for the
+// rows part.
+func appendRequired(vals []parquet.Value, kind, ci int, rows []Row, part []int32) []parquet.Value {
+	switch kind {
+	case cWALSeq:
+		for _, i := range part {
+			vals = append(vals, parquet.Int64Value(int64(rows[i].WALSeq)).Level(0, 0, ci))
+		}
+	case cIndex:
+		for _, i := range part {
+			vals = append(vals, parquet.Int32Value(int32(rows[i].Index)).Level(0, 0, ci))
+		}
+	case cTS:
+		for _, i := range part {
+			vals = append(vals, parquet.Int64Value(floorDiv(rows[i].TS, 1000)).Level(0, 0, ci))
+		}
+	case cTemplateID:
+		for _, i := range part {
+			vals = append(vals, parquet.Int64Value(int64(rows[i].TemplateID)).Level(0, 0, ci))
+		}
+	case cVersion:
+		for _, i := range part {
+			vals = append(vals, parquet.Int32Value(int32(rows[i].TemplateVersion)).Level(0, 0, ci))
 		}
 	}
 	return vals

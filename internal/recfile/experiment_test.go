@@ -41,6 +41,7 @@ func TestSizeLevers(t *testing.T) {
 		{"untyped", func(o *options) { o.untyped = true }},
 		{"strings=dict", func(o *options) { o.strings = "dict" }},
 		{"zstd=better", func(o *options) { o.level = zstd.SpeedBetterCompression }},
+		{"zstd=fastest", func(o *options) { o.level = zstd.SpeedFastest }},
 	}
 	for _, v := range variants {
 		o := defaultOptions()
