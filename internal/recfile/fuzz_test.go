@@ -49,3 +49,30 @@ func FuzzClassify(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecode checks Decode returns an error, not a panic, on damaged files
+// and renders each record of an intact one.
+func FuzzDecode(f *testing.F) {
+	tpl := Templates{{1, 1}: "<*> took <*> ms for <*>", {2, 1}: "<*> x <*>"}
+	rows := []Row{
+		{WALSeq: 1, Index: 0, TS: ns("2026-11-29T00:00:00.010Z"), TemplateID: 1, TemplateVersion: 1, Source: "s",
+			Params: []string{"- 2026-11-29T00:00:00.010Z a", "42", "\xff"}},
+		{WALSeq: 1, Index: 1, TS: ns("2026-11-29T00:00:01Z"), TemplateID: 2, TemplateVersion: 1, Source: "s",
+			Params: []string{"2026-11-29T00:00:01Z", "1.5"}},
+	}
+	file, err := Encode(rows, tpl)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(file.Data)
+	f.Add(file.Data[:len(file.Data)-1])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		recs, err := Decode(data, tpl)
+		if err != nil {
+			return
+		}
+		for _, r := range recs {
+			_ = r.Line
+		}
+	})
+}
