@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
@@ -44,28 +43,10 @@ func Decode(data []byte, tpl Templates) ([]Record, error) {
 	cols := columnsOf(f.Schema())
 	d := decoder{tpl: tpl, infos: map[Key][]string{}, kinds: map[string][]slot{}, strs: map[string]string{}}
 	out := make([]Record, 0, f.NumRows())
-	rows := make([]parquet.Row, 256)
 	for _, rg := range f.RowGroups() {
-		rr := rg.Rows()
-		for {
-			n, err := rr.ReadRows(rows)
-			for i := 0; i < n; i++ {
-				rec, derr := d.row(cols, rows[i])
-				if derr != nil {
-					rr.Close()
-					return nil, derr
-				}
-				out = append(out, rec)
-			}
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				rr.Close()
-				return nil, fmt.Errorf("read records rows: %w", err)
-			}
+		if out, err = d.rowGroup(out, rg, cols); err != nil {
+			return nil, err
 		}
-		rr.Close()
 	}
 	return walOrder(out), nil
 }
@@ -117,80 +98,14 @@ type decoder struct {
 	more [][]byte
 }
 
-func (d *decoder) row(cols []column, row parquet.Row) (Record, error) {
-	var rec Record
-	var kinds string
-	var residue []byte
-	d.has = [MaxSlots]uint8{}
-	d.more = d.more[:0]
-	var attrKeys, attrVals [][]byte
-	for _, v := range row {
-		if v.IsNull() {
-			continue // absent: an optional cell, an empty list or map
-		}
-		ci := v.Column()
-		if ci < 0 || ci >= len(cols) {
-			return rec, fmt.Errorf("%w: value of column %d", ErrCorrupt, ci)
-		}
-		c := &cols[ci]
-		switch c.kind {
-		case cWALSeq:
-			rec.WALSeq = uint64(v.Int64())
-		case cIndex:
-			rec.Index = uint32(v.Int32())
-		case cTS:
-			rec.TS = v.Int64() * 1000
-		case cTemplateID:
-			rec.TemplateID = uint64(v.Int64())
-		case cVersion:
-			rec.TemplateVersion = uint32(v.Int32())
-		case cSource:
-			rec.Source = d.intern(v.ByteArray())
-		case cKinds:
-			kinds = d.intern(v.ByteArray())
-		case cResidue:
-			residue = v.ByteArray()
-		case cP:
-			if c.slot < MaxSlots {
-				d.p[c.slot] = v.ByteArray()
-				d.has[c.slot] |= 1
-			}
-		case cB:
-			if c.slot < MaxSlots {
-				d.b[c.slot] = v.ByteArray()
-				d.has[c.slot] |= 4
-			}
-		case cN:
-			if c.slot < MaxSlots {
-				d.n[c.slot] = v.Int64()
-				d.has[c.slot] |= 2
-			}
-		case cMore:
-			if v.DefinitionLevel() == c.maxDef {
-				d.more = append(d.more, v.ByteArray())
-			}
-		case cAttrKey:
-			if v.DefinitionLevel() == c.maxDef {
-				attrKeys = append(attrKeys, v.ByteArray())
-			}
-		case cAttrValue:
-			if v.DefinitionLevel() == c.maxDef {
-				attrVals = append(attrVals, v.ByteArray())
-			}
-		}
-	}
-	if len(attrKeys) != len(attrVals) {
-		return rec, fmt.Errorf("%w: %d attribute keys, %d values", ErrCorrupt, len(attrKeys), len(attrVals))
-	}
-	for i := range attrKeys {
-		rec.Attrs = append(rec.Attrs, streams.Attr{Key: string(attrKeys[i]), Value: string(attrVals[i])})
-	}
+// finish renders rec's line from the decoder's slot values.
+func (d *decoder) finish(rec *Record, kinds string, residue []byte) error {
 	if cap(d.line)-len(d.line) < 4<<10 {
 		d.line = make([]byte, 0, 256<<10)
 	}
-	line, err := d.render(d.line[len(d.line):], &rec, kinds, residue)
+	line, err := d.render(d.line[len(d.line):], rec, kinds, residue)
 	if err != nil {
-		return rec, err
+		return err
 	}
 	if cap(line) != cap(d.line)-len(d.line) {
 		d.line = line[len(line):] // outgrew the arena: continue in the new array
@@ -198,7 +113,7 @@ func (d *decoder) row(cols []column, row parquet.Row) (Record, error) {
 		d.line = d.line[:len(d.line)+len(line)]
 	}
 	rec.Line = line[:len(line):len(line)]
-	return rec, nil
+	return nil
 }
 
 // intern returns b as a string, one allocation per distinct value.
