@@ -166,11 +166,19 @@ func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) 
 			k, need = ks, 1
 			ks++
 		case kindInner:
-			if ks >= MaxSlots || d.has[ks]&1 == 0 || s.offset > len(d.p[ks]) {
+			var p []byte
+			switch {
+			case ks < MaxSlots && d.has[ks]&1 != 0:
+				p = d.p[ks]
+			case len(more) > 0:
+				p, more = more[0], more[1:]
+			default:
 				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind u has no text", ErrCorrupt, rec.WALSeq, rec.Index, j)
 			}
-			p := d.p[ks]
 			ks++
+			if s.offset > len(p) {
+				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: time offset %d past its text", ErrCorrupt, rec.WALSeq, rec.Index, j, s.offset)
+			}
 			dst = append(dst, p[:s.offset]...)
 			dst = eventtime.Render(dst, time.UnixMicro(rec.TS/1000), s.layout, residue)
 			dst = append(dst, p[s.offset:]...)
@@ -182,16 +190,15 @@ func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) 
 			k, need = kn, 2
 			kn++
 		}
-		if k >= MaxSlots {
-			if need == 2 || len(more) == 0 {
-				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d not in more", ErrCorrupt, rec.WALSeq, rec.Index, j)
+		if k >= MaxSlots || d.has[k]&need == 0 {
+			// No column value: the parameter's exact text is the next item
+			// of more.
+			if len(more) == 0 {
+				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind %c has no value", ErrCorrupt, rec.WALSeq, rec.Index, j, s.kind)
 			}
 			dst = append(dst, more[0]...)
 			more = more[1:]
 			continue
-		}
-		if d.has[k]&need == 0 {
-			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind %c has no value", ErrCorrupt, rec.WALSeq, rec.Index, j, s.kind)
 		}
 		switch need {
 		case 1:

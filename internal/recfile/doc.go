@@ -27,7 +27,7 @@
 //	p<k>, k < 32      STRING, optional             the record's k-th parameter of kind s
 //	n<k>, k < 32      INT64, optional              the record's k-th parameter of kind i, f, a or x
 //	b<k>, k < 32      BYTE_ARRAY, optional         the record's k-th parameter of kind b (not UTF-8)
-//	more              LIST<BYTE_ARRAY>, optional   the 33rd and later parameters of kind s or b, raw bytes
+//	more              LIST<BYTE_ARRAY>, optional   the exact text of parameters without a column value, in order
 //	attrs             MAP<STRING,STRING>, optional record attributes (CDC), in input order
 //
 // A file holds only the optional columns some row of it uses; Delta readers
@@ -69,12 +69,17 @@
 // first s parameter is in p0, its second in p1, its first numeric one in n0
 // and so on, so a file has as many p columns as its widest record has s
 // parameters. A record's 33rd and later numeric parameters are typed s or b.
+// A file leaves out a slot column fewer than 1/16 of its rows would use
+// (each row costs a column a value, null or not); those parameters, and
+// the 33rd and later of a kind, are in more: their exact text (for u, the
+// text without the timestamp), in parameter order. So a parameter whose
+// column value is null (or absent) is the next item of more.
 //
 // To reconstruct a line without this package: split the template text on
 // "<*>"; for each item j of kinds write piece j (unless the item is c), then
 // the parameter as its kind says (skip c), taking the next p (s, u), n or b
-// column (or, past the 32nd of its kind, the next item of more); then the
-// last piece.
+// column, or, when that column's value is null, the next item of more as
+// the parameter's text; then the last piece.
 //
 // # Measurements
 //
@@ -122,6 +127,10 @@
 //	  untrimmed footer                   299,762      259,546
 //	  zstd better (klauspost level 3)    263,149      243,874  2x encode time
 //	  zstd fastest                       297,211      273,606
+//	slot columns fewer than 1/16 of the  266,970      252,026  chosen (fewer
+//	  rows use left out, values in more                        columns, faster)
+//	  1/64: 267,947 252,760; 1/256: 271,987 254,314; 1/8: 264,626 251,598;
+//	  1/4: 263,999 255,173 (1/8 and 1/4 leave more parameters untyped)
 //	  p<k> dictionary when distinct      268,557      257,289  rejected: small,
 //	    values <= 1/4 of values, else                          mixed, and the
 //	    PLAIN (1/16: 271,672 / 255,455)                        distinct count

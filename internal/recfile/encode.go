@@ -101,6 +101,10 @@ type encoder struct {
 	kbuf   []byte
 	svals  []string // string values
 	bvals  []string // bytes values
+	sj     []int32  // parameter index of each string value
+	nj     []int32  // parameter index of each number
+	bj     []int32  // parameter index of each bytes value
+	items  []item   // scratch: a row's items of more
 	arena  []byte   // text of string values that are not parameters
 	midx   []int32  // parameter index of each value in more
 	nv     []int64  // numeric values
@@ -122,12 +126,15 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	}
 	e.svals = make([]string, 0, nparams)
 	e.nv = make([]int64, 0, nparams)
+	e.sj = make([]int32, 0, nparams)
+	e.nj = make([]int32, 0, nparams)
 	enc := make([]encoded, len(rows))
 	for _, i := range order {
 		if err := e.classify(&rows[i], &enc[i]); err != nil {
 			return File{}, err
 		}
 	}
+	e.demote(len(rows))
 	data, err := e.write(rows, order, enc)
 	if err != nil {
 		return File{}, err
@@ -250,6 +257,7 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 				cut := unsafeString(e.arena[start:])
 				e.u.p[k].add(cut, e.o.strings == "auto")
 				e.svals = append(e.svals, cut)
+				e.sj = append(e.sj, int32(j))
 				out.s.cnt++
 				continue
 			}
@@ -274,6 +282,7 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 			if k := out.s.cnt; k < MaxSlots {
 				e.u.p[k].add(p, e.o.strings == "auto")
 				e.svals = append(e.svals, p)
+				e.sj = append(e.sj, int32(j))
 				out.s.cnt++
 			} else {
 				e.midx = append(e.midx, int32(j))
@@ -282,8 +291,9 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 			}
 		case kindBytes:
 			if k := out.b.cnt; k < MaxSlots {
-				e.u.b[k] = true
+				e.u.b[k]++
 				e.bvals = append(e.bvals, p)
+				e.bj = append(e.bj, int32(j))
 				out.b.cnt++
 			} else {
 				e.midx = append(e.midx, int32(j))
@@ -294,8 +304,9 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 			if kind == kindDecimal {
 				e.kbuf = append(e.kbuf, '0'+digits)
 			}
-			e.u.n[out.n.cnt] = true
+			e.u.n[out.n.cnt]++
 			e.nv = append(e.nv, v)
+			e.nj = append(e.nj, int32(j))
 			out.n.cnt++
 		}
 	}
@@ -561,6 +572,65 @@ func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, rows []Row,
 	return vals
 }
 
+// item is one value of more: a parameter's index and text.
+type item struct {
+	j    int32
+	text string
+}
+
+// moreItems returns the row's values that have no column in this file, in
+// parameter order: past the 32nd of their kind, or of a slot column the
+// file leaves out (see demote).
+func (e *encoder) moreItems(r *Row, en *encoded) []item {
+	its := e.items[:0]
+	for _, j := range e.midx[en.m.off : en.m.off+en.m.cnt] {
+		its = append(its, item{j, r.Params[j]})
+	}
+	for k := int32(0); k < en.s.cnt; k++ {
+		if e.u.p[k].n == 0 {
+			its = append(its, item{e.sj[en.s.off+k], e.svals[en.s.off+k]})
+		}
+	}
+	for k := int32(0); k < en.n.cnt; k++ {
+		if e.u.n[k] == 0 {
+			j := e.nj[en.n.off+k]
+			its = append(its, item{j, r.Params[j]})
+		}
+	}
+	for k := int32(0); k < en.b.cnt; k++ {
+		if e.u.b[k] == 0 {
+			its = append(its, item{e.bj[en.b.off+k], e.bvals[en.b.off+k]})
+		}
+	}
+	slices.SortFunc(its, func(a, b item) int { return cmp.Compare(a.j, b.j) })
+	e.items = its
+	return its
+}
+
+// demote leaves out the slot columns fewer than o.slotMin of the rows use:
+// their values go to more. Writing a column costs every row a value, null
+// or not; a column of a few values costs more than the list.
+func (e *encoder) demote(rows int) {
+	if e.o.slotMin <= 0 {
+		return
+	}
+	min := max(1, int(float64(rows)*e.o.slotMin))
+	for k := range MaxSlots {
+		if n := e.u.p[k].n; n > 0 && n < min {
+			e.u.p[k] = strStats{}
+			e.u.more = true
+		}
+		if n := e.u.n[k]; n > 0 && n < min {
+			e.u.n[k] = 0
+			e.u.more = true
+		}
+		if n := e.u.b[k]; n > 0 && n < min {
+			e.u.b[k] = 0
+			e.u.more = true
+		}
+	}
+}
+
 // appendRequired appends the values of a required integer column for the
 // rows part.
 func appendRequired(vals []parquet.Value, kind, ci int, rows []Row, part []int32) []parquet.Value {
@@ -614,10 +684,11 @@ func (e *encoder) appendCell(vals []parquet.Value, c column, ci int, r *Row, en 
 				vals = append(vals, parquet.NullValue().Level(0, 0, ci))
 			}
 		case cMore:
-			for n, j := range e.midx[en.m.off : en.m.off+en.m.cnt] {
-				vals = append(vals, parquet.ByteArrayValue(unsafeBytes(r.Params[j])).Level(min(n, 1), c.maxDef, ci))
+			items := e.moreItems(r, en)
+			for n, it := range items {
+				vals = append(vals, parquet.ByteArrayValue(unsafeBytes(it.text)).Level(min(n, 1), c.maxDef, ci))
 			}
-			if en.m.cnt == 0 {
+			if len(items) == 0 {
 				vals = append(vals, parquet.NullValue().Level(0, 0, ci))
 			}
 		case cAttrKey, cAttrValue:

@@ -32,6 +32,11 @@ func TestSizeLevers(t *testing.T) {
 		mod  func(*options)
 	}{
 		{"default", func(*options) {}},
+		{"all slot columns", func(o *options) { o.slotMin = 0 }},
+		{"slot columns >= 1/16", func(o *options) { o.slotMin = 1.0 / 16 }},
+		{"slot columns >= 1/256", func(o *options) { o.slotMin = 1.0 / 256 }},
+		{"slot columns >= 1/8", func(o *options) { o.slotMin = 1.0 / 8 }},
+		{"slot columns >= 1/4", func(o *options) { o.slotMin = 1.0 / 4 }},
 		{"ints=delta", func(o *options) { o.ints = "delta" }},
 		{"ts=delta", func(o *options) { o.tsDelta = true }},
 		{"wal_seq=delta", func(o *options) { o.walDelta = true }},

@@ -91,10 +91,54 @@ func TestRoundTrip(t *testing.T) {
 		}
 		want[[2]uint64{r.WALSeq, uint64(r.Index)}] = line
 	}
+	// Every slot column the file has in it, and most of them left out
+	// (their values in more).
+	demoted := defaultOptions()
+	demoted.slotMin = 0.5
+	fd, err := encode(rows, tpl, &demoted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fileColumns(t, fd.Data)["p3"]; ok {
+		t.Error("p3 not left out at slotMin 0.5")
+	}
 	f, err := Encode(rows, tpl)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, ok := fileColumns(t, f.Data)["p3"]; !ok {
+		t.Error("no p3 by default")
+	}
+	for _, file := range []File{f, fd} {
+		checkRoundTrip(t, file, tpl, rows, want)
+	}
+	// The kinds each case expects, read with a plain Parquet reader.
+	kinds := readColumn(t, f.Data, colKinds)
+	ids := readColumn(t, f.Data, colTemplateID)
+	for i := range kinds {
+		c := roundTrips[100-ids[i].Int64()]
+		if c.kinds != "" && string(kinds[i].ByteArray()) != c.kinds {
+			t.Errorf("%s: kinds %q, want %q", c.name, kinds[i].ByteArray(), c.kinds)
+		}
+	}
+}
+
+// fileColumns returns the names of a file's top-level columns.
+func fileColumns(t *testing.T, data []byte) map[string]bool {
+	t.Helper()
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, field := range f.Schema().Fields() {
+		out[field.Name()] = true
+	}
+	return out
+}
+
+func checkRoundTrip(t *testing.T, f File, tpl Templates, rows []Row, want map[[2]uint64]string) {
+	t.Helper()
 	got, err := Decode(f.Data, tpl)
 	if err != nil {
 		t.Fatal(err)
@@ -114,15 +158,6 @@ func TestRoundTrip(t *testing.T) {
 		if g.TS != floorDiv(r.TS, 1000)*1000 || g.TemplateID != r.TemplateID || g.TemplateVersion != r.TemplateVersion ||
 			g.Source != r.Source || !slices.Equal(g.Attrs, r.Attrs) {
 			t.Errorf("%s: record %+v, want %+v", c.name, g, r)
-		}
-	}
-	// The kinds each case expects, read with a plain Parquet reader.
-	kinds := readColumn(t, f.Data, colKinds)
-	ids := readColumn(t, f.Data, colTemplateID)
-	for i := range kinds {
-		c := roundTrips[100-ids[i].Int64()]
-		if c.kinds != "" && string(kinds[i].ByteArray()) != c.kinds {
-			t.Errorf("%s: kinds %q, want %q", c.name, kinds[i].ByteArray(), c.kinds)
 		}
 	}
 }

@@ -74,12 +74,13 @@ type options struct {
 	pageBuffer  int
 	sortByTpl   bool
 	noPageStats bool
-	indexPlain  bool // record_index PLAIN instead of DELTA_BINARY_PACKED
-	trimFooter  bool // no page index, chunk statistics only for statsColumns
-	innerTime   bool // a timestamp inside a parameter is cut out of it (kind u)
-	tsDelta     bool // ts DELTA_BINARY_PACKED
-	walDelta    bool // wal_seq DELTA_BINARY_PACKED
-	untyped     bool // every parameter s or b (measurement only)
+	indexPlain  bool    // record_index PLAIN instead of DELTA_BINARY_PACKED
+	trimFooter  bool    // no page index, chunk statistics only for statsColumns
+	innerTime   bool    // a timestamp inside a parameter is cut out of it (kind u)
+	slotMin     float64 // slot columns used by fewer rows than this share go to more
+	tsDelta     bool    // ts DELTA_BINARY_PACKED
+	walDelta    bool    // wal_seq DELTA_BINARY_PACKED
+	untyped     bool    // every parameter s or b (measurement only)
 }
 
 // statsColumns keep their chunk statistics in a trimmed footer: the columns
@@ -87,7 +88,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true}
 
 func defaultOptions() options {
-	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true}
+	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
@@ -126,14 +127,14 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		if u.p[j].n > 0 {
 			g[slotName('p', j)] = parquet.Optional(stringNode(&u.p[j], o.strings))
 		}
-		if u.n[j] {
+		if u.n[j] > 0 {
 			n := parquet.Leaf(parquet.Int64Type)
 			if o.ints == "delta" {
 				n = parquet.Encoded(n, &parquet.DeltaBinaryPacked)
 			}
 			g[slotName('n', j)] = parquet.Optional(n)
 		}
-		if u.b[j] {
+		if u.b[j] > 0 {
 			g[slotName('b', j)] = parquet.Optional(bin)
 		}
 	}
@@ -162,7 +163,7 @@ func stringNode(s *strStats, mode string) parquet.Node {
 type usage struct {
 	residue, more, attrs bool
 	p                    [MaxSlots]strStats
-	n, b                 [MaxSlots]bool
+	n, b                 [MaxSlots]int // values per column
 }
 
 // strStats counts a string column's values, their bytes and, when distinct
