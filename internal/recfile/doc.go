@@ -142,26 +142,32 @@
 //	dataset      raw      v2+tpl  v3+tpl  zstd-3  zstd-19 gzip-6  v3/zstd-3
 //	Android      279,076  39,761  30,411  21,665  16,430  25,637  1.40
 //	Apache       169,240  21,884  11,683  10,675   7,184   9,958  1.09
-//	BGL          315,151  79,296  71,996  61,854  43,623  57,508  1.16
-//	HDFS         285,848  73,826  50,101  54,091  42,755  55,045  0.93
-//	HPC          149,178  45,469  36,194  26,686  19,779  26,562  1.36
-//	Hadoop       382,949  30,708  23,187  17,334  13,390  18,911  1.34
-//	Linux        214,486  26,129  21,807  14,929  11,299  16,914  1.46
-//	OpenSSH      223,217  27,382  16,218  16,744  10,948  16,386  0.97
+//	BGL          315,151  79,296  69,440  61,854  43,623  57,508  1.12
+//	HDFS         285,848  73,826  50,161  54,091  42,755  55,045  0.93
+//	HPC          149,178  45,469  34,483  26,686  19,779  26,562  1.29
+//	Hadoop       382,949  30,708  22,282  17,334  13,390  18,911  1.29
+//	Linux        214,486  26,129  21,754  14,929  11,299  16,914  1.46
+//	OpenSSH      223,217  27,382  16,305  16,744  10,948  16,386  0.97
 //	Proxifier    236,962  42,065  28,512  25,263  18,602  22,895  1.13
 //	Spark        194,268  24,336  16,384  13,957  10,016  14,291  1.17
-//	Windows      283,434  21,976  16,870  12,266   9,221  14,517  1.38
-//	sum        2,733,809 432,832 323,363 275,464 203,247 278,624  1.17
-//	all-one    2,733,809 386,985 279,197 279,849 203,257 281,789  1.00
+//	Windows      283,434  21,976  15,634  12,266   9,221  14,517  1.27
+//	sum        2,733,809 432,832 317,049 275,464 203,247 278,624  1.15
+//	all-one    2,733,809 386,985 275,768 279,849 203,257 281,789  0.99
 //
 // Of the per-dataset sum, 50,079 bytes are the templates files; written
 // with only created/changed templates and no previous text, and a trimmed
-// footer, they would be 28,170 (TestSizeTemplates), and the sum 1.09.
-// In the all-one file: p* 45%, ts 20%, n* 17%, record_index 6%.
+// footer, they would be 28,170 (TestSizeTemplates), and the sum 1.07.
+// In the all-one file: p* 43%, ts 21%, n* 17%, record_index 6%, more 2%;
+// a small file's fixed cost (footer, schema) is about 1 KB.
 //
-// Speed against records v2 on the same 22,000 lines, v3 time over v2 time,
-// alternating the two in one loop (BenchmarkRatio; the machine is shared,
-// runs vary by ±0.3): encode about 2.0 (was 3-7 before the shared zstd
-// codecs, the linear template sort and the skipped page bounds), decode
-// about 1.1-1.3.
+// Speed against records v2 on the same 22,000 lines, v3 time over v2 time
+// (BenchmarkRatio alternates the two in one loop, each step on a collected
+// heap; the machine is shared and runs vary by about ±0.3): encode 1.5-1.9
+// (3-7 when tuning began: a zstd codec per file, a comparison sort, page
+// bounds for every column, a null in every sparse column), decode 0.6-0.9
+// (1.2-1.4 before: reading column by column instead of through parquet
+// rows). Run separately (BenchmarkEncodeV3 against BenchmarkEncodeV2, each
+// paying its own garbage collection) the ratios are about 1.8 and 1.0-1.3.
+// Encode is still slower than v2: it classifies every parameter and parses
+// every line's timestamp, and writes one parquet.Value per cell.
 package recfile
