@@ -105,11 +105,14 @@ type encoder struct {
 	nj     []int32  // parameter index of each number
 	bj     []int32  // parameter index of each bytes value
 	items  []item   // scratch: a row's items of more
-	arena  []byte   // text of string values that are not parameters
-	midx   []int32  // parameter index of each value in more
-	nv     []int64  // numeric values
-	resbuf []byte
-	u      usage
+
+	lastKey  Key
+	lastInfo *tplInfo
+	arena    []byte  // text of string values that are not parameters
+	midx     []int32 // parameter index of each value in more
+	nv       []int64 // numeric values
+	resbuf   []byte
+	u        usage
 }
 
 func encode(rows []Row, tpl Templates, o *options) (File, error) {
@@ -120,10 +123,15 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	e := &encoder{o: o, tpl: tpl, infos: map[Key]*tplInfo{}, kinds: map[string]string{}, parser: p}
 
 	order := sortRows(rows, o.sortByTpl)
-	nparams := 0
+	nparams, first := 0, 0
 	for i := range rows {
 		nparams += len(rows[i].Params)
+		if len(rows[i].Params) > 0 {
+			first += len(rows[i].Params[0])
+		}
 	}
+	// Cut parameters (kind u) are mostly a line's first.
+	e.arena = make([]byte, 0, first)
 	e.svals = make([]string, 0, nparams)
 	e.nv = make([]int64, 0, nparams)
 	e.sj = make([]int32, 0, nparams)
@@ -212,7 +220,11 @@ func sortRows(rows []Row, byTpl bool) []int32 {
 }
 
 func (e *encoder) info(k Key) (*tplInfo, error) {
+	if e.lastInfo != nil && k == e.lastKey {
+		return e.lastInfo, nil // rows come sorted by template
+	}
 	if t, ok := e.infos[k]; ok {
+		e.lastKey, e.lastInfo = k, t
 		return t, nil
 	}
 	text, ok := e.tpl[k]
@@ -221,6 +233,7 @@ func (e *encoder) info(k Key) (*tplInfo, error) {
 	}
 	t := &tplInfo{pieces: strings.Split(text, Wildcard)}
 	e.infos[k] = t
+	e.lastKey, e.lastInfo = k, t
 	return t, nil
 }
 
