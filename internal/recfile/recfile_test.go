@@ -342,3 +342,41 @@ func TestSortRows(t *testing.T) {
 		t.Fatal("wal order without templates is not the identity")
 	}
 }
+
+// TestTrimFooter checks a trimmed file of another table reads back the
+// same rows with parquet-go alone and is smaller.
+func TestTrimFooter(t *testing.T) {
+	type row struct {
+		ID   int64  `parquet:"id"`
+		Text string `parquet:"text"`
+	}
+	var rows []row
+	for i := range 300 {
+		rows = append(rows, row{int64(i), fmt.Sprint("template ", i%17, " <*>")})
+	}
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[row](&buf)
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	trimmed, err := TrimFooter(buf.Bytes(), "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trimmed) >= buf.Len() {
+		t.Errorf("trimmed %d bytes, untrimmed %d", len(trimmed), buf.Len())
+	}
+	got, err := parquet.Read[row](bytes.NewReader(trimmed), int64(len(trimmed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, rows) {
+		t.Fatalf("rows differ after trimming: %d rows", len(got))
+	}
+	if _, err := TrimFooter(buf.Bytes()[:buf.Len()-3]); err == nil {
+		t.Error("trimmed a truncated file")
+	}
+}
