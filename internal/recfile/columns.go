@@ -203,7 +203,7 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 		var rec Record
 		rec.WALSeq = uint64(base[cWALSeq].ints[i])
 		rec.Index = uint32(base[cIndex].ints[i])
-		rec.TS = base[cTS].ints[i] * 1000
+		rec.TS = base[cTS].ints[i] * base[cTS].c.unit
 		rec.TemplateID = uint64(base[cTemplateID].ints[i])
 		rec.TemplateVersion = uint32(base[cVersion].ints[i])
 		rec.Source = d.intern(base[cSource].strs[i])

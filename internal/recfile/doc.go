@@ -18,7 +18,7 @@
 //	column            Parquet type                 meaning
 //	wal_seq           INT64                        WAL sequence of the record's frame
 //	record_index      INT32 (DELTA_BINARY_PACKED)  the record's position in its frame
-//	ts                INT64 TIMESTAMP(us, UTC)     event time
+//	ts                INT64 TIMESTAMP(ms|us, UTC)  event time; milliseconds when every ts of the file is whole ms
 //	template_id       INT64 (DELTA_BINARY_PACKED)  template
 //	template_version  INT32 (DELTA_BINARY_PACKED)  template version the record renders with
 //	source            STRING (dictionary)          the line source
@@ -131,6 +131,10 @@
 //	  rows use left out, values in more                        columns, faster)
 //	  1/64: 267,947 252,760; 1/256: 271,987 254,314; 1/8: 264,626 251,598;
 //	  1/4: 263,999 255,173 (1/8 and 1/4 leave more parameters untyped)
+//	ts TIMESTAMP(MILLIS) when every ts   253,896      239,536  chosen
+//	  is whole milliseconds (ts 56,693
+//	  to 44,203 all-one; DELTA on it
+//	  257,849 243,153)
 //	  p<k> dictionary when distinct      268,557      257,289  rejected: small,
 //	    values <= 1/4 of values, else                          mixed, and the
 //	    PLAIN (1/16: 271,672 / 255,455)                        distinct count
@@ -140,25 +144,25 @@
 // (TestSizeLoghub, go test -run TestSizeLoghub -v ./internal/recfile/):
 //
 //	dataset      raw      v2+tpl  v3+tpl  zstd-3  zstd-19 gzip-6  v3/zstd-3
-//	Android      279,076  39,761  30,411  21,665  16,430  25,637  1.40
-//	Apache       169,240  21,884  11,683  10,675   7,184   9,958  1.09
-//	BGL          315,151  79,296  69,440  61,854  43,623  57,508  1.12
-//	HDFS         285,848  73,826  50,161  54,091  42,755  55,045  0.93
-//	HPC          149,178  45,469  34,483  26,686  19,779  26,562  1.29
-//	Hadoop       382,949  30,708  22,282  17,334  13,390  18,911  1.29
-//	Linux        214,486  26,129  21,754  14,929  11,299  16,914  1.46
-//	OpenSSH      223,217  27,382  16,305  16,744  10,948  16,386  0.97
-//	Proxifier    236,962  42,065  28,512  25,263  18,602  22,895  1.13
-//	Spark        194,268  24,336  16,384  13,957  10,016  14,291  1.17
-//	Windows      283,434  21,976  15,634  12,266   9,221  14,517  1.27
-//	sum        2,733,809 432,832 317,049 275,464 203,247 278,624  1.15
-//	all-one    2,733,809 386,985 275,768 279,849 203,257 281,789  0.99
+//	Android      279,076  39,761  28,798  21,665  16,430  25,637  1.33
+//	Apache       169,240  21,884  10,812  10,675   7,184   9,958  1.01
+//	BGL          315,151  79,296  67,100  61,854  43,623  57,508  1.08
+//	HDFS         285,848  73,826  48,494  54,091  42,755  55,045  0.90
+//	HPC          149,178  45,469  31,499  26,686  19,779  26,562  1.18
+//	Hadoop       382,949  30,708  20,961  17,334  13,390  18,911  1.21
+//	Linux        214,486  26,129  21,160  14,929  11,299  16,914  1.42
+//	OpenSSH      223,217  27,382  15,805  16,744  10,948  16,386  0.94
+//	Proxifier    236,962  42,065  27,416  25,263  18,602  22,895  1.09
+//	Spark        194,268  24,336  16,376  13,957  10,016  14,291  1.17
+//	Windows      283,434  21,976  15,554  12,266   9,221  14,517  1.27
+//	sum        2,733,809 432,832 303,975 275,464 203,247 278,624  1.10
+//	all-one    2,733,809 386,985 263,278 279,849 203,257 281,789  0.94
 //
 // Of the per-dataset sum, 50,079 bytes are the templates files. Their
-// footers trimmed with TrimFooter they are 41,194 (sum 1.12); written with
+// footers trimmed with TrimFooter they are 41,194 (sum 1.07); written with
 // only created/changed templates, no previous text, and trimmed, 28,170
-// (sum 1.07; TestSizeTemplates).
-// In the all-one file: p* 43%, ts 21%, n* 17%, record_index 6%, more 2%;
+// (sum 1.02; TestSizeTemplates).
+// In the all-one file: p* 45%, n* 17%, ts 17%, record_index 6%, more 2%;
 // a small file's fixed cost (footer, schema) is about 1 KB.
 //
 // Speed against records v2 on the same 22,000 lines, v3 time over v2 time

@@ -12,6 +12,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/eventtime"
@@ -143,6 +144,15 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 		}
 	}
 	e.demote(len(rows))
+	if o.tsMillis {
+		e.u.tsMillis = true
+		for i := range rows {
+			if rows[i].TS%1e6 != 0 {
+				e.u.tsMillis = false
+				break
+			}
+		}
+	}
 	data, err := e.write(rows, order, enc)
 	if err != nil {
 		return File{}, err
@@ -430,7 +440,7 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 			case cP, cN, cB:
 				vals = e.appendSlot(vals, c, ci, rows, enc, part)
 			case cWALSeq, cIndex, cTS, cTemplateID, cVersion:
-				vals = appendRequired(vals, c.kind, ci, rows, part)
+				vals = appendRequired(vals, c.kind, ci, rows, part, e.u.tsMillis)
 			default:
 				for _, i := range part {
 					vals = e.appendCell(vals, c, ci, &rows[i], &enc[i])
@@ -500,6 +510,7 @@ type column struct {
 	kind   int
 	slot   int
 	maxDef int
+	unit   int64 // ts: nanoseconds per stored unit
 }
 
 // columnsOf maps a schema's leaf columns, in column index order.
@@ -515,7 +526,17 @@ func columnsOf(s *parquet.Schema) []column {
 		case colIndex:
 			c.kind = cIndex
 		case colTS:
-			c.kind = cTS
+			c.kind, c.unit = cTS, 1000
+			if lt := leaf.Node.Type().LogicalType(); lt != nil {
+				if ts, ok := lt.Value.(*format.TimestampType); ok {
+					switch ts.Unit.Value.(type) {
+					case *format.MilliSeconds:
+						c.unit = 1e6
+					case *format.NanoSeconds:
+						c.unit = 1
+					}
+				}
+			}
 		case colTemplateID:
 			c.kind = cTemplateID
 		case colVersion:
@@ -646,7 +667,7 @@ func (e *encoder) demote(rows int) {
 
 // appendRequired appends the values of a required integer column for the
 // rows part.
-func appendRequired(vals []parquet.Value, kind, ci int, rows []Row, part []int32) []parquet.Value {
+func appendRequired(vals []parquet.Value, kind, ci int, rows []Row, part []int32, millis bool) []parquet.Value {
 	switch kind {
 	case cWALSeq:
 		for _, i := range part {
@@ -657,8 +678,12 @@ func appendRequired(vals []parquet.Value, kind, ci int, rows []Row, part []int32
 			vals = append(vals, parquet.Int32Value(int32(rows[i].Index)).Level(0, 0, ci))
 		}
 	case cTS:
+		unit := int64(1000)
+		if millis {
+			unit = 1e6
+		}
 		for _, i := range part {
-			vals = append(vals, parquet.Int64Value(floorDiv(rows[i].TS, 1000)).Level(0, 0, ci))
+			vals = append(vals, parquet.Int64Value(floorDiv(rows[i].TS, unit)).Level(0, 0, ci))
 		}
 	case cTemplateID:
 		for _, i := range part {

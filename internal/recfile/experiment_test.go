@@ -32,6 +32,7 @@ func TestSizeLevers(t *testing.T) {
 		mod  func(*options)
 	}{
 		{"default", func(*options) {}},
+		{"ts micros always", func(o *options) { o.tsMillis = false }},
 		{"all slot columns", func(o *options) { o.slotMin = 0 }},
 		{"slot columns >= 1/16", func(o *options) { o.slotMin = 1.0 / 16 }},
 		{"slot columns >= 1/256", func(o *options) { o.slotMin = 1.0 / 256 }},

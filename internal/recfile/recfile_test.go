@@ -380,3 +380,43 @@ func TestTrimFooter(t *testing.T) {
 		t.Error("trimmed a truncated file")
 	}
 }
+
+// TestTimestampUnit checks ts is written in milliseconds when every
+// record's time is whole milliseconds, in microseconds otherwise, and reads
+// back the same either way.
+func TestTimestampUnit(t *testing.T) {
+	tpl := Templates{{1, 1}: "<*> x"}
+	for _, c := range []struct {
+		name, unit string
+		ts         []string
+	}{
+		{"whole milliseconds", "MILLIS", []string{"2026-11-29T00:00:00.010Z", "2026-11-29T00:00:01Z"}},
+		{"a microsecond", "MICROS", []string{"2026-11-29T00:00:00.010Z", "2026-11-29T00:00:01.000001Z"}},
+	} {
+		var rows []Row
+		for i, ts := range c.ts {
+			rows = append(rows, Row{WALSeq: 1, Index: uint32(i), TS: ns(ts), TemplateID: 1, TemplateVersion: 1, Params: []string{ts}})
+		}
+		f, err := Encode(rows, tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pf, err := parquet.OpenFile(bytes.NewReader(f.Data), int64(len(f.Data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := pf.Schema().Lookup(colTS)
+		if lt := leaf.Node.Type().LogicalType().String(); !strings.Contains(lt, c.unit) {
+			t.Errorf("%s: ts is %s, want %s", c.name, lt, c.unit)
+		}
+		got, err := Decode(f.Data, tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range got {
+			if r.TS != rows[i].TS || string(r.Line) != c.ts[i]+" x" {
+				t.Errorf("%s: record %d ts %d line %q, want %d %q", c.name, i, r.TS, r.Line, rows[i].TS, c.ts[i]+" x")
+			}
+		}
+	}
+}

@@ -78,6 +78,7 @@ type options struct {
 	trimFooter  bool    // no page index, chunk statistics only for statsColumns
 	innerTime   bool    // a timestamp inside a parameter is cut out of it (kind u)
 	slotMin     float64 // slot columns used by fewer rows than this share go to more
+	tsMillis    bool    // ts TIMESTAMP(MILLIS) when every ts is whole milliseconds
 	tsDelta     bool    // ts DELTA_BINARY_PACKED
 	walDelta    bool    // wal_seq DELTA_BINARY_PACKED
 	untyped     bool    // every parameter s or b (measurement only)
@@ -88,7 +89,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true}
 
 func defaultOptions() options {
-	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16}
+	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
@@ -107,6 +108,9 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		colVersion:    parquet.Encoded(parquet.Leaf(parquet.Int32Type), &parquet.DeltaBinaryPacked),
 		colSource:     parquet.Encoded(parquet.String(), &parquet.RLEDictionary),
 		colKinds:      parquet.Encoded(parquet.String(), &parquet.RLEDictionary),
+	}
+	if u.tsMillis {
+		g[colTS] = parquet.Timestamp(parquet.Millisecond)
 	}
 	if o.tsDelta {
 		g[colTS] = parquet.Encoded(g[colTS], &parquet.DeltaBinaryPacked)
@@ -162,6 +166,7 @@ func stringNode(s *strStats, mode string) parquet.Node {
 // usage records which optional columns a file needs.
 type usage struct {
 	residue, more, attrs bool
+	tsMillis             bool // ts is written in milliseconds
 	p                    [MaxSlots]strStats
 	n, b                 [MaxSlots]int // values per column
 }
