@@ -127,6 +127,10 @@
 //	  untrimmed footer                   299,762      259,546
 //	  zstd better (klauspost level 3)    263,149      243,874  2x encode time
 //	  zstd fastest                       297,211      273,606
+//	  p<k> dictionary when distinct      268,557      257,289  rejected: small,
+//	    values <= 1/4 of values, else                          mixed, and the
+//	    PLAIN (1/16: 271,672 / 255,455)                        distinct count
+//	                                                           costs encode time
 //	slot columns fewer than 1/16 of the  266,970      252,026  chosen (fewer
 //	  rows use left out, values in more                        columns, faster)
 //	  1/64: 267,947 252,760; 1/256: 271,987 254,314; 1/8: 264,626 251,598;
@@ -135,10 +139,6 @@
 //	  is whole milliseconds (ts 56,693
 //	  to 44,203 all-one; DELTA on it
 //	  257,849 243,153)
-//	  p<k> dictionary when distinct      268,557      257,289  rejected: small,
-//	    values <= 1/4 of values, else                          mixed, and the
-//	    PLAIN (1/16: 271,672 / 255,455)                        distinct count
-//	                                                           costs encode time
 //
 // Lake bytes (records + templates file) against the raw lines
 // (TestSizeLoghub, go test -run TestSizeLoghub -v ./internal/recfile/):
