@@ -139,6 +139,7 @@
 //	  is whole milliseconds (ts 56,693
 //	  to 44,203 all-one; DELTA on it
 //	  257,849 243,153)
+//	  n<k> INT32 when its values fit     254,788      239,536  rejected
 //
 // Lake bytes (records + templates file) against the raw lines
 // (TestSizeLoghub, go test -run TestSizeLoghub -v ./internal/recfile/):
