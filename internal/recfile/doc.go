@@ -168,12 +168,14 @@
 //
 // Speed against records v2 on the same 22,000 lines, v3 time over v2 time
 // (BenchmarkRatio alternates the two in one loop, each step on a collected
-// heap; the machine is shared and runs vary by about ±0.3): encode 1.5-1.9
+// heap; the machine is shared and runs vary by about ±0.4): encode 1.5-2.5,
+// median 1.8
 // (3-7 when tuning began: a zstd codec per file, a comparison sort, page
 // bounds for every column, a null in every sparse column), decode 0.6-0.9
 // (1.2-1.4 before: reading column by column instead of through parquet
 // rows). Run separately (BenchmarkEncodeV3 against BenchmarkEncodeV2, each
-// paying its own garbage collection) the ratios are about 1.8 and 1.0-1.3.
+// paying its own garbage collection) the ratios are about 2.0-2.5 and
+// 1.0-1.4.
 // Encode is still slower than v2: it classifies every parameter and parses
 // every line's timestamp, and writes one parquet.Value per cell.
 package recfile
