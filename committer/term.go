@@ -55,7 +55,8 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 	c.setStatus(fmt.Sprintf("active: replaying %s from high-water %d", streams.ReportStream, ts.arb.hw))
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 	cons, err := c.js.OrderedConsumer(cctx, streams.ReportStream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxResetAttempts: streams.OrderedResetAttempts,
+		DeliverPolicy:    jetstream.DeliverAllPolicy,
 	})
 	cancel()
 	if err != nil {
