@@ -243,8 +243,10 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if ql := q.Limit(); ql > 0 && !q.Aggregates() && (limit == 0 || ql < limit) {
-		limit = ql
+	// A query's own limit ends its result: the page holds it all.
+	final := false
+	if ql := q.Limit(); ql > 0 && !q.Aggregates() && (limit == 0 || ql <= limit) {
+		limit, final = ql, true
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
@@ -258,7 +260,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	var last Cursor
 	err = s.d.Searcher.Search(r.Context(), q, o, func(h *Hit) error {
 		if limit > 0 && end.Count == limit {
-			end.More = true
+			end.More = !final
 			return errPageFull
 		}
 		end.Count++
