@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -70,6 +71,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	var js jetstream.JetStream
+	var natsConn *nats.Conn
 	if c.conn.URL != "" {
 		cc := c.conn
 		cc.Name = "quarry-serve"
@@ -81,10 +83,24 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		}
 		defer nc.Close()
 		js = j
+		natsConn = nc
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	hs := health.New(reg, log)
+	hs.Add("lake", func() error {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return lk.Exists(cctx)
+	})
+	if natsConn != nil {
+		hs.Add("nats", func() error {
+			if !natsConn.IsConnected() {
+				return errors.New("not connected")
+			}
+			return nil
+		})
+	}
 	srv := web.New(web.Config{}, web.Deps{Searcher: web.ScanSearcher{Lake: lk}, Catalog: lk,
 		Status: web.NewStatus(lk, js), Access: access, Log: log})
 	mux := http.NewServeMux()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,6 +169,21 @@ func TestServePage(t *testing.T) {
 	resp.Body.Close()
 	if !st.NATS || st.HighWater < last || st.WALLastSeq != last || len(st.Stages) != 4 || len(st.Errors) != 0 {
 		t.Fatalf("status %+v, want high-water and WAL at %d", st, last)
+	}
+
+	resp, err = http.Get(base + "/api/search?q=" + url.QueryEscape(`"payment failed" | count by template`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if rows := strings.Split(strings.TrimSpace(string(body)), "\n"); len(rows) != 3 || !strings.Contains(rows[1], `"count":25`) {
+		t.Fatalf("count by template over the lake:\n%s", body)
+	}
+	if resp, err := http.Get(base + "/readyz"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("readyz: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 
 	alloc, acancel := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],

@@ -371,3 +371,31 @@ func decode(t *testing.T, resp *http.Response, v any) {
 		t.Fatal(err)
 	}
 }
+
+// TestFilter: the lake filter a ScanSearcher reads with narrows to the
+// query's or the grant's tenant and the tighter time bounds, and reads
+// nothing for a tenant outside the grant.
+func TestFilter(t *testing.T) {
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	for _, tc := range []struct {
+		q      string
+		o      Options
+		tenant string
+		since  time.Time
+		until  time.Time
+		ok     bool
+	}{
+		{q: "x", ok: true},
+		{q: "tenant:acme x", tenant: "acme", ok: true},
+		{q: "x", o: Options{Tenants: []string{"beta"}}, tenant: "beta", ok: true},
+		{q: "x", o: Options{Tenants: []string{"acme", "beta"}}, ok: true},
+		{q: "tenant:acme", o: Options{Tenants: []string{"beta"}}, tenant: "acme", ok: false},
+		{q: "ts:>=2026-11-30T10:05:00Z", o: Options{Since: at(2), Until: at(9)}, since: at(5), until: at(9), ok: true},
+		{q: "ts:<2026-11-30T10:05:00Z", o: Options{Since: at(2), Until: at(9)}, since: at(2), until: at(5), ok: true},
+	} {
+		f, ok := filter(query.MustCompile(tc.q), tc.o)
+		if ok != tc.ok || f.Tenant != tc.tenant || !f.Since.Equal(tc.since) || !f.Until.Equal(tc.until) {
+			t.Errorf("%q %+v: filter %+v %v, want tenant %q [%v, %v) %v", tc.q, tc.o, f, ok, tc.tenant, tc.since, tc.until, tc.ok)
+		}
+	}
+}

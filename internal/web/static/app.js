@@ -198,7 +198,7 @@ function plotLines(node, hist, key) {
   let maxV = 1;
   for (const h of hist) for (const n of names) if (h[key][n] != null) maxV = Math.max(maxV, h[key][n]);
   const x = (i) => pad + (W - pad - 4) * (hist.length < 2 ? 0.5 : i / (HIST - 1));
-  const y = (v) => H - pad - (H - 2 * pad) * v / maxV;
+  const y = (v) => H - pad - 2 - (H - 2 * pad - 2) * v / maxV; // 0 sits just above the axis
   for (const n of names) {
     const pts = hist.map((h, i) => h[key][n] == null ? null : x(i).toFixed(1) + "," + y(h[key][n]).toFixed(1)).filter((p) => p);
     node.append(svg("polyline", { points: pts.join(" "), fill: "none", stroke: COLORS[n], "stroke-width": 2, class: "series", "data-stage": n }));
