@@ -206,6 +206,9 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 		rec.TS = base[cTS].ints[i] * base[cTS].c.unit
 		rec.TemplateID = uint64(base[cTemplateID].ints[i])
 		rec.TemplateVersion = uint32(base[cVersion].ints[i])
+		if c := base[cTSSource]; c != nil {
+			rec.TSSource = streams.TSSource(c.ints[i])
+		}
 		rec.Source = d.intern(base[cSource].strs[i])
 		kinds := d.intern(base[cKinds].strs[i])
 		var residue []byte

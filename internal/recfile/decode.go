@@ -25,6 +25,9 @@ type Record struct {
 	WALSeq          uint64
 	Index           uint32
 	TS              int64 // nanoseconds since the epoch (microsecond precision)
+	// TSSource says where TS came from (streams.TSSource); files written
+	// before the column existed read as streams.TSRead.
+	TSSource streams.TSSource
 	TemplateID      uint64
 	TemplateVersion uint32
 	Source          string

@@ -41,6 +41,7 @@ type Row struct {
 	WALSeq          uint64
 	Index           uint32
 	TS              int64 // nanoseconds since the epoch; stored as microseconds
+	TSSource        streams.TSSource
 	TemplateID      uint64
 	TemplateVersion uint32
 	Params          []string
@@ -52,7 +53,7 @@ type Row struct {
 func AppendBatch(dst []Row, b *streams.MinedBatch) []Row {
 	for i := range b.Records {
 		r := &b.Records[i]
-		dst = append(dst, Row{WALSeq: b.WALSeq, Index: r.Index, TS: r.TS, TemplateID: r.TemplateID,
+		dst = append(dst, Row{WALSeq: b.WALSeq, Index: r.Index, TS: r.TS, TSSource: r.TSSource, TemplateID: r.TemplateID,
 			TemplateVersion: r.TemplateVersion, Params: r.Params, Source: b.Source, Attrs: r.Attrs})
 	}
 	return dst
@@ -439,7 +440,7 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 			switch c.kind {
 			case cP, cN, cB:
 				vals = e.appendSlot(vals, c, ci, rows, enc, part)
-			case cWALSeq, cIndex, cTS, cTemplateID, cVersion:
+			case cWALSeq, cIndex, cTS, cTSSource, cTemplateID, cVersion:
 				vals = appendRequired(vals, c.kind, ci, rows, part, e.u.tsMillis)
 			default:
 				for _, i := range part {
@@ -493,6 +494,7 @@ const (
 	cWALSeq = iota
 	cIndex
 	cTS
+	cTSSource
 	cTemplateID
 	cVersion
 	cSource
@@ -537,6 +539,8 @@ func columnsOf(s *parquet.Schema) []column {
 					}
 				}
 			}
+		case colTSSource:
+			c.kind = cTSSource
 		case colTemplateID:
 			c.kind = cTemplateID
 		case colVersion:
@@ -684,6 +688,10 @@ func appendRequired(vals []parquet.Value, kind, ci int, rows []Row, part []int32
 		}
 		for _, i := range part {
 			vals = append(vals, parquet.Int64Value(floorDiv(rows[i].TS, unit)).Level(0, 0, ci))
+		}
+	case cTSSource:
+		for _, i := range part {
+			vals = append(vals, parquet.Int32Value(int32(rows[i].TSSource)).Level(0, 0, ci))
 		}
 	case cTemplateID:
 		for _, i := range part {

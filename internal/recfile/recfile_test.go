@@ -259,7 +259,7 @@ func TestPlainParquet(t *testing.T) {
 	}
 	want := map[string]string{
 		"wal_seq": "INT64/int", "record_index": "INT32/int", "ts": "INT64/timestamp", "template_id": "INT64/int",
-		"template_version": "INT32/int", "source": "BYTE_ARRAY/string", "kinds": "BYTE_ARRAY/string",
+		"template_version": "INT32/int", "ts_source": "INT32/int", "source": "BYTE_ARRAY/string", "kinds": "BYTE_ARRAY/string",
 		"ts_residue": "BYTE_ARRAY/", "n0": "INT64/int", "n1": "INT64/int", "p0": "BYTE_ARRAY/string",
 		"p1": "BYTE_ARRAY/string", "p2": "BYTE_ARRAY/string", "b0": "BYTE_ARRAY/",
 	}
@@ -417,6 +417,31 @@ func TestTimestampUnit(t *testing.T) {
 			if r.TS != rows[i].TS || string(r.Line) != c.ts[i]+" x" {
 				t.Errorf("%s: record %d ts %d line %q, want %d %q", c.name, i, r.TS, r.Line, rows[i].TS, c.ts[i]+" x")
 			}
+		}
+	}
+}
+
+// TestTSSourceRoundTrip: each row keeps where its ts came from (event time,
+// the previous line's, the read time).
+func TestTSSourceRoundTrip(t *testing.T) {
+	tpl := Templates{{ID: 1, Version: 1}: "job <*> done"}
+	srcs := []streams.TSSource{streams.TSEvent, streams.TSPrevious, streams.TSRead, streams.TSEvent}
+	var rows []Row
+	for i, s := range srcs {
+		rows = append(rows, Row{WALSeq: 9, Index: uint32(i), TS: int64(i) * 1e9, TSSource: s,
+			TemplateID: 1, TemplateVersion: 1, Params: []string{fmt.Sprint(i)}, Source: "src"})
+	}
+	f, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := Decode(f.Data, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range recs {
+		if r.TSSource != srcs[i] {
+			t.Errorf("record %d: ts source %d, want %d", i, r.TSSource, srcs[i])
 		}
 	}
 }

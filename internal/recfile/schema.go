@@ -22,6 +22,7 @@ const (
 	colWALSeq     = "wal_seq"
 	colIndex      = "record_index"
 	colTS         = "ts"
+	colTSSource   = "ts_source"
 	colTemplateID = "template_id"
 	colVersion    = "template_version"
 	colSource     = "source"
@@ -48,6 +49,7 @@ func buildSchemaString() string {
 	field(colWALSeq, `"long"`, false)
 	field(colIndex, `"integer"`, false)
 	field(colTS, `"timestamp"`, false)
+	field(colTSSource, `"integer"`, true)
 	field(colTemplateID, `"long"`, false)
 	field(colVersion, `"integer"`, false)
 	field(colSource, `"string"`, false)
@@ -104,6 +106,7 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		colWALSeq:     parquet.Leaf(parquet.Int64Type),
 		colIndex:      index,
 		colTS:         parquet.Timestamp(parquet.Microsecond),
+		colTSSource:   parquet.Encoded(parquet.Leaf(parquet.Int32Type), &parquet.RLEDictionary),
 		colTemplateID: parquet.Encoded(parquet.Leaf(parquet.Int64Type), &parquet.DeltaBinaryPacked),
 		colVersion:    parquet.Encoded(parquet.Leaf(parquet.Int32Type), &parquet.DeltaBinaryPacked),
 		colSource:     parquet.Encoded(parquet.String(), &parquet.RLEDictionary),
