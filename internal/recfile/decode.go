@@ -22,12 +22,12 @@ var ErrCorrupt = errors.New("recfile: corrupt records file")
 // Record is one decoded record: its original line, byte for byte, and its
 // columns.
 type Record struct {
-	WALSeq          uint64
-	Index           uint32
-	TS              int64 // nanoseconds since the epoch (microsecond precision)
+	WALSeq uint64
+	Index  uint32
+	TS     int64 // nanoseconds since the epoch (microsecond precision)
 	// TSSource says where TS came from (streams.TSSource); files written
 	// before the column existed read as streams.TSRead.
-	TSSource streams.TSSource
+	TSSource        streams.TSSource
 	TemplateID      uint64
 	TemplateVersion uint32
 	Source          string
