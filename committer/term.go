@@ -260,13 +260,17 @@ func (c *Committer) ensureTables(ctx context.Context) error {
 				return fmt.Errorf("snapshot %s: %w", t.t.Root(), err)
 			}
 			if snap.Version >= 0 {
-				// A records table created before records v3 gets the
-				// superset schema before this term commits v3 files.
-				if md, ok := lake.RecordsSchemaUpdate(snap.Metadata); ok && t.t == c.records {
+				// A table created with an older quarry schema gets the current one
+				// (records v3, templates kinds) before this term commits.
+				update := lake.RecordsSchemaUpdate
+				if t.t == c.templates {
+					update = lake.TemplatesSchemaUpdate
+				}
+				if md, ok := update(snap.Metadata); ok {
 					if err := t.t.Commit(ctx, snap.Version+1, []delta.Action{{MetaData: &md}}); err != nil {
 						return fmt.Errorf("update the schema of %s: %w", t.t.Root(), err)
 					}
-					c.log.Info("table schema updated to records v3", "table", t.t.Root(), "version", snap.Version+1)
+					c.log.Info("table schema updated", "table", t.t.Root(), "version", snap.Version+1)
 				}
 				return nil
 			}
