@@ -107,12 +107,12 @@ func TestConfigValidate(t *testing.T) {
 	if err := (streams.Config{}).Defaults().Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
-	err := streams.Config{Replicas: 7, DuplicateWindow: 1, MaxMsgSize: 1, DeadLetterMaxAge: 1, VerdictTTL: 1}.Validate()
+	err := streams.Config{Replicas: 7, DuplicateWindow: 1, MaxMsgSize: 1, DeadLetterMaxAge: 1, VerdictTTL: 1, NoticeMaxAge: 1}.Validate()
 	if err == nil {
 		t.Fatal("want errors")
 	}
-	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 5 {
-		t.Fatalf("want every problem reported (5), got %d: %v", n, err)
+	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 6 {
+		t.Fatalf("want every problem reported (6), got %d: %v", n, err)
 	}
 }
 

@@ -27,6 +27,9 @@ type Config struct {
 	DeadLetterMaxAge time.Duration `yaml:"dead_letter_max_age"`
 	// VerdictTTL is how long verdicts are kept.
 	VerdictTTL time.Duration `yaml:"verdict_ttl"`
+	// NoticeMaxAge is how long commit notices are kept. A subscriber that
+	// falls further behind reads the Delta log instead.
+	NoticeMaxAge time.Duration `yaml:"notice_max_age"`
 }
 
 // Defaults returns c with unset fields set to their defaults.
@@ -45,6 +48,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.VerdictTTL == 0 {
 		c.VerdictTTL = 24 * time.Hour
+	}
+	if c.NoticeMaxAge == 0 {
+		c.NoticeMaxAge = 7 * 24 * time.Hour
 	}
 	return c
 }
@@ -66,6 +72,9 @@ func (c Config) Validate() error {
 	}
 	if c.VerdictTTL < time.Minute {
 		errs = append(errs, fmt.Errorf("streams.verdict_ttl %s: must be at least 1m", c.VerdictTTL))
+	}
+	if c.NoticeMaxAge < time.Minute {
+		errs = append(errs, fmt.Errorf("streams.notice_max_age %s: must be at least 1m", c.NoticeMaxAge))
 	}
 	return errors.Join(errs...)
 }
@@ -97,7 +106,9 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 	dlq.MaxAge = c.DeadLetterMaxAge
 	prog := base(ProgressStream, ProgressSubjects, "quarry source progress facts")
 	prog.MaxMsgsPerSubject = 16
-	return []jetstream.StreamConfig{wal, mined, reports, tpl, dlq, prog}
+	notices := base(NoticeStream, NoticeSubjects, "quarry commit notices: one per Delta commit, after it is durable")
+	notices.MaxAge = c.NoticeMaxAge
+	return []jetstream.StreamConfig{wal, mined, reports, tpl, dlq, prog, notices}
 }
 
 // KeyValueConfigs returns the configs of every KV bucket quarry uses.

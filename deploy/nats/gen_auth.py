@@ -7,6 +7,7 @@ Run after changing streams/streams.go (stream, bucket or subject names):
 import sys
 
 streams = ["QUARRY_WAL", "QUARRY_MINED", "QUARRY_REPORTS", "QUARRY_TEMPLATES", "QUARRY_DLQ", "QUARRY_PROGRESS",
+           "QUARRY_NOTICES",
            "KV_quarry_positions", "KV_quarry_state", "KV_quarry_verdicts", "KV_quarry_progress", "OBJ_quarry_snapshots"]
 
 ensure = ["$JS.API.INFO"] + ["$JS.API.STREAM.%s.%s" % (op, s) for s in streams for op in ("INFO", "CREATE", "UPDATE")]
@@ -52,15 +53,19 @@ roles = [
      + consume("QUARRY_TEMPLATES") + ["$JS.API.DIRECT.GET.QUARRY_TEMPLATES.>", "$JS.API.STREAM.MSG.GET.QUARRY_TEMPLATES"]
      + kv("quarry_verdicts", write=False, watch=True) + kv("quarry_state", write=False, watch=True),
      []),
-    ("committer", "reads reports; writes verdicts, the lease and the high-water; purges the WAL below the safe point",
-     # purge_reports trims the report stream below the high-water.
+    ("committer", "reads reports; writes verdicts, the lease, the high-water and commit notices; purges the WAL below the safe point",
+     # purge_reports trims the report stream below the high-water. At term
+     # start it reads the last commit notice to publish the ones missing.
      ensure + consume("QUARRY_REPORTS") + ["$JS.API.STREAM.PURGE.QUARRY_WAL",
-                                           "$JS.API.STREAM.PURGE.QUARRY_REPORTS", "quarry.dlq.committer"]
+                                           "$JS.API.STREAM.PURGE.QUARRY_REPORTS", "quarry.dlq.committer",
+                                           "quarry.notices.>", "$JS.API.DIRECT.GET.QUARRY_NOTICES.>",
+                                           "$JS.API.STREAM.MSG.GET.QUARRY_NOTICES"]
      + kv("quarry_state", watch=True) + kv("quarry_verdicts", watch=True) + kv("quarry_positions", write=False, watch=True)
      + obj("quarry_snapshots", False),
      []),
-    ("reader", "subscribes to template events and reads progress (dashboards, tools); creates nothing",
+    ("reader", "subscribes to template events and commit notices (quarry tail, subscribe) and reads progress; creates nothing",
      ["$JS.API.INFO"] + ["$JS.API.STREAM.INFO.%s" % s for s in streams] + consume("QUARRY_TEMPLATES")
+     + consume("QUARRY_NOTICES") + ["$JS.API.DIRECT.GET.QUARRY_NOTICES.>", "$JS.API.STREAM.MSG.GET.QUARRY_NOTICES"]
      + kv("quarry_progress", write=False, watch=True) + kv("quarry_state", write=False, watch=True),
      ["quarry.templates.>"]),
 ]
