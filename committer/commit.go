@@ -56,6 +56,7 @@ func (c *Committer) commit(ctx context.Context, ts *termState) error {
 	if err := c.putHighWater(ctx, ts, w); err != nil {
 		c.log.Warn("high-water key", "err", err) // the Delta log is the truth; next advance retries
 	}
+	c.notify(ctx, ts)
 	c.m.commitTime.Observe(time.Since(start).Seconds())
 	c.purge(ctx, ts)
 	return nil

@@ -33,6 +33,7 @@ type termState struct {
 	rec, tpl  *tableState
 	lastAdv   time.Time
 	walPurged uint64
+	noticed   int64 // last records version with a published notice (notice.go)
 }
 
 // maxFetchFailures is how many report fetches may fail in a row before the
@@ -52,6 +53,7 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 	if err := c.rebuild(ctx, ts); err != nil {
 		return err
 	}
+	c.catchUpNotices(ctx, ts)
 	c.setStatus(fmt.Sprintf("active: replaying %s from high-water %d", streams.ReportStream, ts.arb.hw))
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 	cons, err := c.js.OrderedConsumer(cctx, streams.ReportStream, jetstream.OrderedConsumerConfig{
