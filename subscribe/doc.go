@@ -1,0 +1,44 @@
+// Package subscribe follows quarry's lake: it delivers every committed
+// record, once, in commit order, from any starting point, and then each new
+// record as the committer commits it.
+//
+//	sub, err := subscribe.Subscribe(ctx, subscribe.Config{
+//		Lake: "s3://logs/lake", JS: js, Tenant: "acme", Query: `level:error`,
+//		From: subscribe.Beginning(),
+//	})
+//	defer sub.Close()
+//	for {
+//		rec, err := sub.Next(ctx)
+//		if err != nil { ... }
+//		// handle rec; save sub.Cursor().String() when it suits
+//	}
+//
+// # Delivery contract
+//
+// The Delta log of the records table is the truth: a record is delivered
+// only once the commit that added its file is durable. Commits are read in
+// version order; within a commit, files in the order of its add actions;
+// within a file, rows in (wal_seq, record_index) order, which is WAL order.
+// Adds with dataChange=false (compaction rewrites) carry rows already
+// delivered and are skipped; removes deliver nothing.
+//
+// A Cursor (version, file, row) names the position after the last record
+// Next returned. A subscription started After(cursor) delivers exactly the
+// records after it: no gap, no duplicate, whether the position is in the
+// lake's past or at its live edge, across restarts of the subscriber, the
+// committer or NATS.
+//
+// Below the newest committed version the subscriber reads the Delta log
+// commit by commit. At the live edge it waits for the committer's commit
+// notices (streams.NoticeStream, format notice/1) and takes each commit's
+// adds from its notice; a notice for a later version than the one it needs
+// (a gap: notices lost to a crash, or aged out of the stream) makes it read
+// the missing versions from the Delta log, and without notices (no NATS, or
+// a quiet stream) it looks at the log every PollInterval. A notice only
+// says when and where to read: correctness never depends on it.
+//
+// A file that a commit added and a later commit removed (retention) before
+// the subscriber reached it, and that has been vacuumed, is skipped with a
+// warning: its rows are gone from the lake. Any other unreadable file is an
+// error from Next, and the cursor stays before it.
+package subscribe

@@ -1,0 +1,237 @@
+package subscribe_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/quarrylake/quarry/committer"
+	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/natstest"
+	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/streams"
+	"github.com/quarrylake/quarry/subscribe"
+)
+
+// env is an embedded JetStream server, a local lake, a committer and a
+// fake encoder that commits lines through it.
+type env struct {
+	t     *testing.T
+	js    jetstream.JetStream
+	store objstore.Store
+	seq   uint64 // last WAL seq reported
+	lines []string
+	cmt   *runningCommitter
+	names int
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	srv := natstest.RunServer(t)
+	_, js := natstest.Connect(t, srv.URL(), streams.Config{})
+	store, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, js: js, store: store}
+	e.cmt = e.startCommitter(js)
+	return e
+}
+
+// deafNotices loses the committer's commit notices while fail is set, as
+// if it died after each commit and before its notice.
+type deafNotices struct {
+	jetstream.JetStream
+	fail atomic.Bool
+}
+
+func (d *deafNotices) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	if d.fail.Load() && m.Subject == streams.NoticeSubject(streams.TableRecords) {
+		return nil, errors.New("injected: notice lost")
+	}
+	return d.JetStream.PublishMsg(ctx, m, opts...)
+}
+
+type runningCommitter struct {
+	c      *committer.Committer
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+}
+
+func (e *env) startCommitter(js jetstream.JetStream) *runningCommitter {
+	e.t.Helper()
+	e.names++
+	c, err := committer.New(committer.Config{
+		Name: fmt.Sprintf("c%d", e.names), LeaseTTL: 600 * time.Millisecond,
+		CommitInterval: 5 * time.Millisecond, OpTimeout: 5 * time.Second,
+	}, committer.Deps{JS: js, Store: e.store})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runningCommitter{c: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- c.Run(ctx) }()
+	e.t.Cleanup(func() { r.stop(e.t) })
+	return r
+}
+
+func (r *runningCommitter) stop(t *testing.T) {
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case err := <-r.done:
+			if err != nil {
+				t.Errorf("committer Run: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("committer did not stop within 30s")
+		}
+	})
+}
+
+// restartCommitter stops the committer and starts a new one on js.
+func (e *env) restartCommitter(js jetstream.JetStream) {
+	e.cmt.stop(e.t)
+	e.cmt = e.startCommitter(js)
+}
+
+func parquetBytes[T any](t *testing.T, rows []T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[T](&buf)
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// commit plays an encoder: one WAL batch per tenant in tenants, n lines
+// each, in one report; it waits until the committer has committed it and
+// returns the lines.
+func (e *env) commit(n int, tenants ...string) []string {
+	e.t.Helper()
+	ctx := context.Background()
+	rep := &streams.Report{ID: fmt.Sprintf("e.%d", e.seq+1), Encoder: "e1", CreatedAt: time.Now()}
+	var out []string
+	for _, tenant := range tenants {
+		e.seq++
+		seq := e.seq
+		rep.Batches = append(rep.Batches, streams.BatchRef{Seq: seq, Prev: seq - 1, Records: n})
+		var rows []lake.RecordRow
+		for i := range n {
+			p := fmt.Sprintf("%s-%d-%d", tenant, seq, i)
+			rows = append(rows, lake.RecordRow{WALSeq: int64(seq), RecordIndex: int32(i), TS: 1_700_000_000_000_000,
+				TemplateID: 1, TemplateVersion: 1, Params: []string{p}, Source: "src"})
+			out = append(out, "line "+p)
+		}
+		tpl := []lake.TemplateRow{{TemplateID: 1, Tenant: tenant, Version: 1, Template: "line <*>", Kind: "created", WALSeq: int64(seq)}}
+		name := lake.FileName(seq, seq, "e1")
+		for _, f := range []struct {
+			table, path string
+			data        []byte
+			pv          map[string]string
+		}{
+			{streams.TableRecords, lake.RecordsFilePath(tenant, "2026-01-01", name), parquetBytes(e.t, rows), map[string]string{"tenant": tenant, "date": "2026-01-01"}},
+			{streams.TableTemplates, tenant + "-" + name, parquetBytes(e.t, tpl), nil},
+		} {
+			if err := e.store.Put(ctx, f.table+"/"+f.path, f.data); err != nil {
+				e.t.Fatal(err)
+			}
+			rep.Files = append(rep.Files, streams.FileInfo{Table: f.table, Path: f.path, Size: int64(len(f.data)),
+				PartitionValues: f.pv, NumRecords: int64(n), ModificationTime: time.Now().UnixMilli()})
+		}
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	msg := nats.NewMsg(streams.ReportSubject("e1"))
+	msg.Header.Set(streams.HeaderMsgID, rep.ID)
+	msg.Header.Set(streams.HeaderFormat, streams.FormatReport)
+	msg.Data = b
+	if _, err := e.js.PublishMsg(ctx, msg); err != nil {
+		e.t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for e.cmt.c.HighWater() < e.seq {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("high-water %d, want %d", e.cmt.c.HighWater(), e.seq)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.lines = append(e.lines, out...)
+	return out
+}
+
+func (e *env) subscribe(cfg subscribe.Config) *subscribe.Subscription {
+	e.t.Helper()
+	if cfg.Store == nil {
+		cfg.Store = e.store
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 50 * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := subscribe.Subscribe(ctx, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// take reads n records from s.
+func take(t *testing.T, s *subscribe.Subscription, n int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []string
+	for range n {
+		r, err := s.Next(ctx)
+		if err != nil {
+			t.Fatalf("Next after %d of %d records (cursor %s): %v", len(out), n, s.Cursor(), err)
+		}
+		out = append(out, r.Line)
+	}
+	return out
+}
+
+// quiet checks s has nothing more to deliver: Next waits until ctx ends.
+func quiet(t *testing.T, s *subscribe.Subscription) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	before := s.Cursor()
+	if r, err := s.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next delivered %q (err %v), want nothing more", r.Line, err)
+	}
+	_ = before
+}
+
+// sameMultiset fails unless got and want hold the same lines, each as
+// often.
+func sameMultiset(t *testing.T, got, want []string) {
+	t.Helper()
+	g, w := slices.Clone(got), slices.Clone(want)
+	slices.Sort(g)
+	slices.Sort(w)
+	if !slices.Equal(g, w) {
+		t.Fatalf("delivered %d lines, want %d; got %v\nwant %v", len(got), len(want), got, want)
+	}
+}

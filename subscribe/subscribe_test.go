@@ -1,0 +1,257 @@
+package subscribe_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quarrylake/quarry/streams"
+	"github.com/quarrylake/quarry/subscribe"
+)
+
+// never is a poll interval no test waits out: a subscriber configured with
+// it learns of new commits from notices only.
+const never = time.Hour
+
+// collect runs Next in the background and sends every line it returns.
+func collect(t *testing.T, s *subscribe.Subscription) (<-chan string, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan string, 1024)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(ch)
+		for {
+			r, err := s.Next(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("Next: %v", err)
+				}
+				return
+			}
+			ch <- r.Line
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return ch, cancel
+}
+
+func receive(t *testing.T, ch <-chan string, n int) []string {
+	t.Helper()
+	var out []string
+	timeout := time.After(30 * time.Second)
+	for len(out) < n {
+		select {
+		case l, ok := <-ch:
+			if !ok {
+				t.Fatalf("subscriber stopped after %d of %d lines", len(out), n)
+			}
+			out = append(out, l)
+		case <-timeout:
+			t.Fatalf("received %d of %d lines within 30s", len(out), n)
+		}
+	}
+	return out
+}
+
+// TestFollowAcrossCommitterRestarts: a subscriber started mid-run reads the
+// lake, then follows new commits by their notices alone (it never polls),
+// through a committer restart and a committer that lost its notices (as if
+// it died between each commit and its notice): it gets every line once, in
+// commit order.
+func TestFollowAcrossCommitterRestarts(t *testing.T) {
+	e := newEnv(t)
+	e.commit(3, "acme")
+	e.commit(2, "acme", "beta")
+	s := e.subscribe(subscribe.Config{JS: e.js, From: subscribe.Beginning(), PollInterval: never})
+	ch, _ := collect(t, s)
+	got := receive(t, ch, len(e.lines)) // the lake's past: the subscriber is now at the live edge
+
+	want := e.commit(4, "beta")
+	got = append(got, receive(t, ch, len(want))...)
+
+	e.restartCommitter(e.js)
+	want = e.commit(2, "acme")
+	got = append(got, receive(t, ch, len(want))...)
+
+	// Notices lost: nothing reaches the subscriber until the next term
+	// publishes the missing notices.
+	deaf := &deafNotices{JetStream: e.js}
+	deaf.fail.Store(true)
+	e.restartCommitter(deaf)
+	lost := e.commit(3, "acme")
+	lost = append(lost, e.commit(1, "beta", "acme")...)
+	e.restartCommitter(e.js)
+	got = append(got, receive(t, ch, len(lost))...)
+	want = e.commit(2, "beta")
+	got = append(got, receive(t, ch, len(want))...)
+
+	sameMultiset(t, got, e.lines)
+	if !slices.Equal(got, e.lines) {
+		t.Fatalf("order:\n got %v\nwant %v", got, e.lines)
+	}
+	select {
+	case l := <-ch:
+		t.Fatalf("extra line %q", l)
+	default:
+	}
+}
+
+// TestResumeFromCursor: a subscriber stopped at many points (inside a
+// file, at a file's end, at the end of the lake, at the live edge, inside
+// a live file) and resumed from its cursor gets no gap and no duplicate.
+func TestResumeFromCursor(t *testing.T) {
+	e := newEnv(t)
+	e.commit(3, "acme", "beta")
+	e.commit(2, "acme")
+	e.commit(1, "beta")
+	lake := len(e.lines) // 3+3+2+1
+	var got []string
+	from := subscribe.Beginning()
+	resume := func(n int) {
+		t.Helper()
+		s := e.subscribe(subscribe.Config{JS: e.js, From: from, PollInterval: never})
+		got = append(got, take(t, s, n)...)
+		s.Close()
+		// The cursor survives as text.
+		c, err := subscribe.ParseCursor(s.Cursor().String())
+		if err != nil || c != s.Cursor() {
+			t.Fatalf("cursor %s round trip: %v, %v", s.Cursor(), c, err)
+		}
+		from = subscribe.After(c)
+	}
+	for _, n := range []int{1, 2, 1, 2, 3} { // inside a file, at a file's end, across files and commits
+		resume(n)
+	}
+	if len(got) != lake {
+		t.Fatalf("setup: read %d of the lake's %d lines", len(got), lake)
+	}
+	// Stopped exactly at the end of the lake; the next lines are live.
+	s := e.subscribe(subscribe.Config{JS: e.js, From: from, PollInterval: never})
+	ch, stop := collect(t, s)
+	e.commit(2, "acme")
+	got = append(got, receive(t, ch, 2)...)
+	stop()
+	from = subscribe.After(s.Cursor())
+	e.commit(3, "beta")
+	resume(1) // inside a live file
+	s = e.subscribe(subscribe.Config{JS: e.js, From: from, PollInterval: never})
+	ch, _ = collect(t, s)
+	got = append(got, receive(t, ch, 2)...)
+	e.commit(1, "acme")
+	got = append(got, receive(t, ch, 1)...)
+	if !slices.Equal(got, e.lines) {
+		t.Fatalf("resumed deliveries:\n got %v\nwant %v", got, e.lines)
+	}
+}
+
+// TestCatchUpWithoutNotices: a subscriber further behind than the notice
+// stream retains (the stream purged) catches up from the Delta log alone,
+// then follows the notices of new commits.
+func TestCatchUpWithoutNotices(t *testing.T) {
+	e := newEnv(t)
+	e.commit(2, "acme")
+	s := e.subscribe(subscribe.Config{JS: e.js, PollInterval: never})
+	got := take(t, s, 2)
+	s.Close()
+	e.commit(3, "beta")
+	e.commit(1, "acme", "beta")
+	ctx := context.Background()
+	st, err := e.js.Stream(ctx, streams.NoticeStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s = e.subscribe(subscribe.Config{JS: e.js, From: subscribe.After(s.Cursor()), PollInterval: never})
+	ch, _ := collect(t, s)
+	got = append(got, receive(t, ch, 5)...)
+	e.commit(2, "beta")
+	got = append(got, receive(t, ch, 2)...)
+	if !slices.Equal(got, e.lines) {
+		t.Fatalf("got %v\nwant %v", got, e.lines)
+	}
+}
+
+// TestPollWithoutNATS: without NATS, the subscriber finds commits in the
+// Delta log.
+func TestPollWithoutNATS(t *testing.T) {
+	e := newEnv(t)
+	e.commit(1, "acme")
+	s := e.subscribe(subscribe.Config{From: subscribe.Now()})
+	ch, _ := collect(t, s)
+	want := e.commit(2, "beta")
+	if got := receive(t, ch, 2); !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
+
+func TestFilters(t *testing.T) {
+	e := newEnv(t)
+	e.commit(2, "acme", "beta")
+	e.commit(3, "beta")
+	var beta, query []string
+	for _, l := range e.lines {
+		if strings.Contains(l, "beta") {
+			beta = append(beta, l)
+		}
+		if strings.HasSuffix(l, "-1") {
+			query = append(query, l)
+		}
+	}
+	s := e.subscribe(subscribe.Config{Tenant: "beta"})
+	if got := take(t, s, len(beta)); !slices.Equal(got, beta) {
+		t.Fatalf("tenant beta: got %v, want %v", got, beta)
+	}
+	quiet(t, s)
+	s = e.subscribe(subscribe.Config{Query: `/-1$/`})
+	if got := take(t, s, len(query)); !slices.Equal(got, query) {
+		t.Fatalf("query: got %v, want %v", got, query)
+	}
+	quiet(t, s)
+	if _, err := subscribe.Subscribe(context.Background(), subscribe.Config{Store: e.store, Query: "x | count"}); err == nil {
+		t.Error("an aggregating query was accepted")
+	}
+}
+
+func TestFromVersionAndTime(t *testing.T) {
+	e := newEnv(t)
+	first := e.commit(1, "acme")
+	mid := time.Now()
+	second := e.commit(2, "beta")
+	s := e.subscribe(subscribe.Config{From: subscribe.Time(mid)})
+	if got := take(t, s, 2); !slices.Equal(got, second) {
+		t.Fatalf("from time: got %v, want %v", got, second)
+	}
+	v := s.Cursor().Version
+	s = e.subscribe(subscribe.Config{From: subscribe.Version(v)})
+	if got := take(t, s, 2); !slices.Equal(got, second) {
+		t.Fatalf("from version %d: got %v, want %v", v, got, second)
+	}
+	s = e.subscribe(subscribe.Config{From: subscribe.Version(0)})
+	if got := take(t, s, 3); !slices.Equal(got, append(first, second...)) {
+		t.Fatalf("from version 0: got %v", got)
+	}
+}
+
+func TestParse(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct{ in, want string }{
+		{"", "beginning"}, {"beginning", "beginning"}, {"now", "now"}, {"12", "12"},
+		{"2026-11-29T10:00:00Z", "2026-11-29T10:00:00Z"}, {"1h", "2026-11-29T11:00:00Z"},
+		{"cursor:v3.f1.r7", "cursor:v3.f1.r7"},
+	} {
+		f, err := subscribe.ParseFrom(tt.in, now)
+		if err != nil || f.String() != tt.want {
+			t.Errorf("ParseFrom(%q) = %v, %v; want %s", tt.in, f, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"soon", "cursor:v1.f2", "cursor:x1.f2.r3", "cursor:v-1.f0.r0", "-3"} {
+		if _, err := subscribe.ParseFrom(bad, now); err == nil {
+			t.Errorf("ParseFrom(%q) accepted", bad)
+		}
+	}
+}
