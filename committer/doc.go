@@ -98,11 +98,15 @@
 //     templates only files it lacks (nothing, unless more arrived) and to
 //     records the rest;
 //   - after the records commit, before the high-water key: the key lags;
-//     the Delta log is the truth and the next advance fixes the key.
+//     the Delta log is the truth and the next advance fixes the key;
+//   - after the records commit, before its commit notice (notice.go,
+//     streams.NoticeStream): the next advance, or else the next term,
+//     publishes every notice missing after the last one in the stream, in
+//     version order, with Nats-Msg-Id "records-<version>".
 //
 // The code follows these steps by file: committer.go (the standby/lease
 // loop and retries), lease.go, term.go (one active term: rebuild, replay,
 // follow), report.go (judging a report, verdicts, dead letters), arbiter.go
 // (the rules), commit.go (an advance: both Delta commits and the high-water
-// key) and purge.go. docs/architecture.md tells the whole pipeline's story.
+// key), notice.go (commit notices) and purge.go. docs/architecture.md tells the whole pipeline's story.
 package committer

@@ -21,8 +21,9 @@ import (
 // Config says what to follow and from where.
 type Config struct {
 	// Lake is the lake URL (s3://bucket/prefix, file:///dir or a path), as
-	// for quarry's other commands; S3 credentials come from the environment
-	// (AWS_ACCESS_KEY_ID, ...). Ignored when Store is set.
+	// for quarry's other commands; S3 settings come from the environment
+	// (QUARRY_S3_ENDPOINT, QUARRY_S3_ACCESS_KEY or AWS_ACCESS_KEY_ID, ...).
+	// Ignored when Store is set.
 	Lake string
 	// Store is the lake's object store, for code inside quarry's module.
 	Store objstore.Store
