@@ -3,11 +3,13 @@
 package quarrytest_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/quarrylake/quarry/e2e/quarrytest"
+	"github.com/quarrylake/quarry/subscribe"
 )
 
 // A user's own suite starts quarry with NATS and MinIO, publishes lines and
@@ -24,5 +26,19 @@ func TestExample(t *testing.T) {
 	env.Publish(t, "acme", lines)
 	env.WaitCommitted(t, 3*time.Minute)
 	env.CheckExactlyOnce(t, lines)
+
+	// The same lines through a subscriber, as a downstream service gets them.
+	sub := env.Subscribe(t, subscribe.Config{Tenant: "acme", From: subscribe.Beginning()})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i, want := range lines {
+		rec, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("subscriber, line %d: %v", i, err)
+		}
+		if rec.Line != want {
+			t.Fatalf("subscriber, line %d: %q, want %q", i, rec.Line, want)
+		}
+	}
 	t.Logf("NATS %s, S3 %s, lake %s", env.NATSURL, env.S3Endpoint, env.LakeURL)
 }

@@ -47,6 +47,7 @@ import (
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/internal/tlsgen"
 	"github.com/quarrylake/quarry/streams"
+	"github.com/quarrylake/quarry/subscribe"
 )
 
 // Options configure Start. The zero value is a full deployment.
@@ -459,6 +460,24 @@ func (e *Env) Store(t testing.TB) objstore.Store {
 		t.Fatalf("open lake %s at %s: %v", e.LakeURL, e.S3Endpoint, err)
 	}
 	return s
+}
+
+// Subscribe follows the lake like a user's subscriber does (package
+// subscribe, docs/subscribers.md), on the lake in MinIO and the cluster's
+// commit notices; cfg's Store and JS are set here. The subscription is
+// closed when the test ends.
+func (e *Env) Subscribe(t testing.TB, cfg subscribe.Config) *subscribe.Subscription {
+	t.Helper()
+	_, js := e.Connect(t)
+	cfg.Store, cfg.JS = e.Store(t), js
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sub, err := subscribe.Subscribe(ctx, cfg)
+	if err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	t.Cleanup(func() { sub.Close() })
+	return sub
 }
 
 // Producer is a producer container publishing one file of lines.
