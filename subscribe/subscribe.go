@@ -66,6 +66,10 @@ type Record struct {
 	Version int64
 }
 
+// ErrConfig reports a Config that cannot work (a bad tenant or query, no
+// lake).
+var ErrConfig = errors.New("subscribe config")
+
 // ErrClosed is returned by Next after Close.
 var ErrClosed = errors.New("subscription closed")
 
@@ -103,24 +107,24 @@ func Subscribe(ctx context.Context, cfg Config) (*Subscription, error) {
 	}
 	if cfg.Tenant != "" {
 		if err := streams.CheckToken(cfg.Tenant); err != nil {
-			return nil, fmt.Errorf("tenant: %w", err)
+			return nil, fmt.Errorf("%w: tenant: %w", ErrConfig, err)
 		}
 	}
 	s := &Subscription{cfg: cfg, log: cfg.Log}
 	if cfg.Query != "" {
 		q, err := query.Compile(cfg.Query)
 		if err != nil {
-			return nil, fmt.Errorf("query: %w", err)
+			return nil, fmt.Errorf("%w: query: %w", ErrConfig, err)
 		}
 		if q.Aggregates() {
-			return nil, fmt.Errorf("query %q: a subscription delivers records, it cannot aggregate", cfg.Query)
+			return nil, fmt.Errorf("%w: query %q: a subscription delivers records, it cannot aggregate", ErrConfig, cfg.Query)
 		}
 		s.q = q
 	}
 	store := cfg.Store
 	if store == nil {
 		if cfg.Lake == "" {
-			return nil, errors.New("config: Lake or Store is required")
+			return nil, fmt.Errorf("%w: Lake or Store is required", ErrConfig)
 		}
 		var err error
 		if store, err = objstore.Open(ctx, cfg.Lake, objstore.S3OptionsFromEnv(os.Getenv)); err != nil {
@@ -358,6 +362,7 @@ type follower struct {
 	done    chan struct{}
 	pending *streams.Notice // the newest notice received, not yet used
 	stopped bool
+	failing bool // the last attempt to start the consumer failed (warned once)
 }
 
 // ensure starts the notice consumer when it is not running; it reports
@@ -386,15 +391,18 @@ func (f *follower) ensure(ctx context.Context) bool {
 		MaxResetAttempts:  streams.OrderedResetAttempts,
 		InactiveThreshold: time.Minute,
 	})
+	var it jetstream.MessagesContext
+	if err == nil {
+		it, err = cons.Messages()
+	}
 	if err != nil {
-		f.log.Warn("commit notice consumer, reading the Delta log instead", "err", err)
+		if !f.failing {
+			f.log.Warn("commit notice consumer, polling the Delta log instead", "err", err)
+		}
+		f.failing = true
 		return false
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		f.log.Warn("commit notice consumer, reading the Delta log instead", "err", err)
-		return false
-	}
+	f.failing = false
 	f.it, f.ch, f.done = it, make(chan *streams.Notice, 64), make(chan struct{})
 	go f.run(it, f.ch, f.done)
 	return true

@@ -80,7 +80,7 @@ func runTail(ctx context.Context, e *env, args []string) error {
 	sub, err := subscribe.Subscribe(sctx, cfg)
 	cancel()
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "query") || strings.HasPrefix(err.Error(), "tenant") {
+		if errors.Is(err, subscribe.ErrConfig) {
 			return errUsage{err.Error()}
 		}
 		return err
