@@ -316,11 +316,11 @@ func (f *framer) next() (msg []byte, bad string, err error) {
 
 func (f *framer) octet() ([]byte, string, error) {
 	n := 0
-	digits := 0
+	var digits []byte
 	for {
 		c, err := f.r.ReadByte()
 		if err != nil {
-			if digits == 0 && errors.Is(err, io.EOF) {
+			if len(digits) == 0 && errors.Is(err, io.EOF) {
 				return nil, "", io.EOF
 			}
 			if errors.Is(err, io.EOF) {
@@ -328,20 +328,19 @@ func (f *framer) octet() ([]byte, string, error) {
 			}
 			return nil, "", err
 		}
-		if c == ' ' && digits > 0 {
+		if c == ' ' && len(digits) > 0 {
 			break
 		}
-		if c < '0' || c > '9' || digits >= 9 {
+		if c < '0' || c > '9' || len(digits) >= 9 {
 			// The framing is lost: keep what is buffered for the
 			// dead-letter stream and end the connection.
 			f.broken = true
 			rest, _ := f.r.Peek(min(f.r.Buffered(), deadPrefix))
-			msg := append([]byte(strconv.Itoa(n)), c)
-			msg = append(msg, rest...)
-			return msg, fmt.Sprintf("octet-counted framing broken: byte %q in the length", c), nil
+			msg := append(append(digits, c), rest...)
+			return msg, fmt.Sprintf("octet-counted framing broken: byte %q where the length or its space belongs", c), nil
 		}
 		n = n*10 + int(c-'0')
-		digits++
+		digits = append(digits, c)
 	}
 	if n > f.max {
 		msg := make([]byte, min(n, deadPrefix))
@@ -402,9 +401,13 @@ func (f *framer) line() ([]byte, string, error) {
 		return nil, "", err
 	}
 	if long > 0 {
-		return msg, fmt.Sprintf("message of %d bytes exceeds producer.receivers.max_line_bytes %d", long, f.max), nil
+		return trimEOL(msg), fmt.Sprintf("message of %d bytes exceeds producer.receivers.max_line_bytes %d", long, f.max), nil
 	}
-	return trimEOL(msg), "", nil
+	msg = trimEOL(msg)
+	if len(msg) > f.max {
+		return msg, fmt.Sprintf("message of %d bytes exceeds producer.receivers.max_line_bytes %d", len(msg), f.max), nil
+	}
+	return msg, "", nil
 }
 
 func trimEOL(b []byte) []byte {
