@@ -1,7 +1,6 @@
 package httpin
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -223,12 +222,16 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 // lines splits a body at '\n' (a '\r' before it is dropped), skipping
 // empty lines; each keeps its 1-based line number.
 func lines(b []byte) (out [][]byte, nums []int) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, len(b)+1)
 	n := 0
-	for sc.Scan() {
+	for len(b) > 0 {
 		n++
-		ln := bytes.TrimSuffix(sc.Bytes(), []byte("\r"))
+		ln := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			ln, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		ln = bytes.TrimSuffix(ln, []byte("\r"))
 		if len(bytes.TrimSpace(ln)) == 0 {
 			continue
 		}

@@ -421,7 +421,9 @@ func (w *weighted) release(k int64) {
 	w.mu.Unlock()
 }
 
-// held is the units held now (tests).
+// InFlight is the number of bytes received and not yet durable.
+func (h *Hub) InFlight() int64 { return h.flight.inUse() }
+
 func (w *weighted) inUse() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
