@@ -19,7 +19,7 @@ import (
 var timeFields = []string{"@timestamp", "timestamp"}
 
 // Entry turns one JSON document into a line: the first of msgFields
-// present is the text (a string as is, any other value as its JSON), the
+// present (matched exactly, else ignoring case) is the text (a string as is, any other value as its JSON), the
 // first of @timestamp and timestamp that parses is the event time, and
 // every other field is an attribute, nested objects flattened to "a.b",
 // arrays kept as their JSON, null skipped. A document without a message
@@ -39,15 +39,10 @@ func Entry(doc []byte, msgFields []string) (producer.Entry, error) {
 		return producer.Entry{}, errors.New("more than one JSON value on the line")
 	}
 	var e producer.Entry
-	found := false
-	for _, f := range msgFields {
-		v, ok := m[f]
-		if !ok || v == nil {
-			continue
-		}
-		e.Text, found = scalar(v), true
-		delete(m, f)
-		break
+	key, found := messageKey(m, msgFields)
+	if found {
+		e.Text = scalar(m[key])
+		delete(m, key)
 	}
 	if !found {
 		e.Text = string(bytes.TrimSpace(doc))
@@ -69,6 +64,24 @@ func Entry(doc []byte, msgFields []string) (producer.Entry, error) {
 		sort.Slice(e.Attrs, func(i, j int) bool { return e.Attrs[i].Key < e.Attrs[j].Key })
 	}
 	return e, nil
+}
+
+// messageKey is the first of fields present in m with a non-null value,
+// matched exactly, else ignoring case (syslog-ng writes MESSAGE).
+func messageKey(m map[string]any, fields []string) (string, bool) {
+	for _, f := range fields {
+		if v, ok := m[f]; ok && v != nil {
+			return f, true
+		}
+	}
+	for _, f := range fields {
+		for k, v := range m {
+			if v != nil && strings.EqualFold(k, f) {
+				return k, true
+			}
+		}
+	}
+	return "", false
 }
 
 func flatten(out []streams.Attr, prefix string, m map[string]any) []streams.Attr {

@@ -46,6 +46,10 @@ func TestEntry(t *testing.T) {
 			want: producer.Entry{Text: "m", Attrs: []streams.Attr{{Key: "timestamp", Value: "soon"}}}},
 		{name: "first message field wins", doc: `{"msg":"b","message":"a"}`,
 			want: producer.Entry{Text: "a", Attrs: []streams.Attr{{Key: "msg", Value: "b"}}}},
+		{name: "exact match before case-insensitive", doc: `{"MESSAGE":"b","log":"a"}`,
+			want: producer.Entry{Text: "a", Attrs: []streams.Attr{{Key: "MESSAGE", Value: "b"}}}},
+		{name: "case-insensitive (syslog-ng)", doc: `{"MESSAGE":"a","HOST":"h"}`,
+			want: producer.Entry{Text: "a", Attrs: []streams.Attr{{Key: "HOST", Value: "h"}}}},
 		{name: "non-string message", doc: `{"message":{"a":1}}`, want: producer.Entry{Text: `{"a":1}`}},
 		{name: "no message field: the document is the text", doc: ` {"a":1} `, want: producer.Entry{Text: `{"a":1}`}},
 		{name: "array", doc: `[1,2]`, bad: "not a JSON object"},
@@ -376,5 +380,56 @@ func TestMutualTLS(t *testing.T) {
 	}
 	if got := recvtest.Texts(t, js, "default"); !reflect.DeepEqual(got, []string{"over mtls"}) {
 		t.Fatalf("WAL %q", got)
+	}
+}
+
+// syslog-ng's elasticsearch-http() destination (the SCL wrapper of http())
+// posts a file's lines to /<tenant>/_bulk, and its http() destination
+// posts JSON lines to /jsonline: every line reaches the WAL exactly once,
+// with syslog-ng's fields as attributes.
+func TestSyslogNGHTTP(t *testing.T) {
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s.URL(), streams.Config{})
+	hub := recvtest.HubOn(t, js, producer.Config{}, nil)
+	url := start(t, hub, nil)
+	bulkFile, bulkWant := recvtest.Numbered(t, "bulk", 1000)
+	jsonFile, jsonWant := recvtest.Numbered(t, "jsonline", 1000)
+	d := recvtest.SyslogNG(t, fmt.Sprintf(`
+source s_bulk { file(%q follow-freq(0.1) flags(no-parse)); };
+source s_json { file(%q follow-freq(0.1) flags(no-parse)); };
+destination d_bulk { elasticsearch-http(url(%q) index("ignored") type("") batch-lines(100) workers(2)); };
+destination d_json {
+  http(url(%q) method("POST") headers("Content-Type: application/x-ndjson")
+    body("$(format-json message=$MSG host=$HOST program=$PROGRAM @timestamp=$ISODATE)")
+    batch-lines(100) workers(2));
+};
+log { source(s_bulk); destination(d_bulk); };
+log { source(s_json); destination(d_json); };
+`, bulkFile, jsonFile, url+"/bulkt/_bulk", url+"/jsonline?tenant=jsont"))
+	acked := func(tenant string) uint64 {
+		for _, st := range hub.Stats() {
+			if st.Source == ingest.SourceID(tenant) {
+				return st.Lines
+			}
+		}
+		return 0
+	}
+	recvtest.Wait(t, time.Minute, func() bool {
+		d.Check(t)
+		return acked("bulkt") >= 1000 && acked("jsont") >= 1000
+	})
+	for _, c := range []struct {
+		tenant string
+		want   []string
+	}{{"bulkt", bulkWant}, {"jsont", jsonWant}} {
+		recs := recvtest.Records(t, js, c.tenant)
+		var got []string
+		for _, r := range recs {
+			got = append(got, r.Text)
+		}
+		recvtest.ExactlyOnce(t, got, c.want)
+		if r := recs[0]; r.TSSource != streams.TSEvent || recvtest.Attr(r, "host")+recvtest.Attr(r, "HOST") == "" {
+			t.Fatalf("%s: record %q: time source %v, attrs %v", c.tenant, r.Text, r.TSSource, r.Attrs)
+		}
 	}
 }
