@@ -185,6 +185,18 @@ func (h *Hub) Stats() []producer.Stats {
 	return out
 }
 
+// AckLatencies is the publish→ack latency of every frame of every
+// tenant's source acked so far.
+func (h *Hub) AckLatencies() *producer.LatencyHistogram {
+	out := producer.NewLatencyHistogram()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range h.tenants {
+		out.Merge(t.lines.AckLatencies())
+	}
+	return out
+}
+
 // SourceID is the source id of tenant's lines.
 func SourceID(tenant string) string { return "recv-" + tenant }
 
