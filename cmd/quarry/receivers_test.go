@@ -135,4 +135,15 @@ func TestRunFollowReceivers(t *testing.T) {
 	if raw, _ := runCLI(t, "", "query", "--lake", filepath.Join(data, "lake"), "--tenant", "web", "--format", "raw"); strings.Count(raw, "\n") != 600 {
 		t.Fatalf("tenant web holds %d lines, want 600", strings.Count(raw, "\n"))
 	}
+	// Attributes land in the records' attrs.
+	jl2, _ := runCLI(t, "", "query", "--lake", filepath.Join(data, "lake"), "--tenant", "web", "--format", "jsonl")
+	if n := strings.Count(jl2, `"svc":"api"`); n != 300 {
+		t.Fatalf("%d records carry attrs svc=api, want 300", n)
+	}
+	if _, err := exec.LookPath("logger"); err == nil {
+		sys, _ := runCLI(t, "", "query", "--lake", filepath.Join(data, "lake"), "--tenant", "sys", "--format", "jsonl")
+		if n := strings.Count(sys, `"app":"quarrytest"`); n != 300 {
+			t.Fatalf("%d syslog records carry attrs app=quarrytest, want 300", n)
+		}
+	}
 }
