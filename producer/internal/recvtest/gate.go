@@ -17,7 +17,9 @@ type GateJS struct {
 }
 
 // NewGate wraps js, closed.
-func NewGate(js jetstream.JetStream) *GateJS { return &GateJS{JetStream: js, gate: make(chan struct{})} }
+func NewGate(js jetstream.JetStream) *GateJS {
+	return &GateJS{JetStream: js, gate: make(chan struct{})}
+}
 
 // Open lets the held publishes and every later one through.
 func (g *GateJS) Open() { g.once.Do(func() { close(g.gate) }) }
