@@ -251,8 +251,9 @@ func (h *Hub) tenant(name string) (*tenant, error) {
 // Submit hands entries (received by receiver, size bytes on the wire) to
 // tenant's source. With wait it blocks while the in-flight bound is
 // reached (syslog: the connection stops reading); without, it returns
-// ErrBusy. done gets the outcome once every line is durable (or failed);
-// it is not called when Submit returns an error.
+// ErrBusy. done gets the outcome once, when every line is durable, or
+// with an error when they failed or the source stopped first; it is not
+// called when Submit returns an error.
 func (h *Hub) Submit(ctx context.Context, receiver, tenantName string, entries []producer.Entry, size int64, wait bool, done func(producer.Ingested, error)) error {
 	t, err := h.tenant(tenantName)
 	if err != nil {
@@ -284,13 +285,17 @@ func (h *Hub) Submit(ctx context.Context, receiver, tenantName string, entries [
 			bad++
 		}
 	}
-	// A source that stops without answering (its reader abandoned) must
-	// not keep the bytes: release them when it stops.
+	// A source that stops without answering (its reader abandoned after a
+	// failure) must neither keep the bytes nor leave the receiver waiting:
+	// when it stops, done gets ErrUnavailable.
+	var answered sync.Once
+	answer := func(in producer.Ingested, err error) { answered.Do(func() { done(in, err) }) }
 	stopWatch := make(chan struct{})
 	go func() {
 		select {
 		case <-t.done:
 			release()
+			answer(producer.Ingested{}, fmt.Errorf("%w: source %s stopped before the lines were durable", ErrUnavailable, SourceID(t.name)))
 		case <-stopWatch:
 		}
 	}()
@@ -301,7 +306,7 @@ func (h *Hub) Submit(ctx context.Context, receiver, tenantName string, entries [
 			h.m.lines.WithLabelValues(receiver).Add(float64(n - bad))
 			h.m.rejected.WithLabelValues(receiver).Add(float64(bad))
 		}
-		done(in, err)
+		answer(in, err)
 	})
 	if err != nil {
 		close(stopWatch)

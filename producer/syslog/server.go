@@ -187,15 +187,12 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		if len(batch) == 0 {
 			return true
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return false
-		}
+		// Not bounded by ctx: what was read is handed over even while
+		// shutting down; every batch's done comes (the hub answers it
+		// when its source stops).
+		slots <- struct{}{}
 		b, n := batch, size
 		batch, size = nil, 0
-		// Wait for room without ctx: what was read is handed over even
-		// while shutting down (the hub refuses once it stopped).
 		err := s.hub.Submit(context.WithoutCancel(ctx), "syslog", s.hub.DefaultTenant(), b, n, true, func(_ producer.Ingested, err error) {
 			if err != nil {
 				mu.Lock()
