@@ -190,10 +190,13 @@ func TestTCPBackpressure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 400000 // ~16 MB, far above every buffer on the way
+	// ~16 MB, far above every buffer on the way (socket buffers grow to
+	// 4 MiB and 6 MiB).
+	const n = 150000
+	pad := strings.Repeat("p", 64)
 	var all []byte
 	for i := range n {
-		all = fmt.Appendf(all, "<13>1 - h a - - - line %07d\n", i)
+		all = fmt.Appendf(all, "<13>1 - h a - - - line %07d %s\n", i, pad)
 	}
 	c.SetWriteDeadline(time.Now().Add(3 * time.Second))
 	w, err := c.Write(all)
@@ -221,7 +224,7 @@ func TestTCPBackpressure(t *testing.T) {
 		t.Fatalf("WAL holds %d lines, want %d", len(got), n)
 	}
 	for i, x := range got {
-		if want := fmt.Sprintf("line %07d", i); x != want {
+		if want := fmt.Sprintf("line %07d %s", i, pad); x != want {
 			t.Fatalf("line %d: %q, want %q (lost or repeated)", i, x, want)
 		}
 	}

@@ -4,7 +4,6 @@ package recvtest
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"testing"
@@ -71,12 +70,12 @@ func Records(t testing.TB, js jetstream.JetStream, tenant string) []streams.Reco
 	t.Helper()
 	var out []streams.Record
 	for _, m := range messages(t, js, streams.WALStream) {
-		if m.Subject != streams.LineSubject(tenant) {
+		if m.Subject() != streams.LineSubject(tenant) {
 			continue
 		}
-		f, err := streams.DecodeFrame(m.Data)
+		f, err := streams.DecodeFrame(m.Data())
 		if err != nil {
-			t.Fatalf("wal seq %d: %v", m.Sequence, err)
+			t.Fatalf("wal message on %s: %v", m.Subject(), err)
 		}
 		out = append(out, f.Records...)
 	}
@@ -103,14 +102,14 @@ func DeadLetters(t testing.TB, js jetstream.JetStream) []DeadLetter {
 	t.Helper()
 	var out []DeadLetter
 	for _, m := range messages(t, js, streams.DeadLetterStream) {
-		out = append(out, DeadLetter{Payload: string(m.Data), Reason: m.Header.Get(streams.HeaderReason)})
+		out = append(out, DeadLetter{Payload: string(m.Data()), Reason: m.Headers().Get(streams.HeaderReason)})
 	}
 	return out
 }
 
-func messages(t testing.TB, js jetstream.JetStream, stream string) []*jetstream.RawStreamMsg {
+func messages(t testing.TB, js jetstream.JetStream, stream string) []jetstream.Msg {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
@@ -120,18 +119,38 @@ func messages(t testing.TB, js jetstream.JetStream, stream string) []*jetstream.
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*jetstream.RawStreamMsg
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	// An ordered consumer reads in batches: one request per message would
+	// take long for a WAL of many small frames.
+	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []jetstream.Msg
+	for {
+		b, err := c.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, m)
+		for m := range b.Messages() {
+			out = append(out, m)
+		}
+		if b.Error() != nil {
+			t.Fatal(b.Error())
+		}
+		if len(out) == 0 {
+			t.Fatalf("stream %s: nothing fetched", stream)
+		}
+		md, err := out[len(out)-1].Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md.Sequence.Stream >= info.State.LastSeq {
+			return out
+		}
 	}
-	return out
 }
 
 // Attr is the value of key in r's attributes ("" when absent).
