@@ -99,7 +99,7 @@ func FuzzEntry(f *testing.F) {
 	})
 }
 
-func start(t *testing.T, hub *ingest.Hub, tlsCfg *tls.Config) string {
+func start(t testing.TB, hub *ingest.Hub, tlsCfg *tls.Config) string {
 	t.Helper()
 	s, err := httpin.Listen("127.0.0.1:0", tlsCfg, hub)
 	if err != nil {
