@@ -156,3 +156,28 @@ func TestRunFollowReceivers(t *testing.T) {
 		}
 	}
 }
+
+// Receiver flags are checked before anything starts: they need --follow
+// in `quarry run`, TLS needs a certificate, and a bad token list is an
+// error naming the variable.
+func TestReceiverFlagErrors(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+		msg  string
+	}{
+		{[]string{"run", "--data", t.TempDir(), "--listen-http", "127.0.0.1:0"}, nil, "need --follow"},
+		{[]string{"run", "--follow", "--data", t.TempDir(), "--listen-syslog-tls", "127.0.0.1:0"}, nil, "listen_syslog_tls: needs tls_cert and tls_key"},
+		{[]string{"run", "--follow", "--data", t.TempDir(), "--listen-http", "nohostport"}, nil, "listen_http"},
+		{[]string{"run", "--follow", "--data", t.TempDir(), "--listen-http", "127.0.0.1:0"}, map[string]string{"QUARRY_INGEST_TOKENS": "justatoken"}, "QUARRY_INGEST_TOKENS"},
+	} {
+		var out, errb bytes.Buffer
+		e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return tt.env[k] }}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		code := runMain(ctx, e, tt.args)
+		cancel()
+		if code == 0 || !strings.Contains(errb.String(), tt.msg) {
+			t.Errorf("quarry %v: exit %d, stderr %q; want an error mentioning %q", tt.args, code, errb.String(), tt.msg)
+		}
+	}
+}
