@@ -366,10 +366,39 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	entries, items, entryItem := parseBulk(b, tenant, s.entry)
+	in, ok := s.ingest(w, r, "bulk", tenant, entries, len(b))
+	if !ok {
+		return
+	}
+	resp := BulkResponse{Items: items}
+	for i, it := range entryItem {
+		for op, res := range items[it] {
+			if res.ID == "" && res.Status < 300 {
+				res.ID = streams.FrameMsgID(in.Source, in.FirstOffset+uint64(i))
+			}
+			items[it][op] = res
+		}
+	}
+	for _, it := range items {
+		for _, res := range it {
+			if res.Status >= 300 {
+				resp.Errors = true
+			}
+		}
+	}
+	resp.Took = time.Since(start).Milliseconds()
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// parseBulk reads a _bulk body into the entries to write and the
+// response items, in order; entries[i] answers items[entryItem[i]]. entry
+// converts one document (a bad one has Bad set). Every line of the body
+// is an item's action or document: a malformed action is dead-lettered
+// with the document after it (unless that is an action itself), so
+// nothing is skipped silently.
+func parseBulk(b []byte, tenant string, entry func([]byte) producer.Entry) (entries []producer.Entry, items []BulkItem, entryItem []int) {
 	docs, _ := lines(b)
-	var entries []producer.Entry
-	var items []BulkItem
-	var entryItem []int // entries[i] is items[entryItem[i]]
 	for i := 0; i < len(docs); i++ {
 		op, act, err := parseAction(docs[i])
 		if err != nil {
@@ -413,7 +442,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		i++
-		e := s.entry(docs[i])
+		e := entry(docs[i])
 		res := BulkResult{Index: idx, ID: act.ID, Status: http.StatusCreated, Result: "created"}
 		if e.Bad != "" {
 			res = BulkResult{Index: idx, ID: act.ID, Status: http.StatusBadRequest,
@@ -423,28 +452,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		entryItem = append(entryItem, len(items))
 		items = append(items, BulkItem{op: res})
 	}
-	in, ok := s.ingest(w, r, "bulk", tenant, entries, len(b))
-	if !ok {
-		return
-	}
-	resp := BulkResponse{Items: items}
-	for i, it := range entryItem {
-		for op, res := range items[it] {
-			if res.ID == "" && res.Status < 300 {
-				res.ID = streams.FrameMsgID(in.Source, in.FirstOffset+uint64(i))
-			}
-			items[it][op] = res
-		}
-	}
-	for _, it := range items {
-		for _, res := range it {
-			if res.Status >= 300 {
-				resp.Errors = true
-			}
-		}
-	}
-	resp.Took = time.Since(start).Milliseconds()
-	writeJSON(w, http.StatusOK, resp)
+	return entries, items, entryItem
 }
 
 // parseAction reads a _bulk action line: {"index"|"create"|"delete"|
