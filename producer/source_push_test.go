@@ -68,3 +68,40 @@ func TestPushAnsweredWhenDurable(t *testing.T) {
 		t.Fatalf("submit after stop: %v", err)
 	}
 }
+
+// A restarted push source continues its offsets after what the WAL holds,
+// so its frame ids never repeat and no frame is de-duplicated away.
+func TestPushRestartContinuesOffsets(t *testing.T) {
+	js := testJS(t)
+	var nexts []uint64
+	for run := range 2 {
+		l, p, err := NewPush(Config{Tenant: "again", Linger: time.Millisecond}, Deps{JS: js})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		runErr := make(chan error, 1)
+		go func() { runErr <- l.Run(ctx) }()
+		res := make(chan Ingested, 1)
+		if err := p.Submit(ctx, []Entry{{Text: "a"}, {Text: "b"}}, func(in Ingested, err error) {
+			if err != nil {
+				t.Errorf("run %d: %v", run, err)
+			}
+			res <- in
+		}); err != nil {
+			t.Fatal(err)
+		}
+		in := <-res
+		if run == 1 && in.FirstOffset < nexts[0] {
+			t.Fatalf("restart wrote from offset %d, the first run ended at %d", in.FirstOffset, nexts[0])
+		}
+		nexts = append(nexts, in.NextOffset)
+		cancel()
+		if err := <-runErr; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := walLines(t, js, streams.LineSubject("again")); len(got) != 4 {
+		t.Fatalf("WAL %q, want 4 lines", got)
+	}
+}

@@ -44,9 +44,10 @@ type Server struct {
 // Per connection: at most this many batches handed to the hub and not
 // yet durable, and a batch is cut at this many messages or bytes.
 const (
-	connInFlight  = 4
-	batchMessages = 1024
-	batchBytes    = 256 << 10
+	handshakeTimeout = 10 * time.Second
+	connInFlight     = 4
+	batchMessages    = 1024
+	batchBytes       = 256 << 10
 )
 
 // Listen opens the listeners of cfg (port 0 picks one; UDP takes the TCP
@@ -161,6 +162,17 @@ func (s *Server) accept(ctx context.Context, l net.Listener, conns *sync.WaitGro
 // stops reading.
 func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	defer c.Close()
+	if tc, ok := c.(*tls.Conn); ok {
+		// A client that never completes the handshake must not hold a
+		// connection slot.
+		hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			s.log.Warn("syslog tls handshake", "remote", c.RemoteAddr().String(), "err", err)
+			return
+		}
+	}
 	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
 	defer stop()
 	log := s.log.With("remote", c.RemoteAddr().String())
