@@ -189,8 +189,14 @@ func (s *Server) auth(w http.ResponseWriter, r *http.Request, explicit string) (
 }
 
 // body reads r's body, gunzipped when Content-Encoding says gzip, up to
-// MaxBodyBytes; it answers 413 or 400 itself when !ok.
+// MaxBodyBytes; it answers 429, 413 or 400 itself when !ok.
 func (s *Server) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	// Refuse before reading what would be refused after: bodies waiting
+	// for room are not held in memory.
+	if r.ContentLength > 0 && s.hub.Busy(r.ContentLength) {
+		writeError(w, http.StatusTooManyRequests, "es_rejected_execution_exception", ingest.ErrBusy.Error(), 1)
+		return nil, false
+	}
 	var rd io.Reader = http.MaxBytesReader(w, r.Body, s.rc.MaxBodyBytes)
 	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
 		zr, err := gzip.NewReader(rd)

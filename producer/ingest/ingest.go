@@ -438,6 +438,13 @@ func (w *weighted) release(k int64) {
 	w.mu.Unlock()
 }
 
+// Busy reports whether n more bytes would be refused at the in-flight
+// bound now: the HTTP receiver answers 429 before reading such a body.
+func (h *Hub) Busy(n int64) bool {
+	held := h.flight.inUse()
+	return held > 0 && held+max(n, 1) > h.rc.MaxInFlightBytes
+}
+
 // InFlight is the number of bytes received and not yet durable.
 func (h *Hub) InFlight() int64 { return h.flight.inUse() }
 
