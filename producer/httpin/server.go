@@ -105,17 +105,26 @@ func (s *Server) esProbe(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.auth(w, r, ""); !ok {
 		return
 	}
+	// Shippers configured with a path prefix (the tenant: Filebeat's path,
+	// Logstash's path, Fluent Bit's Path, Vector's endpoint path) probe
+	// under it: /<tenant>/ is the root, /<tenant>/_license the license.
+	p := strings.Trim(r.URL.Path, "/")
+	if i := strings.IndexByte(p, '/'); i >= 0 && !strings.HasPrefix(p, "_") {
+		p = p[i+1:]
+	} else if !strings.HasPrefix(p, "_") {
+		p = ""
+	}
 	switch {
-	case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+	case p == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		writeJSON(w, http.StatusOK, map[string]any{
 			"name": "quarry", "cluster_name": "quarry", "cluster_uuid": "quarry",
 			"version": map[string]any{"number": "8.11.0", "build_flavor": "default", "lucene_version": "9.8.0",
 				"minimum_wire_compatibility_version": "7.17.0", "minimum_index_compatibility_version": "7.0.0"},
 			"tagline": "You Know, for Search",
 		})
-	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/_license"):
+	case r.Method == http.MethodGet && strings.HasPrefix(p, "_license"):
 		writeJSON(w, http.StatusOK, map[string]any{"license": map[string]any{"status": "active", "type": "basic", "uid": "quarry"}})
-	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/_xpack"):
+	case r.Method == http.MethodGet && strings.HasPrefix(p, "_xpack"):
 		writeJSON(w, http.StatusOK, map[string]any{"features": map[string]any{}, "license": map[string]any{"status": "active", "type": "basic"}})
 	case r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodPut || r.Method == http.MethodPost:
 		// Templates, pipelines, ILM policies: acknowledged, not kept.

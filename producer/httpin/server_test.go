@@ -433,3 +433,36 @@ log { source(s_json); destination(d_json); };
 		}
 	}
 }
+
+// The Elasticsearch probes shippers make answer like Elasticsearch 8, at
+// the root and under a tenant path prefix.
+func TestESProbes(t *testing.T) {
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s.URL(), streams.Config{})
+	url := start(t, recvtest.HubOn(t, js, producer.Config{}, nil), nil)
+	for _, p := range []string{"/", "/acme", "/acme/"} {
+		resp, err := http.Get(url + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			Version struct{ Number string } `json:"version"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		if err != nil || !strings.HasPrefix(v.Version.Number, "8.") || resp.Header.Get("X-Elastic-Product") != "Elasticsearch" {
+			t.Fatalf("GET %s: version %q, header %q, err %v", p, v.Version.Number, resp.Header.Get("X-Elastic-Product"), err)
+		}
+	}
+	for _, p := range []string{"/_license", "/acme/_license"} {
+		resp, err := http.Get(url + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), `"license"`) {
+			t.Fatalf("GET %s: %s", p, b)
+		}
+	}
+}
