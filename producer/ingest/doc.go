@@ -27,4 +27,13 @@
 // acknowledgement, so a crash loses what the kernel and the receiver held.
 // Each tenant's source resumes its offsets after the WAL's frames (as
 // NewSubject), so frame ids never repeat.
+//
+// Adding a receiver (OTLP is next): a package per protocol that turns a
+// request into []producer.Entry (text, attributes, event time; Bad with a
+// reason for what does not decode), applies Hub.Check, and calls
+// Hub.Ingest (request/response protocols: map ErrBusy to 429 or gRPC
+// RESOURCE_EXHAUSTED, ErrUnavailable and ErrNotDurable to 503 or
+// UNAVAILABLE) or Hub.Submit with wait (streams without acknowledgement).
+// Its listen address belongs in producer.ReceiversConfig and
+// cmd/quarry/receivers.go.
 package ingest
