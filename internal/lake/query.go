@@ -148,7 +148,8 @@ func (s *v2Source) close() error { return s.closeFn() }
 // v3Source is a decoded records v3 file (recfile.Decode returns its rows
 // in WAL order).
 type v3Source struct {
-	recs []recfile.Record
+	recs    []recfile.Record
+	noLines bool // decoded without lines (recfile.Projection.Lines false)
 }
 
 func (s *v3Source) read(out []fileRow) (int, error) {

@@ -1,6 +1,7 @@
 package lake
 
 import (
+	"bytes"
 	"cmp"
 	"container/heap"
 	"context"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/query"
@@ -436,9 +439,11 @@ func (h *recHeap) Pop() any {
 }
 
 // readFile decodes one file and returns the records the plan selects, in
-// WAL order.
+// WAL order. A records v3 file is decoded column by column
+// (recfile.DecodeProjected) and only for the template versions the plan may
+// match; a v2 file is streamed as Query does.
 func (s *search) readFile(ctx context.Context, f searchFile) ([]Record, error) {
-	src, err := s.l.openRecords(ctx, f.add, s.texts)
+	src, err := s.openFile(ctx, f, true)
 	if err != nil {
 		return nil, err
 	}
@@ -478,6 +483,67 @@ func (s *search) readFile(ctx context.Context, f searchFile) ([]Record, error) {
 	}
 }
 
+// openFile opens a records file of either version for the search; lines
+// false reads no parameter and renders no line (v3 only; a v2 file is read
+// whole).
+func (s *search) openFile(ctx context.Context, f searchFile, lines bool) (rowSource, error) {
+	key := s.l.records.FileKey(f.add.Path)
+	data, err := readObject(ctx, s.l, key)
+	if err != nil {
+		return nil, err
+	}
+	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	if err != nil {
+		return nil, fmt.Errorf("parquet %s: %w", key, err)
+	}
+	v, err := RecordsFileVersion(pf)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	if v == 2 {
+		r := parquet.NewGenericReader[RecordRow](pf)
+		return &v2Source{r: r, closeFn: r.Close}, nil
+	}
+	var missing *recfile.Key
+	keep := func(k recfile.Key) bool {
+		if s.family != nil && !s.family[int64(k.ID)] {
+			return false
+		}
+		tp := f.plan.plan.Template(k.ID, k.Version)
+		if tp == nil {
+			if missing == nil {
+				missing = &k
+			}
+			return false
+		}
+		return tp.Decision != query.None
+	}
+	c := f.plan.plan.Columns
+	recs, err := recfile.DecodeProjected(data, s.texts, recfile.Projection{Keep: keep, Lines: lines,
+		Source: c&query.ColSource != 0 || !s.opts.LineOnly, Attrs: c&query.ColAttrs != 0 || !s.opts.LineOnly})
+	if err != nil {
+		return nil, fmt.Errorf("records file %s: %w", f.add.Path, err)
+	}
+	if missing != nil {
+		return nil, fmt.Errorf("records file %s: template %d version %d: %w", f.add.Path, missing.ID, missing.Version, ErrTemplateMissing)
+	}
+	return &v3Source{recs: recs, noLines: !lines}, nil
+}
+
+// readObject reads a whole object.
+func readObject(ctx context.Context, l *Lake, key string) ([]byte, error) {
+	ra, size, err := l.store.Open(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", key, err)
+	}
+	defer ra.Close()
+	data := make([]byte, size)
+	if _, err := ra.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && int64(len(data)) == size) {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	return data, nil
+}
+
 // match decides one row and, when it matches, builds its Record.
 func (s *search) match(row *fileRow, f searchFile, qr *query.Record) (Record, bool, error) {
 	if !s.keepRow(row.TS, row.TemplateID, row.WALSeq, row.Index) {
@@ -505,7 +571,7 @@ func (s *search) match(row *fileRow, f searchFile, qr *query.Record) (Record, bo
 	}
 	ts := time.UnixMicro(row.TS).UTC()
 	if tp.Decision == query.Scan {
-		if row.v3 && tp.Columns&query.ColParams != 0 {
+		if row.v3 && tp.ReadsParams() {
 			params = splitParams(text, line)
 		}
 		*qr = query.Record{Tenant: f.tenant, Source: row.Source, TS: ts, TemplateID: uint64(row.TemplateID),
@@ -599,8 +665,32 @@ func (s *search) aggregateFile(ctx context.Context, f searchFile, agg *query.Agg
 }
 
 // aggregateNarrow counts a file reading only wal_seq, record_index, ts,
-// template_id and template_version.
+// template_id and template_version (and source and attrs for a v3 file when
+// the plan needs them, which narrow excludes).
 func (s *search) aggregateNarrow(ctx context.Context, f searchFile, agg *query.Aggregator) error {
+	src, err := s.openFile(ctx, f, false)
+	if err != nil {
+		return err
+	}
+	defer src.close()
+	if v3, ok := src.(*v3Source); ok {
+		var qr query.Record
+		for i := range v3.recs {
+			r := &v3.recs[i]
+			ts := floorDiv(r.TS, 1000)
+			if !s.keepRow(ts, int64(r.TemplateID), int64(r.WALSeq), int32(r.Index)) {
+				continue
+			}
+			tp := f.plan.plan.Template(r.TemplateID, r.TemplateVersion) // not nil: openFile kept only planned versions
+			qr = query.Record{Tenant: f.tenant, TS: time.UnixMicro(ts).UTC(), TemplateID: r.TemplateID, TemplateVersion: r.TemplateVersion}
+			if tp.Decision == query.Scan && !tp.Match(&qr) {
+				continue
+			}
+			agg.Add(&qr)
+		}
+		return nil
+	}
+	src.close()
 	r, closeFn, err := openParquet[narrowRow](ctx, s.l.records, f.add.Path)
 	if err != nil {
 		return err

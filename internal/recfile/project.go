@@ -1,0 +1,351 @@
+package recfile
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/quarrylake/quarry/streams"
+)
+
+// Projection chooses what DecodeProjected reads and renders.
+type Projection struct {
+	// Keep is asked once per template version of the file; the rows of a
+	// version it rejects are skipped: not rendered and not returned. nil
+	// keeps every row.
+	Keep func(Key) bool
+	// Lines renders Line, reading kinds, ts_residue and the parameter
+	// columns. Without it only wal_seq, record_index, ts, template_id and
+	// template_version are read (and source and attrs when asked).
+	Lines bool
+	// Source reads Source, Attrs reads Attrs.
+	Source, Attrs bool
+}
+
+// DecodeProjected is Decode reading column by column and only what p asks
+// for: the records of the versions p.Keep takes, in WAL order (wal_seq,
+// record_index), with Line set only under p.Lines. With p = Projection{Lines:
+// true, Source: true, Attrs: true} it returns what Decode returns.
+func DecodeProjected(data []byte, tpl Templates, p Projection) ([]Record, error) {
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	if err != nil {
+		return nil, fmt.Errorf("open records file: %w", err)
+	}
+	cols := columnsOf(f.Schema())
+	d := decoder{tpl: tpl, infos: map[Key][]string{}, kinds: map[string][]slot{}, strs: map[string]string{}}
+	var out []Record
+	for _, rg := range f.RowGroups() {
+		if out, err = d.projectRowGroup(out, cols, rg, &p); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(out, func(a, b Record) int {
+		return cmp.Or(cmp.Compare(a.WALSeq, b.WALSeq), cmp.Compare(a.Index, b.Index))
+	})
+	return out, nil
+}
+
+// span is a value's bytes in an arena; start < 0 is null.
+type span struct{ start, end int32 }
+
+// projCols are one row group's columns as read.
+type projCols struct {
+	n        int
+	seq, ts  []int64
+	tid      []int64
+	idx, ver []int32
+	keep     []bool
+	source   []string
+	kinds    []string
+	arena    []byte
+	residue  []span
+	p        [MaxSlots][]span // p<j>
+	b        [MaxSlots][]span // b<j>
+	n64      [MaxSlots][]int64
+	nHas     [MaxSlots][]bool
+	more     [][]span
+	attrKeys [][]string
+	attrVals [][]string
+}
+
+// eachValue calls fn for every value of a column chunk with the row the
+// value belongs to.
+func eachValue(chunk parquet.ColumnChunk, fn func(row int, v *parquet.Value)) error {
+	pages := chunk.Pages()
+	defer pages.Close()
+	buf := make([]parquet.Value, 1024)
+	row := -1
+	for {
+		page, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read records page: %w", err)
+		}
+		vr := page.Values()
+		for {
+			n, err := vr.ReadValues(buf)
+			for i := range buf[:n] {
+				if buf[i].RepetitionLevel() == 0 {
+					row++
+				}
+				fn(row, &buf[i])
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("read records values: %w", err)
+			}
+		}
+	}
+}
+
+func (d *decoder) projectRowGroup(out []Record, cols []column, rg parquet.RowGroup, p *Projection) ([]Record, error) {
+	n := int(rg.NumRows())
+	c := projCols{n: n, seq: make([]int64, n), ts: make([]int64, n), tid: make([]int64, n), idx: make([]int32, n), ver: make([]int32, n)}
+	chunks := rg.ColumnChunks()
+	var errRow error
+	bad := func(row int) bool {
+		if row >= n && errRow == nil {
+			errRow = fmt.Errorf("%w: column has more values than the %d rows", ErrCorrupt, n)
+		}
+		return row >= n
+	}
+	// The key columns first: they decide which rows the rest is read for.
+	for ci, col := range cols {
+		var err error
+		switch col.kind {
+		case cWALSeq:
+			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+				if !bad(r) {
+					c.seq[r] = v.Int64()
+				}
+			})
+		case cIndex:
+			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+				if !bad(r) {
+					c.idx[r] = v.Int32()
+				}
+			})
+		case cTS:
+			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+				if !bad(r) {
+					c.ts[r] = v.Int64()
+				}
+			})
+		case cTemplateID:
+			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+				if !bad(r) {
+					c.tid[r] = v.Int64()
+				}
+			})
+		case cVersion:
+			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+				if !bad(r) {
+					c.ver[r] = v.Int32()
+				}
+			})
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+	if errRow != nil {
+		return out, errRow
+	}
+	c.keep = make([]bool, n)
+	kept := 0
+	decided := map[Key]bool{}
+	for r := range n {
+		k := Key{uint64(c.tid[r]), uint32(c.ver[r])}
+		ok, seen := decided[k]
+		if !seen {
+			ok = p.Keep == nil || p.Keep(k)
+			decided[k] = ok
+		}
+		c.keep[r] = ok
+		if ok {
+			kept++
+		}
+	}
+	if kept == 0 {
+		return out, nil
+	}
+	keepBytes := func(b []byte) span {
+		s := span{int32(len(c.arena)), 0}
+		c.arena = append(c.arena, b...)
+		s.end = int32(len(c.arena))
+		return s
+	}
+	for ci, col := range cols {
+		var err error
+		switch {
+		case col.kind == cSource && p.Source:
+			c.source = make([]string, n)
+			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+				if !bad(r) && c.keep[r] {
+					c.source[r] = d.intern(v.ByteArray())
+				}
+			})
+		case col.kind == cKinds && p.Lines:
+			c.kinds = make([]string, n)
+			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+				if !bad(r) && c.keep[r] {
+					c.kinds[r] = d.intern(v.ByteArray())
+				}
+			})
+		case col.kind == cResidue && p.Lines:
+			c.residue = make([]span, n)
+			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+				if !bad(r) && c.keep[r] {
+					c.residue[r] = span{-1, -1}
+					if !v.IsNull() {
+						c.residue[r] = keepBytes(v.ByteArray())
+					}
+				}
+			})
+		case (col.kind == cP || col.kind == cB) && p.Lines && col.slot >= 0 && col.slot < MaxSlots:
+			dst := make([]span, n)
+			if col.kind == cB {
+				c.b[col.slot] = dst
+			} else {
+				c.p[col.slot] = dst
+			}
+			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+				if !bad(r) && c.keep[r] {
+					dst[r] = span{-1, -1}
+					if !v.IsNull() {
+						dst[r] = keepBytes(v.ByteArray())
+					}
+				}
+			})
+		case col.kind == cN && p.Lines && col.slot >= 0 && col.slot < MaxSlots:
+			j := col.slot
+			c.n64[j], c.nHas[j] = make([]int64, n), make([]bool, n)
+			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+				if !bad(r) && c.keep[r] && !v.IsNull() {
+					c.n64[j][r], c.nHas[j][r] = v.Int64(), true
+				}
+			})
+		case col.kind == cMore && p.Lines:
+			c.more = make([][]span, n)
+			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+				if !bad(r) && c.keep[r] && !v.IsNull() && v.DefinitionLevel() == col.maxDef {
+					c.more[r] = append(c.more[r], keepBytes(v.ByteArray()))
+				}
+			})
+		case (col.kind == cAttrKey || col.kind == cAttrValue) && p.Attrs:
+			dst := &c.attrKeys
+			if col.kind == cAttrValue {
+				dst = &c.attrVals
+			}
+			*dst = make([][]string, n)
+			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+				if !bad(r) && c.keep[r] && !v.IsNull() && v.DefinitionLevel() == col.maxDef {
+					(*dst)[r] = append((*dst)[r], string(v.ByteArray()))
+				}
+			})
+		}
+		if err != nil {
+			return out, err
+		}
+		if errRow != nil {
+			return out, errRow
+		}
+	}
+	if p.Lines && c.kinds == nil {
+		return out, fmt.Errorf("%w: no kinds column", ErrCorrupt)
+	}
+	if out == nil {
+		out = make([]Record, 0, kept)
+	}
+	for r := range n {
+		if !c.keep[r] {
+			continue
+		}
+		rec := Record{WALSeq: uint64(c.seq[r]), Index: uint32(c.idx[r]), TS: c.ts[r] * 1000,
+			TemplateID: uint64(c.tid[r]), TemplateVersion: uint32(c.ver[r])}
+		if c.source != nil {
+			rec.Source = c.source[r]
+		}
+		if c.attrKeys != nil || c.attrVals != nil {
+			var ks, vs []string
+			if c.attrKeys != nil {
+				ks = c.attrKeys[r]
+			}
+			if c.attrVals != nil {
+				vs = c.attrVals[r]
+			}
+			if len(ks) != len(vs) {
+				return out, fmt.Errorf("%w: %d attribute keys, %d values", ErrCorrupt, len(ks), len(vs))
+			}
+			for i := range ks {
+				rec.Attrs = append(rec.Attrs, streams.Attr{Key: ks[i], Value: vs[i]})
+			}
+		}
+		if p.Lines {
+			line, err := d.renderProjected(&c, r, &rec)
+			if err != nil {
+				return out, err
+			}
+			rec.Line = line
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// renderProjected renders row r of c into the decoder's line arena.
+func (d *decoder) renderProjected(c *projCols, r int, rec *Record) ([]byte, error) {
+	d.has = [MaxSlots]uint8{}
+	d.more = d.more[:0]
+	for j := range MaxSlots {
+		if c.p[j] != nil {
+			if s := c.p[j][r]; s.start >= 0 {
+				d.p[j] = c.arena[s.start:s.end]
+				d.has[j] |= 1
+			}
+		}
+		if c.b[j] != nil {
+			if s := c.b[j][r]; s.start >= 0 {
+				d.p[j] = c.arena[s.start:s.end]
+				d.has[j] |= 4
+			}
+		}
+		if c.nHas[j] != nil && c.nHas[j][r] {
+			d.n[j] = c.n64[j][r]
+			d.has[j] |= 2
+		}
+	}
+	if c.more != nil {
+		for _, s := range c.more[r] {
+			d.more = append(d.more, c.arena[s.start:s.end])
+		}
+	}
+	var residue []byte
+	if c.residue != nil {
+		if s := c.residue[r]; s.start >= 0 {
+			residue = c.arena[s.start:s.end]
+		}
+	}
+	if cap(d.line)-len(d.line) < 4<<10 {
+		d.line = make([]byte, 0, 256<<10)
+	}
+	line, err := d.render(d.line[len(d.line):], rec, c.kinds[r], residue)
+	if err != nil {
+		return nil, err
+	}
+	if cap(line) != cap(d.line)-len(d.line) {
+		d.line = line[len(line):]
+	} else {
+		d.line = d.line[:len(d.line)+len(line)]
+	}
+	return line[:len(line):len(line)], nil
+}
