@@ -44,9 +44,11 @@ func DecodeProjected(data []byte, tpl Templates, p Projection) ([]Record, error)
 			return nil, err
 		}
 	}
-	slices.SortFunc(out, func(a, b Record) int {
-		return cmp.Or(cmp.Compare(a.WALSeq, b.WALSeq), cmp.Compare(a.Index, b.Index))
-	})
+	if len(f.RowGroups()) > 1 {
+		slices.SortFunc(out, func(a, b Record) int {
+			return cmp.Or(cmp.Compare(a.WALSeq, b.WALSeq), cmp.Compare(a.Index, b.Index))
+		})
+	}
 	return out, nil
 }
 
@@ -263,13 +265,21 @@ func (d *decoder) projectRowGroup(out []Record, cols []column, rg parquet.RowGro
 	if p.Lines && c.kinds == nil {
 		return out, fmt.Errorf("%w: no kinds column", ErrCorrupt)
 	}
+	// Rows are stored by template; render them in WAL order.
+	order := make([]int32, 0, kept)
+	for r := range n {
+		if c.keep[r] {
+			order = append(order, int32(r))
+		}
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(c.seq[a], c.seq[b]), cmp.Compare(c.idx[a], c.idx[b]))
+	})
 	if out == nil {
 		out = make([]Record, 0, kept)
 	}
-	for r := range n {
-		if !c.keep[r] {
-			continue
-		}
+	for _, r32 := range order {
+		r := int(r32)
 		rec := Record{WALSeq: uint64(c.seq[r]), Index: uint32(c.idx[r]), TS: c.ts[r] * 1000,
 			TemplateID: uint64(c.tid[r]), TemplateVersion: uint32(c.ver[r])}
 		if c.source != nil {
