@@ -99,7 +99,7 @@ func runQuery(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(fs.Output(), "Usage: quarry query --lake URL [flags] ['QUERY']  (docs/query.md; no query prints every record)")
 		fs.PrintDefaults()
 	}
-	rest, err := parseFlags(fs, e, args)
+	rest, err := parseFlags(fs, e, queryFirst(fs, args))
 	if err != nil {
 		return err
 	}
@@ -170,6 +170,36 @@ func runQuery(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return bw.Flush()
+}
+
+// queryFirst moves a query argument that starts with '-' ('-GET error',
+// '-attrs.zone:*') behind "--", so the flag package does not take it for a
+// flag: an argument that starts with one '-' is a query when it is not a
+// defined flag and not the value of the flag before it. An unknown "--x"
+// stays a flag error.
+func queryFirst(fs *flag.FlagSet, args []string) []string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return args
+		}
+		if len(a) < 2 || a[0] != '-' {
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := fs.Lookup(name)
+		if f == nil && a[1] != '-' {
+			out := append(slices.Clone(args[:i]), args[i+1:]...)
+			return append(append(out, "--"), a)
+		}
+		if f == nil {
+			return args
+		}
+		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); !hasValue && !(ok && bf.IsBoolFlag()) {
+			i++ // the flag's value
+		}
+	}
+	return args
 }
 
 func runTemplates(ctx context.Context, e *env, args []string) error {

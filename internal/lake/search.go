@@ -87,7 +87,8 @@ func (l *Lake) Search(ctx context.Context, q *query.Query, opts SearchOptions, f
 }
 
 // Aggregate runs a query with a count or top pipe and returns its rows
-// (query.Aggregator.Rows order), pruning and planning as Search does. When
+// (query.Aggregator.Rows order; a bare | count always returns one row, 0
+// when nothing matches), pruning and planning as Search does. When
 // the plan and the keys need no column but template_id and ts (a count by
 // template or by a time bucket of a query its templates settle, or of a
 // time range), only those columns are read: no parameter, no line.
@@ -96,21 +97,25 @@ func (l *Lake) Aggregate(ctx context.Context, q *query.Query, opts SearchOptions
 	if agg == nil {
 		return nil, fmt.Errorf("aggregate %q: %w: the query returns lines; use Search", q.Source(), ErrAggregate)
 	}
+	opts.LineOnly = false // keys may need the parameters
 	s, err := l.prepare(ctx, q, opts)
 	if err != nil {
 		return nil, err
 	}
-	if s == nil {
-		return agg.Rows(), nil
+	if s != nil {
+		aggs, err := s.aggregate(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range aggs {
+			agg.Merge(a)
+		}
 	}
-	aggs, err := s.aggregate(ctx)
-	if err != nil {
-		return nil, err
+	rows := agg.Rows()
+	if len(rows) == 0 && len(agg.Header()) == 1 {
+		rows = []query.Row{{Count: 0}} // a bare count of nothing is 0, not no answer
 	}
-	for _, a := range aggs {
-		agg.Merge(a)
-	}
-	return agg.Rows(), nil
+	return rows, nil
 }
 
 // searchFile is a records file the search reads.
