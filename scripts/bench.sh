@@ -11,6 +11,100 @@ OUT=${BENCH_OUT:-docs/benchmarks.md}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# search_bench: quarry query against zstdcat | grep -F over the same lines,
+# side by side in one run; writes the markdown section to $tmp/search.md.
+SEARCH_LINES=${BENCH_SEARCH_LINES:-500000}
+SEARCH_TERM=${BENCH_SEARCH_TERM:-IllegalStateException}
+search_bench() {
+	echo "== search: quarry query against zstdcat | grep -F, $SEARCH_LINES lines" >&2
+	if ! command -v zstd >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+		apt-get install -y zstd >/dev/null 2>&1 || true
+	fi
+	if ! command -v zstd >/dev/null 2>&1; then
+		echo "search section skipped: zstd not installed" >&2
+		return 0
+	fi
+	local lk="$tmp/search/lake" raw="$tmp/search.raw" zst="$tmp/search.raw.zst"
+	bin/quarry run --data "$tmp/search" --lines "$SEARCH_LINES" --tenants acme >"$tmp/search-run.txt" 2>&1 ||
+		{ cat "$tmp/search-run.txt" >&2; return 1; }
+	bin/quarry query --lake "$lk" --format raw >"$raw"
+	zstd -q -3 -f "$raw" -o "$zst"
+	local nlines bytes zbytes lakebytes nterm
+	nlines=$(wc -l <"$raw")
+	bytes=$(wc -c <"$raw")
+	zbytes=$(wc -c <"$zst")
+	lakebytes=$(find "$lk/records" "$lk/templates" -name '*.parquet' -printf '%s\n' | awk '{s += $1} END {print s}')
+	nterm=$(grep -cF -- "$SEARCH_TERM" "$raw" || true)
+	# best RUNS: the fastest of three runs of a shell command, in seconds;
+	# its output (the last run's) in $tmp/best.out.
+	best() {
+		local b="" s e t
+		for _ in 1 2 3; do
+			s=$(date +%s%N)
+			bash -c "$1" >"$tmp/best.out"
+			e=$(date +%s%N)
+			t=$(( (e - s) / 1000000 ))
+			if [ -z "$b" ] || [ "$t" -lt "$b" ]; then b=$t; fi
+		done
+		awk -v ms="$b" 'BEGIN {printf "%.3f", ms / 1000}'
+	}
+	local q="bin/quarry query --lake $lk --format raw"
+	local qa qa_out za za_out qb qb_out zb zb_out qc qc_out zc zc_out
+	qa=$(best "$q | wc -c"); qa_out=$(cat "$tmp/best.out")
+	za=$(best "zstdcat $zst | wc -c"); za_out=$(cat "$tmp/best.out")
+	qb=$(best "$q '$SEARCH_TERM' | wc -l"); qb_out=$(cat "$tmp/best.out")
+	zb=$(best "zstdcat $zst | grep -F -- '$SEARCH_TERM' | wc -l"); zb_out=$(cat "$tmp/best.out")
+	qc=$(best "$q '| count by template' | awk -F'\t' '{s += \$2} END {print s}'"); qc_out=$(cat "$tmp/best.out")
+	zc=$(best "zstdcat $zst | wc -l"); zc_out=$(cat "$tmp/best.out")
+	local ok="yes"
+	if [ "$qa_out" != "$za_out" ] || [ "$qb_out" != "$zb_out" ] || [ "$qc_out" != "$zc_out" ]; then
+		ok="NO: quarry $qa_out/$qb_out/$qc_out, zstd $za_out/$zb_out/$zc_out"
+	fi
+	echo "search: render ${qa}s vs ${za}s, term ${qb}s vs ${zb}s, count ${qc}s vs ${zc}s; outputs agree: $ok" >&2
+	QUARRY_BENCH_LAKE="$lk" QUARRY_BENCH_TERM="$SEARCH_TERM" go test -run '^$' -bench 'BenchmarkSearch' -benchtime 3x ./internal/lake/ >"$tmp/search-go.txt" 2>&1 ||
+		{ cat "$tmp/search-go.txt" >&2; return 1; }
+	grep -E '^BenchmarkSearch' "$tmp/search-go.txt" >&2
+	ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a > 0) printf "%.2f", b / a; else print "n/a"}'; }
+	{
+		echo "## Search: quarry query against zstdcat | grep -F"
+		echo
+		echo "\`bin/quarry run --lines $SEARCH_LINES --tenants acme\` builds a lake; \`quarry query --format raw\` of it is"
+		echo "the same lines as a file ($nlines lines, $bytes bytes), compressed with \`zstd -3\` ($zbytes bytes; the lake's"
+		echo "records and templates files: $lakebytes bytes). Each command is run three times, the fastest wall time is"
+		echo "shown, output piped to \`wc\` on both sides; the outputs must agree (they do: $ok). The term"
+		echo "\`$SEARCH_TERM\` is in $nterm lines. Targets: render at least as fast as zstdcat (ratio ≥ 1), the"
+		echo "term at least 10× faster than grep, the count without reading parameters. Ratio = zstd time / quarry time."
+		echo
+		echo "| task | quarry | time | zstd -3 | time | ratio |"
+		echo "|---|---|---:|---|---:|---:|"
+		echo "| full render | \`quarry query --format raw \| wc -c\` | ${qa} s | \`zstdcat F \| wc -c\` | ${za} s | $(ratio "$qa" "$za") |"
+		echo "| selective term | \`quarry query --format raw '$SEARCH_TERM' \| wc -l\` | ${qb} s | \`zstdcat F \| grep -F $SEARCH_TERM \| wc -l\` | ${zb} s | $(ratio "$qb" "$zb") |"
+		echo "| count by template | \`quarry query --format raw '\| count by template'\` | ${qc} s | \`zstdcat F \| wc -l\` | ${zc} s | $(ratio "$qc" "$zc") |"
+		echo
+		echo "In process, without the CLI's start and output (\`QUARRY_BENCH_LAKE=<lake> go test -run '^\$' -bench BenchmarkSearch -benchtime 3x ./internal/lake/\`):"
+		echo
+		echo '```'
+		grep -E '^BenchmarkSearch' "$tmp/search-go.txt"
+		echo '```'
+	} >"$tmp/search.md"
+}
+
+if [ "${1:-}" = search ]; then
+	# scripts/bench.sh search: only this section, replaced in $OUT in place.
+	go build -o bin/quarry ./cmd/quarry
+	search_bench
+	[ -s "$tmp/search.md" ] || exit 0
+	awk -v f="$tmp/search.md" '
+		/^## Search: / {skip = 1; while ((getline l < f) > 0) print l; done = 1; next}
+		skip && /^## / {skip = 0; print ""}
+		!skip {print}
+		END {if (!done) {print ""; while ((getline l < f) > 0) print l}}
+	' "$OUT" >"$tmp/out.md"
+	mv "$tmp/out.md" "$OUT"
+	echo "wrote the search section of $OUT" >&2
+	exit 0
+fi
+
 go build -o bin/quarry ./cmd/quarry
 
 echo "== pipeline: quarry run, $LINES lines x ($TENANTS)" >&2
@@ -72,6 +166,8 @@ if command -v zstd >/dev/null 2>&1 && command -v gzip >/dev/null 2>&1; then
 else
 	echo "size table skipped: zstd or gzip not installed" >&2
 fi
+
+search_bench
 
 enc_rows=""
 if [ -x scripts/bench-encoders.sh ]; then
@@ -165,6 +261,10 @@ fi
 		echo "parameter slot columns of records v3 (docs/formats.md)."
 		echo
 		echo "$size_md"
+	fi
+	if [ -s "$tmp/search.md" ]; then
+		echo
+		cat "$tmp/search.md"
 	fi
 	if [ -n "$enc_rows" ]; then
 		echo
