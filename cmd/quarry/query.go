@@ -9,6 +9,7 @@ import (
 	iofs "io/fs"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -144,6 +145,9 @@ func runQuery(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A query is a short batch job that allocates as it decodes: trade
+	// memory (bounded by the files decoded at once) for less collection.
+	debug.SetGCPercent(400)
 	opts := lake.SearchOptions{Tenant: *tenant, TemplateID: *tid, Since: s, Until: u, Limit: *limit, LineOnly: *format == "raw"}
 	bw := bufio.NewWriterSize(e.stdout, 1<<20)
 	if q.Aggregates() {

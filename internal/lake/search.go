@@ -453,6 +453,9 @@ func (s *search) readFile(ctx context.Context, f searchFile) ([]Record, error) {
 		return nil, err
 	}
 	defer src.close()
+	if v3, ok := src.(*v3Source); ok {
+		return s.readV3(f, v3.recs)
+	}
 	var out []Record
 	buf := make([]fileRow, cursorBatch)
 	var prev fileRow
@@ -486,6 +489,33 @@ func (s *search) readFile(ctx context.Context, f searchFile) ([]Record, error) {
 			*row = fileRow{}
 		}
 	}
+}
+
+// readV3 selects from a decoded v3 file's records (in WAL order, of the
+// versions the plan may match).
+func (s *search) readV3(f searchFile, recs []recfile.Record) ([]Record, error) {
+	out := make([]Record, 0, len(recs))
+	var qr query.Record
+	var row fileRow
+	for i := range recs {
+		r := &recs[i]
+		row = fileRow{WALSeq: int64(r.WALSeq), Index: int32(r.Index), TS: floorDiv(r.TS, 1000), TemplateID: int64(r.TemplateID),
+			TemplateVersion: int32(r.TemplateVersion), Source: r.Source, Line: r.Line, v3: true}
+		if len(r.Attrs) > 0 {
+			row.Attrs = make(map[string]string, len(r.Attrs))
+			for _, a := range r.Attrs {
+				row.Attrs[a.Key] = a.Value
+			}
+		}
+		rec, ok, err := s.match(&row, f, &qr)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
 }
 
 // openFile opens a records file of either version for the search; lines

@@ -39,8 +39,13 @@ func DecodeProjected(data []byte, tpl Templates, p Projection) ([]Record, error)
 	cols := columnsOf(f.Schema())
 	d := decoder{tpl: tpl, infos: map[Key][]string{}, kinds: map[string][]slot{}, strs: map[string]string{}}
 	var out []Record
-	for _, rg := range f.RowGroups() {
-		if out, err = d.projectRowGroup(out, cols, rg, &p); err != nil {
+	md := f.Metadata()
+	for i, rg := range f.RowGroups() {
+		var size int64 // uncompressed: more than the values' bytes, an upper bound for the arena
+		if i < len(md.RowGroups) {
+			size = md.RowGroups[i].TotalByteSize
+		}
+		if out, err = d.projectRowGroup(out, cols, rg, &p, size); err != nil {
 			return nil, err
 		}
 	}
@@ -109,7 +114,7 @@ func eachValue(chunk parquet.ColumnChunk, fn func(row int, v *parquet.Value)) er
 	}
 }
 
-func (d *decoder) projectRowGroup(out []Record, cols []column, rg parquet.RowGroup, p *Projection) ([]Record, error) {
+func (d *decoder) projectRowGroup(out []Record, cols []column, rg parquet.RowGroup, p *Projection, size int64) ([]Record, error) {
 	n := int(rg.NumRows())
 	c := projCols{n: n, seq: make([]int64, n), ts: make([]int64, n), tid: make([]int64, n), idx: make([]int32, n), ver: make([]int32, n)}
 	chunks := rg.ColumnChunks()
@@ -179,6 +184,9 @@ func (d *decoder) projectRowGroup(out []Record, cols []column, rg parquet.RowGro
 	}
 	if kept == 0 {
 		return out, nil
+	}
+	if p.Lines && size > 0 && size < 1<<30 {
+		c.arena = make([]byte, 0, size)
 	}
 	keepBytes := func(b []byte) span {
 		s := span{int32(len(c.arena)), 0}
