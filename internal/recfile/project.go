@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding"
 
 	"github.com/quarrylake/quarry/streams"
 )
@@ -114,6 +115,123 @@ func eachValue(chunk parquet.ColumnChunk, fn func(row int, v *parquet.Value)) er
 	}
 }
 
+// visitor takes the values of a column that is not repeated, by row; a
+// nil func is never called for a column of that type.
+type visitor struct {
+	i64  func(r int, v int64)
+	i32  func(r int, v int32)
+	b    func(r int, v []byte)
+	null func(r int)
+}
+
+// scanFlat reads a column that is not repeated (one value or null per row)
+// page by page, from the pages' typed buffers where it can (plain and
+// dictionary pages, optional or required), else value by value.
+func scanFlat(chunk parquet.ColumnChunk, maxDef int, vis visitor) error {
+	pages := chunk.Pages()
+	defer pages.Close()
+	row := 0
+	var dict parquet.Dictionary
+	var dictData []byte
+	var dictOffs []uint32
+	for {
+		page, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read records page: %w", err)
+		}
+		if len(page.RepetitionLevels()) != 0 {
+			return fmt.Errorf("%w: repeated values in a flat column", ErrCorrupt)
+		}
+		defs := page.DefinitionLevels()
+		data := page.Data()
+		if pd := page.Dictionary(); pd != nil {
+			if pd != dict {
+				dict = pd
+				dd := pd.Page().Data()
+				if dd.Kind() != encoding.ByteArray {
+					return fmt.Errorf("%w: dictionary of a non-string column", ErrCorrupt)
+				}
+				dictData, dictOffs = dd.ByteArray()
+			}
+			idx := data.Int32()
+			n := len(idx)
+			if len(defs) > 0 {
+				n = len(defs)
+			}
+			j := 0
+			for k := range n {
+				if len(defs) > 0 && int(defs[k]) != maxDef {
+					if vis.null != nil {
+						vis.null(row)
+					}
+				} else {
+					if j >= len(idx) || int(idx[j])+1 >= len(dictOffs) || idx[j] < 0 {
+						return fmt.Errorf("%w: dictionary index out of range", ErrCorrupt)
+					}
+					x := idx[j]
+					vis.b(row, dictData[dictOffs[x]:dictOffs[x+1]])
+					j++
+				}
+				row++
+			}
+			continue
+		}
+		var (
+			i64  []int64
+			i32  []int32
+			bd   []byte
+			boff []uint32
+			nv   int
+		)
+		switch data.Kind() {
+		case encoding.Int64:
+			i64 = data.Int64()
+			nv = len(i64)
+		case encoding.Int32:
+			i32 = data.Int32()
+			nv = len(i32)
+		case encoding.ByteArray:
+			bd, boff = data.ByteArray()
+			nv = max(len(boff)-1, 0)
+		default:
+			return fmt.Errorf("%w: unexpected column type", ErrCorrupt)
+		}
+		if (i64 != nil && vis.i64 == nil) || (i32 != nil && vis.i32 == nil) || (boff != nil && vis.b == nil) {
+			return fmt.Errorf("%w: unexpected column type", ErrCorrupt)
+		}
+		n := nv
+		if len(defs) > 0 {
+			n = len(defs)
+		}
+		j := 0
+		for k := range n {
+			if len(defs) > 0 && int(defs[k]) != maxDef {
+				if vis.null != nil {
+					vis.null(row)
+				}
+				row++
+				continue
+			}
+			if j >= nv {
+				return fmt.Errorf("%w: fewer values than rows", ErrCorrupt)
+			}
+			switch {
+			case i64 != nil:
+				vis.i64(row, i64[j])
+			case i32 != nil:
+				vis.i32(row, i32[j])
+			default:
+				vis.b(row, bd[boff[j]:boff[j+1]])
+			}
+			j++
+			row++
+		}
+	}
+}
+
 func (d *decoder) projectRowGroup(out []Record, cols []column, rg parquet.RowGroup, p *Projection, size int64) ([]Record, error) {
 	n := int(rg.NumRows())
 	c := projCols{n: n, seq: make([]int64, n), ts: make([]int64, n), tid: make([]int64, n), idx: make([]int32, n), ver: make([]int32, n)}
@@ -130,35 +248,35 @@ func (d *decoder) projectRowGroup(out []Record, cols []column, rg parquet.RowGro
 		var err error
 		switch col.kind {
 		case cWALSeq:
-			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+			err = scanFlat(chunks[ci], col.maxDef, visitor{i64: func(r int, v int64) {
 				if !bad(r) {
-					c.seq[r] = v.Int64()
+					c.seq[r] = v
 				}
-			})
+			}})
 		case cIndex:
-			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+			err = scanFlat(chunks[ci], col.maxDef, visitor{i32: func(r int, v int32) {
 				if !bad(r) {
-					c.idx[r] = v.Int32()
+					c.idx[r] = v
 				}
-			})
+			}})
 		case cTS:
-			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+			err = scanFlat(chunks[ci], col.maxDef, visitor{i64: func(r int, v int64) {
 				if !bad(r) {
-					c.ts[r] = v.Int64()
+					c.ts[r] = v
 				}
-			})
+			}})
 		case cTemplateID:
-			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+			err = scanFlat(chunks[ci], col.maxDef, visitor{i64: func(r int, v int64) {
 				if !bad(r) {
-					c.tid[r] = v.Int64()
+					c.tid[r] = v
 				}
-			})
+			}})
 		case cVersion:
-			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+			err = scanFlat(chunks[ci], col.maxDef, visitor{i32: func(r int, v int32) {
 				if !bad(r) {
-					c.ver[r] = v.Int32()
+					c.ver[r] = v
 				}
-			})
+			}})
 		}
 		if err != nil {
 			return out, err
@@ -199,28 +317,29 @@ func (d *decoder) projectRowGroup(out []Record, cols []column, rg parquet.RowGro
 		switch {
 		case col.kind == cSource && p.Source:
 			c.source = make([]string, n)
-			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+			err = scanFlat(chunks[ci], col.maxDef, visitor{b: func(r int, v []byte) {
 				if !bad(r) && c.keep[r] {
-					c.source[r] = d.intern(v.ByteArray())
+					c.source[r] = d.intern(v)
 				}
-			})
+			}})
 		case col.kind == cKinds && p.Lines:
 			c.kinds = make([]string, n)
-			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+			err = scanFlat(chunks[ci], col.maxDef, visitor{b: func(r int, v []byte) {
 				if !bad(r) && c.keep[r] {
-					c.kinds[r] = d.intern(v.ByteArray())
+					c.kinds[r] = d.intern(v)
 				}
-			})
+			}})
 		case col.kind == cResidue && p.Lines:
 			c.residue = make([]span, n)
-			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+			err = scanFlat(chunks[ci], col.maxDef, visitor{b: func(r int, v []byte) {
 				if !bad(r) && c.keep[r] {
-					c.residue[r] = span{-1, -1}
-					if !v.IsNull() {
-						c.residue[r] = keepBytes(v.ByteArray())
-					}
+					c.residue[r] = keepBytes(v)
 				}
-			})
+			}, null: func(r int) {
+				if !bad(r) {
+					c.residue[r] = span{-1, -1}
+				}
+			}})
 		case (col.kind == cP || col.kind == cB) && p.Lines && col.slot >= 0 && col.slot < MaxSlots:
 			dst := make([]span, n)
 			if col.kind == cB {
@@ -228,22 +347,23 @@ func (d *decoder) projectRowGroup(out []Record, cols []column, rg parquet.RowGro
 			} else {
 				c.p[col.slot] = dst
 			}
-			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
+			err = scanFlat(chunks[ci], col.maxDef, visitor{b: func(r int, v []byte) {
 				if !bad(r) && c.keep[r] {
-					dst[r] = span{-1, -1}
-					if !v.IsNull() {
-						dst[r] = keepBytes(v.ByteArray())
-					}
+					dst[r] = keepBytes(v)
 				}
-			})
+			}, null: func(r int) {
+				if !bad(r) {
+					dst[r] = span{-1, -1}
+				}
+			}})
 		case col.kind == cN && p.Lines && col.slot >= 0 && col.slot < MaxSlots:
 			j := col.slot
 			c.n64[j], c.nHas[j] = make([]int64, n), make([]bool, n)
-			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
-				if !bad(r) && c.keep[r] && !v.IsNull() {
-					c.n64[j][r], c.nHas[j][r] = v.Int64(), true
+			err = scanFlat(chunks[ci], col.maxDef, visitor{i64: func(r int, v int64) {
+				if !bad(r) && c.keep[r] {
+					c.n64[j][r], c.nHas[j][r] = v, true
 				}
-			})
+			}})
 		case col.kind == cMore && p.Lines:
 			c.more = make([][]span, n)
 			err = eachValue(chunks[ci], func(r int, v *parquet.Value) {
