@@ -79,6 +79,7 @@ type projCols struct {
 	more     [][]span
 	attrKeys [][]string
 	attrVals [][]string
+	active   []int // slots with a p, b or n column
 }
 
 // eachValue calls fn for every value of a column chunk with the row the
@@ -393,6 +394,12 @@ func (d *decoder) projectRowGroup(out []Record, cols []column, rg parquet.RowGro
 	if p.Lines && c.kinds == nil {
 		return out, fmt.Errorf("%w: no kinds column", ErrCorrupt)
 	}
+	d.has = [MaxSlots]uint8{}
+	for j := range MaxSlots {
+		if c.p[j] != nil || c.b[j] != nil || c.nHas[j] != nil {
+			c.active = append(c.active, j)
+		}
+	}
 	// Rows are stored by template; render them in WAL order.
 	order := make([]int32, 0, kept)
 	for r := range n {
@@ -442,9 +449,8 @@ func (d *decoder) projectRowGroup(out []Record, cols []column, rg parquet.RowGro
 
 // renderProjected renders row r of c into the decoder's line arena.
 func (d *decoder) renderProjected(c *projCols, r int, rec *Record) ([]byte, error) {
-	d.has = [MaxSlots]uint8{}
-	d.more = d.more[:0]
-	for j := range MaxSlots {
+	for _, j := range c.active {
+		d.has[j] = 0
 		if c.p[j] != nil {
 			if s := c.p[j][r]; s.start >= 0 {
 				d.p[j] = c.arena[s.start:s.end]
@@ -462,6 +468,7 @@ func (d *decoder) renderProjected(c *projCols, r int, rec *Record) ([]byte, erro
 			d.has[j] |= 2
 		}
 	}
+	d.more = d.more[:0]
 	if c.more != nil {
 		for _, s := range c.more[r] {
 			d.more = append(d.more, c.arena[s.start:s.end])
