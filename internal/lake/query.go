@@ -148,8 +148,7 @@ func (s *v2Source) close() error { return s.closeFn() }
 // v3Source is a decoded records v3 file (recfile.Decode returns its rows
 // in WAL order).
 type v3Source struct {
-	recs    []recfile.Record
-	noLines bool // decoded without lines (recfile.Projection.Lines false)
+	recs []recfile.Record
 }
 
 func (s *v3Source) read(out []fileRow) (int, error) {

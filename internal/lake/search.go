@@ -69,8 +69,10 @@ var ErrAggregate = errors.New("query aggregation mismatch")
 // match. Rows of templates the plan settles false are skipped, rows of
 // templates it settles true are taken without evaluation, and only the
 // others are evaluated (TemplatePlan.Match). Files are decoded in parallel
-// (opts.Workers) a bounded window ahead of the ordered merge. An error
-// from fn stops the search and is returned.
+// (opts.Workers) a bounded window ahead of the ordered merge. A record of a
+// template version the templates table lacks is ErrTemplateMissing, as in
+// Query (a file its stats prune is not read). An error from fn stops the
+// search and is returned.
 func (l *Lake) Search(ctx context.Context, q *query.Query, opts SearchOptions, fn func(Record) error) error {
 	if q.Aggregates() {
 		return fmt.Errorf("search %q: %w: the query counts; use Aggregate", q.Source(), ErrAggregate)
@@ -562,7 +564,7 @@ func (s *search) openFile(ctx context.Context, f searchFile, lines bool) (rowSou
 	if missing != nil {
 		return nil, fmt.Errorf("records file %s: template %d version %d: %w", f.add.Path, missing.ID, missing.Version, ErrTemplateMissing)
 	}
-	return &v3Source{recs: recs, noLines: !lines}, nil
+	return &v3Source{recs: recs}, nil
 }
 
 // readObject reads a whole object.

@@ -268,3 +268,33 @@ func TestSearchMergedTemplates(t *testing.T) {
 		t.Errorf("count by template: %v %v", rows, err)
 	}
 }
+
+// TestSearchTemplateMissing: a record whose template version the templates
+// table lacks is an error (ErrTemplateMissing) in a v3 file and in a v2
+// file, for lines and for counts, never a silent skip. (A file its stats
+// prune is not read, as with Query's template filter.)
+func TestSearchTemplateMissing(t *testing.T) {
+	for _, v := range []string{"v2", "v3"} {
+		t.Run(v, func(t *testing.T) {
+			f := newFixture(t)
+			f.commit(f.tpl, 1, f.templatesFile("w1", []lake.TemplateRow{{TemplateID: 1, Tenant: "acme", Version: 1, Template: "a <*>", Kind: "created", WALSeq: 1}}))
+			if v == "v2" {
+				f.commit(f.rec, 1, f.recordsFile("acme", "2026-01-01", "w1", []lake.RecordRow{rec(1, 0, "2026-01-01T00:00:00Z", 1, 1, "y"),
+					rec(1, 1, "2026-01-01T00:00:00Z", 9, 1, "x")}))
+			} else {
+				f.commit(f.rec, 1, f.v3File("acme", "2026-01-01", "w1", []recfile.Row{
+					{WALSeq: 1, TS: ts("2026-01-01T00:00:00Z") * 1000, TemplateID: 1, TemplateVersion: 1, Source: "s", Params: []string{"y"}},
+					{WALSeq: 1, Index: 1, TS: ts("2026-01-01T00:00:00Z") * 1000, TemplateID: 9, TemplateVersion: 1, Source: "s", Params: []string{"x"}},
+				}, recfile.Templates{{ID: 1, Version: 1}: "a <*>", {ID: 9, Version: 1}: "lost <*>"}))
+			}
+			l := lake.Open(f.store)
+			err := l.Search(f.ctx, quarryql.MustCompile(""), lake.SearchOptions{}, func(lake.Record) error { return nil })
+			if !errors.Is(err, lake.ErrTemplateMissing) {
+				t.Errorf("search: %v, want ErrTemplateMissing", err)
+			}
+			if _, err := l.Aggregate(f.ctx, quarryql.MustCompile("| count by template"), lake.SearchOptions{}); !errors.Is(err, lake.ErrTemplateMissing) {
+				t.Errorf("count: %v, want ErrTemplateMissing", err)
+			}
+		})
+	}
+}
