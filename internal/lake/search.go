@@ -131,7 +131,7 @@ type searchFile struct {
 // tenantPlan is the query planned over one tenant's templates.
 type tenantPlan struct {
 	plan *query.Plan
-	ids  []int64 // Plan.IDs plus the merged ids they stand for, sorted
+	ids  []int64 // Plan.IDs (within opts.TemplateID's family), sorted: for pruning by stats
 	// narrow: every column the plan reads is template_id or ts, so the
 	// file's other columns are not read.
 	narrow bool

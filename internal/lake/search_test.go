@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -296,5 +297,42 @@ func TestSearchTemplateMissing(t *testing.T) {
 				t.Errorf("count: %v, want ErrTemplateMissing", err)
 			}
 		})
+	}
+}
+
+// TestSearchDecodesEveryColumn: the projected decode renders what Query
+// renders for parameters past the 32 slot columns (more), bytes that are
+// not UTF-8 (b<j>), numbers, a timestamp and attributes.
+func TestSearchDecodesEveryColumn(t *testing.T) {
+	f := newFixture(t)
+	many := strings.TrimSpace(strings.Repeat("<*> ", 40))
+	texts := recfile.Templates{{ID: 1, Version: 1}: many, {ID: 2, Version: 1}: "<*> at <*> from <*> took <*> id <*>"}
+	f.commit(f.tpl, 1, f.templatesFile("w1", []lake.TemplateRow{
+		{TemplateID: 1, Tenant: "acme", Version: 1, Template: texts[recfile.Key{ID: 1, Version: 1}], Kind: "created", WALSeq: 1},
+		{TemplateID: 2, Tenant: "acme", Version: 1, Template: texts[recfile.Key{ID: 2, Version: 1}], Kind: "created", WALSeq: 1},
+	}))
+	var params []string
+	for i := range 40 {
+		params = append(params, fmt.Sprint("p", i, "\xff"[:i%2]))
+	}
+	at := time.Date(2026, 1, 1, 10, 0, 2, 250_000_000, time.UTC)
+	f.commit(f.rec, 2, f.v3File("acme", "2026-01-01", "w1", []recfile.Row{
+		{WALSeq: 1, TS: at.UnixNano(), TemplateID: 1, TemplateVersion: 1, Source: "s", Params: params},
+		{WALSeq: 2, TS: at.UnixNano(), TemplateID: 2, TemplateVersion: 1, Source: "s", Params: []string{"caf\xe9", at.Format(time.RFC3339Nano), "10.1.2.3", "1.50", "3f9a"},
+			Attrs: []streams.Attr{{Key: "k", Value: "v"}}},
+	}, texts))
+	l := lake.Open(f.store)
+	var want, got []lake.Record
+	if err := l.Query(f.ctx, lake.Filter{}, func(r lake.Record) error { want = append(want, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Search(f.ctx, quarryql.MustCompile(""), lake.SearchOptions{}, func(r lake.Record) error { got = append(got, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Fatalf("search\n%+v\nquery\n%+v", got, want)
+	}
+	if !strings.Contains(got[0].Line, "p39") || got[1].Attrs["k"] != "v" {
+		t.Fatalf("lines %q %v", got[0].Line, got[1].Attrs)
 	}
 }
