@@ -135,6 +135,9 @@ type tenantPlan struct {
 	// narrow: every column the plan reads is template_id or ts, so the
 	// file's other columns are not read.
 	narrow bool
+	// residual: the columns the Scan templates' residuals read (Plan.Columns
+	// adds what the output needs, which SearchOptions.LineOnly narrows).
+	residual query.Column
 }
 
 // search is one prepared search: the files to read and their plans.
@@ -240,6 +243,11 @@ func (s *search) plan(tenant string, agg *query.Aggregator) *tenantPlan {
 		}
 	}
 	tp.narrow = agg != nil && p.Columns&^(query.ColTemplate|query.ColTS) == 0
+	for _, t := range p.Templates() {
+		if t.Decision == query.Scan {
+			tp.residual |= t.Columns
+		}
+	}
 	return tp
 }
 
@@ -555,7 +563,10 @@ func (s *search) openFile(ctx context.Context, f searchFile, lines bool) (rowSou
 		}
 		return tp.Decision != query.None
 	}
-	c := f.plan.plan.Columns
+	c := f.plan.residual
+	if agg := s.q.NewAggregator(); agg != nil {
+		c |= agg.Columns()
+	}
 	recs, err := recfile.DecodeProjected(data, s.texts, recfile.Projection{Keep: keep, Lines: lines,
 		Source: c&query.ColSource != 0 || !s.opts.LineOnly, Attrs: c&query.ColAttrs != 0 || !s.opts.LineOnly})
 	if err != nil {

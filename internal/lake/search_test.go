@@ -135,7 +135,8 @@ func TestSearchAgreesWithNaive(t *testing.T) {
 				return
 			}
 			for _, workers := range []int{1, 3} {
-				got := searchLines(t, l, q, lake.SearchOptions{Workers: workers})
+				// LineOnly with 3 workers: source and attrs are read only for the residual.
+				got := searchLines(t, l, q, lake.SearchOptions{Workers: workers, LineOnly: workers == 3})
 				if !slices.Equal(got, wantLines) {
 					t.Fatalf("workers %d: lines\n got %q\nwant %q", workers, got, wantLines)
 				}
