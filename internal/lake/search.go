@@ -569,6 +569,10 @@ func (s *search) openFile(ctx context.Context, f searchFile, lines bool) (rowSou
 	}
 	recs, err := recfile.DecodeProjected(data, s.texts, recfile.Projection{Keep: keep, Lines: lines,
 		Source: c&query.ColSource != 0 || !s.opts.LineOnly, Attrs: c&query.ColAttrs != 0 || !s.opts.LineOnly})
+	var mt *recfile.MissingTemplateError
+	if errors.As(err, &mt) {
+		return nil, fmt.Errorf("records file %s: template %d version %d: %w", f.add.Path, mt.Key.ID, mt.Key.Version, ErrTemplateMissing)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("records file %s: %w", f.add.Path, err)
 	}

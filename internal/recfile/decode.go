@@ -129,6 +129,14 @@ func (d *decoder) intern(b []byte) string {
 	return s
 }
 
+// MissingTemplateError: a record names a template version the caller's
+// Templates lack.
+type MissingTemplateError struct{ Key Key }
+
+func (e *MissingTemplateError) Error() string {
+	return fmt.Sprintf("template %d version %d not given", e.Key.ID, e.Key.Version)
+}
+
 // render appends the record's line to dst.
 func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) ([]byte, error) {
 	k := Key{rec.TemplateID, rec.TemplateVersion}
@@ -136,7 +144,7 @@ func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) 
 	if !ok {
 		text, found := d.tpl[k]
 		if !found {
-			return nil, fmt.Errorf("records wal %d index %d: template %d version %d not given", rec.WALSeq, rec.Index, k.ID, k.Version)
+			return nil, fmt.Errorf("records wal %d index %d: %w", rec.WALSeq, rec.Index, &MissingTemplateError{Key: k})
 		}
 		pieces = strings.Split(text, Wildcard)
 		d.infos[k] = pieces
