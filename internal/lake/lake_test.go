@@ -397,7 +397,7 @@ func TestVacuum(t *testing.T) {
 		t.Fatalf("vacuum within the grace: %v, %v", gone, err)
 	}
 	gone, err := l.Vacuum(f.ctx, lake.VacuumOptions{Retention: time.Hour, Grace: time.Hour, Now: later(2 * time.Hour)})
-	if err != nil || strings.Join(gone, ",") != "records/"+removed.Path+","+young {
+	if err != nil || strings.Join(gone, ",") != young+",records/"+removed.Path {
 		t.Fatalf("vacuum after the grace: %v, %v (want the removed file and the now old orphan)", gone, err)
 	}
 	if got := query(t, l, lake.Filter{}); len(got) != 8 {
