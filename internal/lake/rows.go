@@ -83,3 +83,11 @@ func (l *Lake) ReadRows(ctx context.Context, a delta.Add, texts recfile.Template
 	})
 	return out, nil
 }
+
+// CompactFileName is the base name of a records file a compaction writes:
+// base is the table version the compaction was planned from, token a
+// random word of the process, n the file's number in the compaction. The
+// "compact-" prefix never collides with an encoder's "part-" names.
+func CompactFileName(base int64, token string, n int) string {
+	return fmt.Sprintf("compact-%020d-%s-%d.zstd.parquet", base, token, n)
+}
