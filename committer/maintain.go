@@ -125,6 +125,7 @@ type PassResult struct {
 	Compacted  int // files removed by compaction
 	Written    int // files compaction wrote and committed
 	Partitions int // partitions compacted
+	Skipped    int // partitions whose rewrite failed (logged)
 }
 
 // pass runs retention (when retain) and compaction (when compact) once,
@@ -167,7 +168,14 @@ func (m *maintainer) pass(ctx context.Context, only Partition, retain, compact b
 	for _, g := range compactionPlan(snap, hw, m.cfg.Compaction, only, now) {
 		j, err := m.prepare(ctx, snap.Version, g, now)
 		if err != nil {
-			return res, err
+			if ctx.Err() != nil {
+				return res, context.Cause(ctx)
+			}
+			// One partition that cannot be rewritten (a template missing,
+			// a damaged file) does not hold up the others.
+			m.log.Warn("compaction skipped a partition", "tenant", g.part.Tenant, "date", g.part.Date, "err", err)
+			res.Skipped++
+			continue
 		}
 		crashpoint.Hit(CrashCompactBeforeCommit)
 		err = submit(ctx, j)
