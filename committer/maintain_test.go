@@ -2,15 +2,18 @@ package committer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/quarrylake/quarry/internal/crashpoint"
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/laketest"
@@ -444,3 +447,92 @@ func TestCompactionKeepsRows(t *testing.T) {
 }
 
 func isStale(err error) bool { return err != nil && strings.Contains(err.Error(), errStale.Error()) }
+
+// crashLakeEnv makes TestCompactionCrashChild compact the lake in that
+// directory (with a crash point armed by its parent).
+const crashLakeEnv = "QUARRY_TEST_COMPACT_LAKE"
+
+var crashNow = time.Date(2026, 3, 10, 15, 0, 0, 0, time.UTC)
+
+func TestCompactionCrashChild(t *testing.T) {
+	dir := os.Getenv(crashLakeEnv)
+	if dir == "" {
+		t.Skip("run by TestCompactionCrash")
+	}
+	store, err := objstore.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &testLake{t: t, ctx: context.Background(), store: store, rec: delta.OpenTable(store, lake.RecordsTable), tpl: delta.OpenTable(store, lake.TemplatesTable)}
+	m, submit := l.maint(testConfig("child"), crashNow)
+	if _, err := m.pass(l.ctx, Partition{}, true, true, submit); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCompactionCrash kills a compacting process after it wrote the new
+// files and before its commit, and right after the commit: the lake then
+// references either the old files or the new ones (every row exactly once
+// by quarry's reader and the independent check), and the unreferenced
+// files of the first case are vacuum's.
+func TestCompactionCrash(t *testing.T) {
+	for _, tc := range []struct {
+		point     string
+		committed bool
+	}{{CrashCompactBeforeCommit, false}, {CrashCompactAfterCommit, true}} {
+		t.Run(tc.point, func(t *testing.T) {
+			dir := t.TempDir()
+			store, err := objstore.NewLocal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := newTestLake(t, store, "acme")
+			seq := uint64(0)
+			for range 6 {
+				seq += 2
+				l.addFile("acme", "2026-03-09", []uint64{seq - 1, seq}, crashNow.Add(-time.Hour), false)
+			}
+			_, before := l.partitions()
+			rows := l.rowSet()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestCompactionCrashChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), crashLakeEnv+"="+dir, crashpoint.Env+"="+tc.point)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != crashpoint.ExitCode {
+				t.Fatalf("child: %v, want exit %d\n%s", err, crashpoint.ExitCode, out)
+			}
+			_, after := l.partitions()
+			compacted := 0
+			for _, f := range after.Files {
+				if strings.Contains(f.Path, "/compact-") {
+					compacted++
+				}
+			}
+			switch {
+			case !tc.committed && (after.Version != before.Version || compacted != 0 || len(after.Files) != 6):
+				t.Fatalf("crash before the commit: version %d -> %d, %d files (%d compacted)", before.Version, after.Version, len(after.Files), compacted)
+			case tc.committed && (after.Version != before.Version+1 || compacted != 1 || len(after.Files) != 1):
+				t.Fatalf("crash after the commit: version %d -> %d, %d files (%d compacted)", before.Version, after.Version, len(after.Files), compacted)
+			}
+			if got := l.rowSet(); !slices.Equal(got, rows) {
+				t.Fatalf("rows after the crash: %d, want %d", len(got), len(rows))
+			}
+			l.checkIndependently()
+			// The log's clock is crashNow, the files' the real one.
+			clock := time.Now
+			if tc.committed {
+				clock = func() time.Time { return crashNow.Add(time.Hour) }
+			}
+			orphans, err := lake.Open(store).Vacuum(l.ctx, lake.VacuumOptions{DryRun: true, Now: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.committed && (len(orphans) != 1 || !strings.Contains(orphans[0], "/compact-")) {
+				t.Fatalf("orphans vacuum would delete: %v, want the one compacted file", orphans)
+			}
+			if tc.committed && len(orphans) != 0 {
+				t.Fatalf("vacuum would delete %v right after the commit (grace)", orphans)
+			}
+		})
+	}
+}
