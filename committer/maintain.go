@@ -282,3 +282,78 @@ func (c *Committer) maintenanceCommits(ctx context.Context, ts *termState) error
 		}
 	}
 }
+
+// CompactOptions say what a manual run (Compact) does.
+type CompactOptions struct {
+	// Only limits the run to matching partitions (empty fields match all).
+	Only Partition
+	// Retention also removes the partitions past cfg.Retention.
+	Retention bool
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// Compact runs one maintenance pass by hand (quarry compact): it takes the
+// committer lease when no committer holds it, so it never races a commit
+// (a committer that starts meanwhile waits as a standby until it is
+// done), and returns ErrLeaseHeld when one does: that committer compacts
+// in the background (committer.compaction.enabled). The lease is renewed
+// while the pass runs and released at the end.
+func Compact(ctx context.Context, cfg Config, deps Deps, o CompactOptions) (PassResult, error) {
+	c, err := New(cfg, deps)
+	if err != nil {
+		return PassResult{}, err
+	}
+	if o.Now != nil {
+		c.maint.now = o.Now
+	}
+	kvs, err := c.buckets(ctx)
+	if err != nil {
+		return PassResult{}, err
+	}
+	l, err := c.tryAcquire(ctx, kvs.state, &standbyObs{})
+	if err != nil {
+		return PassResult{}, err
+	}
+	if l == nil {
+		c.mu.Lock()
+		status := c.status
+		c.mu.Unlock()
+		return PassResult{}, fmt.Errorf("%w (%s); it compacts in the background", ErrLeaseHeld, status)
+	}
+	workCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	renewCtx, stopRenew := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { c.renew(renewCtx, kvs.state, l, cancel) })
+	defer func() {
+		stopRenew()
+		wg.Wait()
+		c.release(kvs.state, l)
+	}()
+	snap, err := c.records.Snapshot(workCtx)
+	if err != nil {
+		return PassResult{}, fmt.Errorf("records snapshot: %w", err)
+	}
+	if snap.Version < 0 {
+		return PassResult{}, fmt.Errorf("%w: %s", lake.ErrNoTable, c.records.LogDir())
+	}
+	if err := snap.Writable(); err != nil {
+		return PassResult{}, fmt.Errorf("table %s: %w", lake.RecordsTable, err)
+	}
+	st := &tableState{name: lake.RecordsTable, t: c.records, version: snap.Version, txn: -1, paths: map[string]bool{}}
+	if v, ok := snap.Txns[AppID]; ok {
+		st.txn = v
+	}
+	for _, f := range snap.Files {
+		st.paths[f.Path] = true
+	}
+	submit := func(ctx context.Context, j *job) error {
+		return commitJob(ctx, st, l, c.cfg.Name, 3*c.cfg.OpTimeout, j)
+	}
+	res, err := c.maint.pass(workCtx, o.Only, o.Retention, true, submit)
+	if err != nil && context.Cause(workCtx) != nil && !errors.Is(context.Cause(workCtx), context.Canceled) {
+		err = context.Cause(workCtx) // the lease was lost
+	}
+	return res, err
+}
