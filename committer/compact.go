@@ -41,14 +41,26 @@ func reportsOf(f delta.Add) []string {
 	return out
 }
 
-// loadCompacted marks the reports compacted files name as committed.
-func loadCompacted(arb *arbiter, files []delta.Add) {
-	for _, f := range files {
-		for _, id := range strings.Split(f.Tags[TagReports], ",") {
+// loadRemoved marks as committed the reports of files a compaction or the
+// retention took out of the table: those a compacted live file lists, and
+// those of the tombstones. Their stored accepted verdicts then stay
+// consistent with the table when the report stream is replayed.
+func loadRemoved(arb *arbiter, snap *delta.Snapshot) {
+	mark := func(tags map[string]string) {
+		if id := tags[TagReport]; id != "" {
+			arb.committed[id] = true
+		}
+		for _, id := range strings.Split(tags[TagReports], ",") {
 			if id != "" {
 				arb.committed[id] = true
 			}
 		}
+	}
+	for _, f := range snap.Files {
+		mark(f.Tags)
+	}
+	for _, r := range snap.Tombstones {
+		mark(r.Tags)
 	}
 }
 

@@ -139,7 +139,11 @@ func (m *maintainer) pass(ctx context.Context, only Partition, retain, compact b
 			return res, fmt.Errorf("records snapshot: %w", err)
 		}
 		var acts []delta.Action
-		for _, a := range retentionPlan(snap, m.cfg.Retention, now) {
+		hw := int64(-1)
+		if v, ok := snap.Txns[AppID]; ok {
+			hw = v
+		}
+		for _, a := range retentionPlan(snap, m.cfg.Retention, hw, now) {
 			if only.match(Partition{a.Remove.PartitionValues["tenant"], a.Remove.PartitionValues["date"]}) {
 				acts = append(acts, a)
 			}

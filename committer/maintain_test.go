@@ -440,7 +440,7 @@ func TestCompactionKeepsRows(t *testing.T) {
 	}
 	// The rebuilt arbiter still knows every compacted report as committed.
 	arb := newArbiter(uint64(snap.Txns[AppID]))
-	loadCompacted(arb, snap.Files)
+	loadRemoved(arb, snap)
 	for i := 1; i <= 12; i++ {
 		if !arb.committed[fmt.Sprintf("r%d", i)] {
 			t.Fatalf("report r%d not known as committed after compaction", i)
@@ -648,5 +648,50 @@ func TestCommitterCompactsInBackground(t *testing.T) {
 	}
 	if err := laketest.CheckWithArrow(context.Background(), e.local); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCommitterRetentionReplay: the active committer removes the expired
+// partition of each advance in the background; a new committer replaying
+// the report stream (accepted verdicts still stored) over the table knows
+// the removed files' reports as committed: no conflict, nothing re-added.
+func TestCommitterRetentionReplay(t *testing.T) {
+	e := newEnv(t)
+	cfg := testConfig("c1")
+	cfg.Compaction.Interval = 20 * time.Millisecond
+	off := false
+	cfg.Compaction.Enabled = &off
+	cfg.Retention.Default = Age(24 * time.Hour) // 2026-01-01 is long past
+	r := e.start(cfg, nil)
+	live := func() int {
+		snap, err := delta.OpenTable(e.local, lake.RecordsTable).Snapshot(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(snap.Files)
+	}
+	for s := uint64(1); s <= 3; s++ {
+		e.publish(e.encodeV3(fmt.Sprintf("a.%d", s), batch{s, s - 1}))
+	}
+	e.waitHW(r.c, 3)
+	eventually(t, 15*time.Second, "the expired files removed", func() bool { return live() == 0 })
+	e.publish(e.encodeV3("a.4", batch{4, 3}))
+	e.waitHW(r.c, 4)
+	eventually(t, 15*time.Second, "the expired file of a.4 removed", func() bool { return live() == 0 })
+	r.stop(t)
+	cfg2 := testConfig("c2")
+	cfg2.Compaction.Enabled = &off
+	r2 := e.start(cfg2, nil)
+	e.waitHW(r2.c, 4)
+	eventually(t, 15*time.Second, "c2 caught up", func() bool { return r2.c.Ready() == nil })
+	if n := testutil.ToFloat64(r2.c.m.reports.WithLabelValues("conflict")); n != 0 {
+		t.Fatalf("%v replayed reports conflicted with the removed files", n)
+	}
+	r2.stop(t)
+	if n := live(); n != 0 {
+		t.Fatalf("%d files re-added after retention", n)
+	}
+	if v := e.table(lake.RecordsTable); v.txn != 4 {
+		t.Fatalf("records txn %d, want 4", v.txn)
 	}
 }

@@ -136,12 +136,17 @@ func (r Retention) expired(tenant, date string, now time.Time) bool {
 }
 
 // retentionPlan is the remove actions of every live records file in a date
-// partition past its tenant's retention, sorted by path.
-func retentionPlan(snap *delta.Snapshot, r Retention, now time.Time) []delta.Action {
+// partition past its tenant's retention, sorted by path. A file with WAL
+// sequences above the high-water hw waits for a later pass: its report
+// may still own batches the barrier has not passed.
+func retentionPlan(snap *delta.Snapshot, r Retention, hw int64, now time.Time) []delta.Action {
 	var out []delta.Action
 	ms := now.UnixMilli()
 	for _, f := range snap.Files {
 		if !r.expired(f.PartitionValues["tenant"], f.PartitionValues["date"], now) {
+			continue
+		}
+		if _, hi, ok := walRange(f); ok && hi > hw {
 			continue
 		}
 		out = append(out, delta.Action{Remove: &delta.Remove{

@@ -259,7 +259,7 @@ func (c *Committer) rebuild(ctx context.Context, ts *termState) error {
 	for _, f := range tplSnap.Files {
 		arb.loadCommittedPath(streams.TableTemplates, f.Path, f.Tags[TagReport])
 	}
-	loadCompacted(arb, recSnap.Files) // reports whose files a compaction replaced
+	loadRemoved(arb, recSnap) // reports whose files compaction or retention removed
 	if tpl.txn > rec.txn {
 		c.log.Warn("templates table is ahead of records: the last advance was cut between its commits, repairing",
 			"templates_txn", tpl.txn, "records_txn", rec.txn)
