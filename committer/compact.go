@@ -66,7 +66,9 @@ func loadRemoved(arb *arbiter, snap *delta.Snapshot) {
 
 // Compaction configures the rewrite of closed partitions: a (tenant, date)
 // partition whose date has ended (UTC) or that got no new file for Idle is
-// closed; its files smaller than TargetBytes are rewritten, in WAL order,
+// closed; its files smaller than half of TargetBytes are rewritten (a file
+// of half the target or more is final, so a partition that keeps getting
+// late files does not rewrite its big files again and again), in WAL order,
 // into records v3 files of about TargetBytes (recfile's compact encoding),
 // committed as one Delta commit of remove + add actions, both with
 // dataChange=false. Only files whose WAL sequences are all at or below the
@@ -140,7 +142,7 @@ type compactGroup struct {
 }
 
 // compactionPlan picks, per closed partition matching only, the live files
-// smaller than the target whose WAL sequences are all at or below hw, in
+// smaller than half the target whose WAL sequences are all at or below hw, in
 // WAL order, cut into bins of about TargetBytes. A bin of one file is not
 // rewritten.
 func compactionPlan(snap *delta.Snapshot, hw int64, c Compaction, only Partition, now time.Time) []compactGroup {
@@ -161,7 +163,7 @@ func compactionPlan(snap *delta.Snapshot, hw int64, c Compaction, only Partition
 		}
 		pf.newest = max(pf.newest, f.ModificationTime)
 		_, hi, ok := walRange(f)
-		if !ok || hi > hw || f.Size >= c.TargetBytes {
+		if !ok || hi > hw || f.Size >= c.TargetBytes/2 {
 			continue
 		}
 		pf.small = append(pf.small, f)
