@@ -11,12 +11,12 @@
 // high-water key or around a compaction's commit, an encoder after its
 // upload or its report, the miner after a snapshot). The committer purges
 // the WAL and the report stream, and compacts closed partitions in the
-// background.
+// background; after the round `quarry compact` runs once by hand
+// (checkCompact) between two checks of the lake.
 //
-// After each round it checks the lake alone (see checkLake), runs
-// `quarry compact` by hand and checks it again, vacuums (checkVacuum) and
-// checks it once more, and prints the round's seed; the last line is
-// "N passed, N failed" and a failed round is replayed with -seed=N.
+// After each round it checks the lake alone (see checkLake and checkVacuum)
+// and prints the round's seed; the last line is "N passed, N failed" and a
+// failed round is replayed with -seed=N.
 //
 //	go test -tags chaos -count=1 -v ./e2e/chaos/ -args -rounds=3 [-seed=N] [-lines=5000] [-keep]
 package chaos
