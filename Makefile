@@ -7,7 +7,7 @@ GOFLAGS   ?=
 TEST_TIMEOUT ?= 25m
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: help build run test e2e e2e-mssql images bench eval lint tools chaos soak clean
+.PHONY: help build run test e2e e2e-mssql images bench eval lint tools chromium chaos soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -20,6 +20,9 @@ run: build ## run the whole pipeline in one process on embedded defaults (lake u
 
 tools: ## build the test tools (the MinIO server from its Go module) into bin/tools
 	./scripts/build-minio.sh
+
+chromium: ## install Debian's chromium (if missing) for the browser test of quarry serve
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 
 test: tools ## vet and run every unit and integration test with -race (and the multi-process suite of the e2e module)
 	$(GO) vet $(PKGS)

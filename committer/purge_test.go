@@ -2,6 +2,7 @@ package committer
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -36,8 +37,8 @@ func TestPurgeWALKeepsOldestSnapshotRestorable(t *testing.T) {
 	a := e.start(cfg, nil)
 	e.waitHW(a.c, 6)
 	first := func() uint64 { return walFirstSeq(t, e) }
-	eventually(t, 5*time.Second, "WAL purged below the oldest snapshot", func() bool { return first() >= 3 })
-	time.Sleep(300 * time.Millisecond) // a later advance must not purge further
+	eventually(t, 30*time.Second, "WAL purged below the oldest snapshot", func() bool { return first() >= 3 })
+	e.advancePast(a.c, 6) // a later advance must not purge further
 	if f := first(); f != 3 {
 		t.Fatalf("WAL starts at %d: purged above the oldest snapshot 2 (want first seq 3)", f)
 	}
@@ -69,7 +70,10 @@ func TestPurgeWALKeepsProducerFloor(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := obs.PutBytes(ctx, streams.SnapshotName(8), []byte("snap")); err != nil {
+			// snapshot 6: the high-water (6, then 8 after advancePast) never
+			// limits the purge, so the stale case's 7 holds after the later
+			// advances too
+			if _, err := obs.PutBytes(ctx, streams.SnapshotName(6), []byte("snap")); err != nil {
 				t.Fatal(err)
 			}
 			kv, err := e.js.KeyValue(ctx, streams.PositionsBucket)
@@ -89,13 +93,26 @@ func TestPurgeWALKeepsProducerFloor(t *testing.T) {
 			a := e.start(cfg, nil)
 			e.waitHW(a.c, 6)
 			first := func() uint64 { return walFirstSeq(t, e) }
-			eventually(t, 5*time.Second, "WAL purged", func() bool { return first() >= tt.wantFirst })
-			time.Sleep(300 * time.Millisecond) // a later advance must not purge further
+			eventually(t, 30*time.Second, "WAL purged", func() bool { return first() >= tt.wantFirst })
+			e.advancePast(a.c, 6) // a later advance must not purge further
 			if f := first(); f != tt.wantFirst {
 				t.Fatalf("WAL starts at %d, want %d", f, tt.wantFirst)
 			}
 			a.stop(t)
 		})
+	}
+}
+
+// advancePast drives two more advances (hw+1, then hw+2) through c and
+// waits for them: a barrier instead of a sleep. The purge after an advance
+// runs after the high-water is published, but before the next advance in
+// the same loop, so once hw+2 is visible every purge after hw and hw+1 is
+// done, and a purge going too far would show in the WAL now.
+func (e *env) advancePast(c *Committer, hw uint64) {
+	e.t.Helper()
+	for _, s := range []uint64{hw + 1, hw + 2} {
+		e.publish(e.encode(fmt.Sprintf("barrier.%d", s), batch{s, s - 1}))
+		e.waitHW(c, s)
 	}
 }
 

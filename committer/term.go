@@ -57,7 +57,8 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 	c.setStatus(fmt.Sprintf("active: replaying %s from high-water %d", streams.ReportStream, ts.arb.hw))
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 	cons, err := c.js.OrderedConsumer(cctx, streams.ReportStream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxResetAttempts: streams.OrderedResetAttempts,
+		DeliverPolicy:    jetstream.DeliverAllPolicy,
 	})
 	cancel()
 	if err != nil {
@@ -70,6 +71,13 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 	// fetches in a row the term ends, and the next one replays the report
 	// stream with a new consumer (verdicts are persisted, so nothing flips).
 	failures := 0
+	// A consumer can also go deaf without an error: its fetches time out
+	// as if the stream were quiet (an R1 consumer on a node that died).
+	// stuck watches for that: while fetches come back empty, it compares
+	// the stream's last sequence with the last report delivered, and ends
+	// the term when the stream has held a later report for a whole check
+	// interval without the consumer delivering it.
+	stuck := stuckWatch{every: max(20*wait, 2*time.Second)}
 	fetchFailed := func(err error) error {
 		failures++
 		c.log.Warn("fetch reports", "err", err, "failures_in_a_row", failures)
@@ -97,6 +105,9 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 				continue // drain the batch; the next term replays it
 			}
 			n++
+			if md, err := msg.Metadata(); err == nil {
+				stuck.delivered(md.Sequence.Stream)
+			}
 			pending, err := c.process(ctx, ts, msg)
 			perr = err
 			caughtUp = pending == 0
@@ -116,6 +127,18 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 		}
 		if n == 0 {
 			caughtUp = true
+			if err := stuck.idle(ctx, c.reportsLastSeq); err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				if errors.Is(err, errConsumerStuck) {
+					c.setStatus(err.Error())
+					return err
+				}
+				if err := fetchFailed(err); err != nil {
+					return err
+				}
+			}
 		}
 		force := false
 		if caughtUp && !replayed {
@@ -146,6 +169,65 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 		return fmt.Errorf("final commit: %w", err)
 	}
 	return nil
+}
+
+// errConsumerStuck ends a term whose report consumer stopped delivering.
+var errConsumerStuck = errors.New("report stream consumer stuck")
+
+// stuckWatch tells a deaf report consumer from a quiet stream.
+type stuckWatch struct {
+	every     time.Duration
+	last      uint64    // stream sequence of the last report delivered
+	since     time.Time // start of the current run of empty fetches
+	behind    uint64    // a later stream sequence seen at the last check, 0 if none
+	checkedAt time.Time
+}
+
+func (w *stuckWatch) delivered(seq uint64) {
+	w.last, w.since, w.behind = seq, time.Time{}, 0
+}
+
+// idle is called after an empty fetch. Every interval of empty fetches it
+// reads the stream's last sequence; a report beyond the last delivered one
+// that is still undelivered at the next check means the consumer is stuck.
+func (w *stuckWatch) idle(ctx context.Context, lastSeq func(context.Context) (uint64, error)) error {
+	now := time.Now()
+	if w.since.IsZero() {
+		w.since, w.checkedAt = now, now
+		return nil
+	}
+	if now.Sub(w.checkedAt) < w.every {
+		return nil
+	}
+	w.checkedAt = now
+	seq, err := lastSeq(ctx)
+	if err != nil {
+		return err
+	}
+	if w.behind != 0 && w.last < w.behind {
+		return fmt.Errorf("%w: the stream holds report %d, the consumer delivered up to %d and nothing for %s",
+			errConsumerStuck, seq, w.last, now.Sub(w.since).Truncate(time.Millisecond))
+	}
+	w.behind = 0
+	if seq > w.last {
+		w.behind = seq
+	}
+	return nil
+}
+
+// reportsLastSeq is the report stream's last sequence.
+func (c *Committer) reportsLastSeq(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
+	defer cancel()
+	st, err := c.js.Stream(ctx, streams.ReportStream)
+	if err != nil {
+		return 0, fmt.Errorf("report stream info: %w", err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("report stream info: %w", err)
+	}
+	return info.State.LastSeq, nil
 }
 
 func (c *Committer) updateGap(ts *termState) {
@@ -185,13 +267,17 @@ func (c *Committer) ensureTables(ctx context.Context) error {
 				return fmt.Errorf("snapshot %s: %w", t.t.Root(), err)
 			}
 			if snap.Version >= 0 {
-				// A records table created before records v3 gets the
-				// superset schema before this term commits v3 files.
-				if md, ok := lake.RecordsSchemaUpdate(snap.Metadata); ok && t.t == c.records {
+				// A table created with an older quarry schema gets the current one
+				// (records v3, templates kinds) before this term commits.
+				update := lake.RecordsSchemaUpdate
+				if t.t == c.templates {
+					update = lake.TemplatesSchemaUpdate
+				}
+				if md, ok := update(snap.Metadata); ok {
 					if err := t.t.Commit(ctx, snap.Version+1, []delta.Action{{MetaData: &md}}); err != nil {
 						return fmt.Errorf("update the schema of %s: %w", t.t.Root(), err)
 					}
-					c.log.Info("table schema updated to records v3", "table", t.t.Root(), "version", snap.Version+1)
+					c.log.Info("table schema updated", "table", t.t.Root(), "version", snap.Version+1)
 				}
 				return nil
 			}

@@ -69,6 +69,7 @@ func templateRows(b *streams.MinedBatch) []lake.TemplateRow {
 			Previous:   t.Previous,
 			MergedInto: int64(t.Into),
 			WALSeq:     int64(b.WALSeq),
+			Kinds:      t.Kinds,
 		})
 	}
 	return out

@@ -3,6 +3,7 @@ package encoder
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,4 +197,16 @@ func BenchmarkPipeline(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*batches*perBatch)/busy.Seconds(), "records/s")
+}
+
+// templateRows keeps a template's mask kinds for the templates table.
+func TestTemplateRowsKeepKinds(t *testing.T) {
+	b := &streams.MinedBatch{WALSeq: 7, Templates: []streams.TemplateDef{
+		{Kind: streams.TemplateCreated, ID: 3, Tenant: "acme", Version: 1, Text: "from <*> to <*>", Kinds: []string{"ipv4", ""}},
+		{Kind: streams.TemplateCreated, ID: 4, Tenant: "acme", Version: 1, Text: "plain <*>"},
+	}}
+	rows := templateRows(b)
+	if len(rows) != 2 || !slices.Equal(rows[0].Kinds, []string{"ipv4", ""}) || rows[1].Kinds != nil || rows[0].WALSeq != 7 {
+		t.Fatalf("rows %+v", rows)
+	}
 }

@@ -118,7 +118,8 @@ func (t *texts) load(ctx context.Context, tenant string) error {
 		return nil
 	}
 	cons, err := t.js.OrderedConsumer(ctx, streams.TemplateStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subj}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: tt.next})
+		MaxResetAttempts: streams.OrderedResetAttempts,
+		FilterSubjects:   []string{subj}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: tt.next})
 	if err != nil {
 		return fail(err)
 	}

@@ -35,7 +35,8 @@ func (r *runner) readLoop(ctx context.Context, next uint64, out chan<- *item) {
 	b := backoff.New(r.cfg.retryPolicy())
 	for ctx.Err() == nil {
 		cons, err := r.js.OrderedConsumer(ctx, streams.WALStream, jetstream.OrderedConsumerConfig{
-			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: next,
+			MaxResetAttempts: streams.OrderedResetAttempts,
+			DeliverPolicy:    jetstream.DeliverByStartSequencePolicy, OptStartSeq: next,
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -140,7 +141,6 @@ func checkRecord(rec *streams.Record) string {
 	}
 	return ""
 }
-
 
 // mineLoop mines items in WAL order until ctx ends or items closes; it
 // returns a fatal error.

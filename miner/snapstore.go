@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -67,9 +69,11 @@ func loadNewest(ctx context.Context, obs jetstream.ObjectStore, cfg mining.Confi
 		return nil, nil, err
 	}
 	for _, name := range names {
-		blob, err := obs.GetBytes(ctx, name)
+		blob, err := readObject(ctx, obs, name, snapshotReadIdle)
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || errors.Is(err, errReadIdle) {
+				// Not the snapshot's fault: the caller retries, from the
+				// newest snapshot again.
 				return nil, nil, fmt.Errorf("read snapshot %s: %w", name, err)
 			}
 			log.Warn("skip unreadable snapshot", "name", name, "err", err)
@@ -184,5 +188,69 @@ func (r *runner) writeSnapshot(ctx context.Context, job snapJob) {
 	r.log.Debug("snapshot written", "wal_seq", job.seq, "bytes", len(job.blob), "took", time.Since(start))
 	if _, err := r.kv.Put(ctx, KeySnapshot, []byte(strconv.FormatUint(job.seq, 10))); err != nil {
 		r.log.Warn("save snapshot position", "key", KeySnapshot, "err", err)
+	}
+}
+
+// snapshotReadIdle is how long a snapshot read may go without a byte.
+var snapshotReadIdle = 30 * time.Second
+
+// errReadIdle: an object read that stopped delivering bytes.
+var errReadIdle = errors.New("object read stalled")
+
+// readObject reads an object whole. nats.go's ObjectStore.GetBytes waits
+// for the object's chunks without watching its context, so a server that
+// restarts mid-read leaves it waiting for ever; here the read is closed
+// when ctx ends or when no byte arrived for idle.
+func readObject(ctx context.Context, obs jetstream.ObjectStore, name string, idle time.Duration) ([]byte, error) {
+	res, err := obs.Get(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	var stalled atomic.Bool
+	progress := make(chan struct{}, 1)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTimer(idle)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				res.Close()
+				return
+			case <-progress:
+				t.Reset(idle)
+			case <-t.C:
+				stalled.Store(true)
+				res.Close()
+				return
+			}
+		}
+	}()
+	var buf bytes.Buffer
+	chunk := make([]byte, 64<<10)
+	for {
+		n, err := res.Read(chunk)
+		buf.Write(chunk[:n])
+		if n > 0 {
+			select {
+			case progress <- struct{}{}:
+			default:
+			}
+		}
+		if err == io.EOF {
+			return buf.Bytes(), res.Error()
+		}
+		if err != nil {
+			if stalled.Load() {
+				return nil, fmt.Errorf("%w: no byte for %s", errReadIdle, idle)
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, err
+		}
 	}
 }

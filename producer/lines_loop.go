@@ -118,7 +118,18 @@ func (l *Lines) addLine(ctx context.Context, ln *line) error {
 		if err := l.flush(ctx); err != nil {
 			return err
 		}
-		l.pf.first, l.pf.next = l.cov[0].next, l.cov[0].next
+		if next := l.cov[0].next; l.pf.next != next {
+			l.pf.first, l.pf.next = next, next
+			// The span's frames were acked before the crash: once every
+			// frame before them is resolved, the position passes them, so
+			// a quiet source saves past them and releases its floor
+			// without waiting for a new line.
+			l.pub.AfterResolved(func() {
+				if !l.failed() && l.acked.Load() < next {
+					l.acked.Store(next)
+				}
+			})
+		}
 		l.nSkipped.Add(1)
 		l.m.skipped.Inc()
 		return nil

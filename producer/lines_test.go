@@ -1003,6 +1003,46 @@ func TestFloorReleasedWhileIdle(t *testing.T) {
 	floortest.CheckCovered(t, js, subj, before, events)
 }
 
+// TestFloorReleasedAfterRecoveredFrames: a followed file restarted after a
+// crash that lost its position saves finds its frames in the WAL and skips
+// them; with no new line to publish, its position still passes them, so it
+// saves it and releases its WAL floor instead of holding the purge back.
+func TestFloorReleasedAfterRecoveredFrames(t *testing.T) {
+	js := testJS(t)
+	path := filepath.Join(t.TempDir(), "quiet.log")
+	writeFile(t, path, numbered(0, 100), false)
+	cfg := Config{Tenant: "quiet", Follow: true, PollInterval: 5 * time.Millisecond,
+		Linger: 5 * time.Millisecond, FrameMaxRecords: 30, ProgressInterval: 20 * time.Millisecond}
+	crashed, err := NewFile(Config{Tenant: "quiet", FrameMaxRecords: 30, Linger: time.Hour}, Deps{JS: js}, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed.hookNoSave = true // every position save of this run is lost
+	runLines(t, crashed)
+	released := floortest.Released(t, js, crashed.Source())
+	if released() {
+		t.Fatal("the crashed run left no floor")
+	}
+
+	l, err := NewFile(cfg, Deps{JS: js}, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(rctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	waitFor(t, func() bool { return l.Stats().Recovered == 100 && released() })
+	if n := len(walFrames(t, js, streams.LineSubject("quiet"))); n != 4 {
+		t.Fatalf("%d frames in the WAL, want the crashed run's 4 only", n)
+	}
+}
+
 // unavailableJS answers KeyValue with JetStream's "temporarily
 // unavailable" (a cluster electing leaders) for its first n calls.
 type unavailableJS struct {

@@ -221,7 +221,9 @@ func TestPublisherSurvivesServerRestart(t *testing.T) {
 	for i := 5; i < 12; i++ {
 		publish(i)
 	}
-	time.Sleep(700 * time.Millisecond) // let first attempts time out
+	// The outage must be seen before the server is back: wait for a retry
+	// (a first attempt that failed) instead of guessing how long that takes.
+	waitRetried(t, m)
 	s.Restart(t)
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -304,7 +306,7 @@ func TestPublisherRetriesKeepOrder(t *testing.T) {
 	p := NewPublisher(js, PublisherConfig{MaxInFlight: 64, AckTimeout: 2 * time.Second, MaxAttempts: 100, RetryBackoff: 20 * time.Millisecond}, nil, m)
 	ctx := context.Background()
 	const n = 40
-	for i := range n {
+	publish := func(i int) {
 		f := testFrame("o", uint64(i), 50)
 		if err := p.Publish(ctx, streams.LineSubject("acme"), streams.FrameMsgID("o", uint64(i)), f, func(_ uint64, err error) {
 			if err != nil {
@@ -313,20 +315,27 @@ func TestPublisherRetriesKeepOrder(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The last frames are withheld until the server is down, so some
+	// frames fail and are retried by construction; the others race the
+	// shutdown (in flight, failing together as the connection closes).
+	const withheld = 4
+	for i := range n - withheld {
+		publish(i)
 		if i == n/4 {
 			go s.Shutdown() // mid-burst: later frames fail while the connection closes
 		}
 	}
 	s.WaitForShutdown()
-	time.Sleep(200 * time.Millisecond)
+	for i := n - withheld; i < n; i++ {
+		publish(i)
+	}
+	waitRetried(t, m)
 	s.Restart(t)
 	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := p.Flush(fctx); err != nil {
 		t.Fatal(err)
-	}
-	if testutil.ToFloat64(m.Retries) == 0 {
-		t.Skip("no frame was retried; the outage came too late to exercise the retries")
 	}
 	var walOrder []uint64
 	for _, f := range walFrames(t, js, streams.LineSubject("acme")) {
@@ -341,6 +350,19 @@ func TestPublisherRetriesKeepOrder(t *testing.T) {
 
 // restartableServer starts a server that s.Restart(t) brings back on the
 // same store and port, with quarry's streams and a producer connection.
+// waitRetried waits until the publisher has retried a frame: a first
+// attempt failed (the fault was seen) and the retries have begun.
+func waitRetried(t *testing.T, m *PublisherMetrics) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for testutil.ToFloat64(m.Retries) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no publish was retried within 30s of the outage")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func restartableServer(t *testing.T) (*natstest.Server, jetstream.JetStream) {
 	t.Helper()
 	s := natstest.RunServer(t)

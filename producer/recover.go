@@ -40,10 +40,11 @@ func scanWAL(ctx context.Context, js jetstream.JetStream, subject, source string
 		return nil, nil
 	}
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject},
-		DeliverPolicy:  jetstream.DeliverByStartTimePolicy,
-		OptStartTime:   &since,
-		HeadersOnly:    true,
+		MaxResetAttempts: streams.OrderedResetAttempts,
+		FilterSubjects:   []string{subject},
+		DeliverPolicy:    jetstream.DeliverByStartTimePolicy,
+		OptStartTime:     &since,
+		HeadersOnly:      true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("scan wal: consumer: %w", err)

@@ -162,6 +162,14 @@ func ReportSubject(encoder string) string { return "quarry.reports." + encoder }
 // TemplateSubject is the subject of tenant's template events.
 func TemplateSubject(tenant string) string { return "quarry.templates." + tenant }
 
+// OrderedResetAttempts is how often an ordered consumer of any stage
+// tries to recreate itself (after a lost heartbeat or a sequence gap)
+// before its Fetch or Next returns an error. nats.go's default is to try
+// for ever, which turns a consumer that cannot be recreated (its stream's
+// leader moving, a node gone) into a silent wait; with a bound, the stage
+// sees the error, says so in /readyz and makes a new consumer itself.
+const OrderedResetAttempts = 3
+
 // DeadLetterSubject is the dead-letter subject of a stage ("producer",
 // "miner", "encoder", "committer").
 func DeadLetterSubject(stage string) string { return "quarry.dlq." + stage }

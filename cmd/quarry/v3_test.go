@@ -86,7 +86,7 @@ func TestRunOnV2Lake(t *testing.T) {
 	if err := rec.Create(ctx, delta.Metadata{Name: lake.RecordsTable, SchemaString: lake.RecordsSchemaV2String, PartitionColumns: lake.RecordsPartitionColumns}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tpl.Create(ctx, delta.Metadata{Name: lake.TemplatesTable, SchemaString: lake.TemplatesSchemaString}); err != nil {
+	if err := tpl.Create(ctx, delta.Metadata{Name: lake.TemplatesTable, SchemaString: lake.TemplatesSchemaV1String}); err != nil {
 		t.Fatal(err)
 	}
 	put := func(tb *delta.Table, rel string, parts map[string]string, n int, data []byte) {
@@ -105,7 +105,18 @@ func TestRunOnV2Lake(t *testing.T) {
 		}
 	}
 	const oldID = 1 << 40 // far from the ids the run's miner assigns
-	put(tpl, lake.FileName(1, 1, "old"), map[string]string{}, 1, parquetOf(t, []lake.TemplateRow{
+	// A templates file as written before the kinds column.
+	type templateRowV1 struct {
+		TemplateID int64  `parquet:"template_id"`
+		Tenant     string `parquet:"tenant"`
+		Version    int32  `parquet:"version"`
+		Template   string `parquet:"template"`
+		Kind       string `parquet:"kind"`
+		Previous   string `parquet:"previous"`
+		MergedInto int64  `parquet:"merged_into"`
+		WALSeq     int64  `parquet:"wal_seq"`
+	}
+	put(tpl, lake.FileName(1, 1, "old"), map[string]string{}, 1, parquetOf(t, []templateRowV1{
 		{TemplateID: oldID, Tenant: "legacy", Version: 1, Template: "legacy <*> line <*>", Kind: "created", WALSeq: 1}}))
 	at := time.Date(2025, 5, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 	var old []lake.RecordRow
@@ -132,6 +143,9 @@ func TestRunOnV2Lake(t *testing.T) {
 	}
 	if snap.Metadata.SchemaString != lake.RecordsSchemaString {
 		t.Errorf("records schema after the run is not the superset: %s", snap.Metadata.SchemaString)
+	}
+	if tsnap, err := tpl.Snapshot(ctx); err != nil || tsnap.Metadata.SchemaString != lake.TemplatesSchemaString {
+		t.Errorf("templates schema after the run is not the current one (%v): %s", err, tsnap.Metadata.SchemaString)
 	}
 	raw, _ := runCLI(t, "", "query", "--lake", lakeDir, "--format", "raw")
 	got := strings.Split(strings.TrimSuffix(raw, "\n"), "\n")

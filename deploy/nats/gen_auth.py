@@ -47,8 +47,9 @@ roles = [
                                        "quarry.mined.>", "quarry.templates.>", "quarry.dlq.miner"]
      + kv("quarry_positions") + kv("quarry_state", write=False) + obj("quarry_snapshots", True),
      []),
-    ("encoder", "pulls mined batches, publishes file reports, reads verdicts",
+    ("encoder", "pulls mined batches, publishes file reports, reads verdicts and template events (texts it lacks)",
      ensure + consume("QUARRY_MINED") + ["quarry.reports.>", "quarry.dlq.encoder"]
+     + consume("QUARRY_TEMPLATES") + ["$JS.API.DIRECT.GET.QUARRY_TEMPLATES.>", "$JS.API.STREAM.MSG.GET.QUARRY_TEMPLATES"]
      + kv("quarry_verdicts", write=False, watch=True) + kv("quarry_state", write=False, watch=True),
      []),
     ("committer", "reads reports; writes verdicts, the lease and the high-water; purges the WAL below the safe point",

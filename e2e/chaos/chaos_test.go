@@ -14,6 +14,14 @@
 // background; after the round `quarry compact` runs once by hand
 // (checkCompact) between two checks of the lake.
 //
+// Every fault lands mid-stream by construction, never by pacing: the input
+// is fed chunk after chunk, each by a producer following its own file
+// (--follow). A chunk's file holds half of it when its producer starts; the
+// other half is appended only after the producer has published some of the
+// first and the schedule has injected a fault since, so a fault always
+// hits a producer in the middle of its input, and the next chunk starts
+// only once the whole chunk is in the WAL.
+//
 // After each round it checks the lake alone (see checkLake and checkVacuum)
 // and prints the round's seed; the last line is "N passed, N failed" and a
 // failed round is replayed with -seed=N.
@@ -28,8 +36,10 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -39,6 +49,7 @@ import (
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/natsutil"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/streams"
 
 	"github.com/quarrylake/quarry/internal/quarrybin"
@@ -158,6 +169,10 @@ type round struct {
 	producers  []*slot
 	all        []*slot
 
+	// faults counts the faults the schedule injected so far; the input
+	// waits on it.
+	faults atomic.Int64
+
 	mu      sync.Mutex
 	actions []string
 	hwSeen  []uint64
@@ -253,7 +268,9 @@ func (r *round) newSlot(name string, args []string, env func(int) []string, with
 }
 
 func (r *round) run() (errs []error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	// A round takes about a minute; the bound is generous for a loaded
+	// machine (every wait in it ends as soon as its condition holds).
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	port, err := freePort()
 	if err != nil {
@@ -306,13 +323,15 @@ func (r *round) run() (errs []error) {
 
 	// The input: every tenant's lines cut into chunks, fed one chunk at a
 	// time (acme 1, globex 1, initech 1, acme 2, ...) by one producer
-	// process after the other with pauses between, so the faults hit a
-	// flowing pipeline and the WAL still holds the input in one known order.
+	// process after the other, so the WAL holds the input in one known
+	// order. Each producer follows its chunk's file, which holds the first
+	// half of the chunk until a fault has hit the producer (see feed).
 	perTenant := map[string][]string{}
 	for _, tn := range tenants {
 		perTenant[tn] = genLines(r.seed, tn, *linesFlag)
 	}
 	var input []inputLine
+	var chunks []*chunk
 	for c := range *chunksFlag {
 		for _, tn := range tenants {
 			all := perTenant[tn]
@@ -321,12 +340,24 @@ func (r *round) run() (errs []error) {
 				input = append(input, inputLine{tn, l})
 			}
 			f := filepath.Join(r.dir, fmt.Sprintf("%s-%d.log", tn, c))
-			if err := os.WriteFile(f, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			half := len(lines) / 2
+			first := strings.Join(lines[:half], "\n") + "\n"
+			if half == 0 {
+				first = ""
+			}
+			if err := os.WriteFile(f, []byte(first), 0o644); err != nil {
 				return []error{err}
 			}
-			p := r.newSlot(fmt.Sprintf("producer-%s-%d", tn, c), append([]string{"producer", "--input", f, "--tenant", tn}, common...), nil, false)
+			p := r.newSlot(fmt.Sprintf("producer-%s-%d", tn, c), append([]string{"producer", "--input", f, "--follow", "--tenant", tn}, common...), nil, false)
 			p.oneShot = true
 			r.producers = append(r.producers, p)
+			abs, err := filepath.Abs(f)
+			if err != nil {
+				return []error{err}
+			}
+			source := streams.SanitizeToken(abs)
+			chunks = append(chunks, &chunk{p: p, path: f, tenant: tn, source: source, key: producer.PositionKey(source),
+				first: uint64(len(first)), rest: strings.Join(lines[half:], "\n") + "\n"})
 		}
 	}
 
@@ -356,40 +387,25 @@ func (r *round) run() (errs []error) {
 		errs = append(errs, err)
 	}
 	chaosWG.Go(func() { chaosErrs = r.chaos(chaosCtx, js) })
-	for i, p := range r.producers {
-		if i == len(r.producers)/2 {
+	for i, c := range chunks {
+		if i == len(chunks)/2 {
 			r.idleCorruption(ctx, js, lk)
 		}
 		if i > 0 {
-			sleepCtx(ctx, time.Duration(300+r.rng.Intn(1200))*time.Millisecond)
-			p.start()
+			c.p.start()
 		}
-		// A role that starts while the NATS server is down can hang in its
-		// setup (streams.Ensure under cmd/quarry's 2-minute deadline) without
-		// saying why; a watchdog kills such a producer, the supervisor
-		// restarts it, and the count shows in the round's summary.
-		watchdog := time.NewTicker(12 * time.Second)
-	wait:
-		select {
-		case <-p.finished:
-		case <-watchdog.C:
-			if p.signal(syscall.SIGKILL) {
-				r.logf("watchdog: SIGKILL %s, unfinished after 12s", p.name)
-				r.count("producer-watchdog")
-			}
-			goto wait
-		case <-ctx.Done():
-			watchdog.Stop()
+		if err := r.feed(ctx, js, c); err != nil {
 			stopChaos()
 			chaosWG.Wait()
 			stopMon()
 			monWG.Wait()
-			return append(chaosErrs, fmt.Errorf("%s did not finish: %v\n%s", p.name, p.exitLog(), p.tail(3000)))
+			return append(chaosErrs, fmt.Errorf("%s: %w: %v\n%s", c.p.name, err, c.p.exitLog(), c.p.tail(3000)))
 		}
-		watchdog.Stop()
 	}
-	// Let the faults go on a little after the input ends.
-	sleepCtx(ctx, time.Duration(1000+r.rng.Intn(3000))*time.Millisecond)
+	// Let the faults go on after the input ends: one more.
+	if err := r.nextFault(ctx, r.faults.Load()); err != nil {
+		errs = append(errs, err)
+	}
 	stopChaos()
 	chaosWG.Wait()
 	errs = append(errs, chaosErrs...)
@@ -532,6 +548,7 @@ func (r *round) chaos(ctx context.Context, js jetstream.JetStream) []error {
 			if s.signal(syscall.SIGKILL) {
 				r.logf("SIGKILL %s", s.name)
 				r.count("kill")
+				r.faults.Add(1)
 			}
 		case k < 60: // pause a role for longer than the ack wait and the lease
 			victims := append(append([]*slot{r.miner}, r.encoders...), r.committers...)
@@ -540,6 +557,7 @@ func (r *round) chaos(ctx context.Context, js jetstream.JetStream) []error {
 			if s.signal(syscall.SIGSTOP) {
 				r.logf("SIGSTOP %s for %s", s.name, d)
 				r.count("pause")
+				r.faults.Add(1)
 				bg.Go(func() {
 					time.Sleep(d)
 					s.signal(syscall.SIGCONT)
@@ -551,12 +569,14 @@ func (r *round) chaos(ctx context.Context, js jetstream.JetStream) []error {
 			d := time.Duration(500+r.rng.Intn(1500)) * time.Millisecond
 			r.logf("SIGKILL nats server, down %s", d)
 			r.count("nats-restart")
+			r.faults.Add(1)
 			r.server.hold(syscall.SIGKILL, d)
 		case k < 85: // stop an encoder gracefully for a while (scale in)
 			s := r.encoders[r.rng.Intn(len(r.encoders))]
 			d := time.Duration(1000+r.rng.Intn(3000)) * time.Millisecond
 			r.logf("stop %s for %s", s.name, d)
 			r.count("encoder-stop")
+			r.faults.Add(1)
 			bg.Go(func() { s.hold(syscall.SIGTERM, d) })
 		default: // add an encoder for a while (scale out), then stop it
 			name := fmt.Sprintf("encoder-x%d", len(r.all))
@@ -564,6 +584,7 @@ func (r *round) chaos(ctx context.Context, js jetstream.JetStream) []error {
 			d := time.Duration(2000+r.rng.Intn(4000)) * time.Millisecond
 			r.logf("add %s for %s", name, d)
 			r.count("encoder-add")
+			r.faults.Add(1)
 			s.start()
 			bg.Go(func() {
 				time.Sleep(d)
@@ -700,6 +721,7 @@ func (r *round) corruptSnapshot(ctx context.Context, js jetstream.JetStream) {
 	}
 	r.logf("SIGKILL miner and corrupt its snapshot %s (older: %s)", newest, older)
 	r.count("snapshot-corrupted")
+	r.faults.Add(1)
 }
 
 // idleCorruption waits until the pipeline has caught up (the lake's
@@ -721,4 +743,113 @@ func (r *round) idleCorruption(ctx context.Context, js jetstream.JetStream, lk *
 		sleepCtx(ctx, 200*time.Millisecond)
 	}
 	r.logf("idle corruption skipped: the pipeline did not catch up")
+}
+
+// chunk is one producer's share of the input: a followed file holding
+// first bytes, to which rest is appended after a fault.
+type chunk struct {
+	p              *slot
+	path           string
+	tenant, source string
+	key            string // the producer's position key
+	first          uint64
+	rest           string
+}
+
+// feed runs chunk c's producer (already started) through its chunk: it
+// waits until the producer has some of the first half in the WAL and the
+// schedule has injected a fault since, appends the second half, waits
+// until the whole file is in the WAL and stops the producer. The fault is
+// thus mid-stream for the producer by construction.
+func (r *round) feed(ctx context.Context, js jetstream.JetStream, c *chunk) error {
+	if err := r.waitDurable(ctx, js, c, 1); err != nil {
+		return fmt.Errorf("first half: %w", err)
+	}
+	mark := r.faults.Load()
+	if err := r.nextFault(ctx, mark); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(c.path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(c.rest)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("append the second half: %w", err)
+	}
+	r.logf("%s: second half appended after fault %d", c.p.name, mark+1)
+	if err := r.waitDurable(ctx, js, c, c.first+uint64(len(c.rest))); err != nil {
+		return fmt.Errorf("second half: %w", err)
+	}
+	c.p.stop(15 * time.Second)
+	return nil
+}
+
+// nextFault waits until the schedule has injected more than mark faults.
+func (r *round) nextFault(ctx context.Context, mark int64) error {
+	for r.faults.Load() <= mark {
+		if ctx.Err() != nil {
+			return fmt.Errorf("no fault injected after fault %d", mark)
+		}
+		sleepCtx(ctx, 20*time.Millisecond)
+	}
+	return nil
+}
+
+// waitDurable waits until c's file up to byte offset want is in the WAL
+// (see durable). A role that starts while the NATS server is down can hang
+// in its setup (streams.Ensure under cmd/quarry's 2-minute deadline)
+// without saying why; a watchdog kills a producer that has made no
+// progress for 12s, the supervisor restarts it, and the count shows in the
+// round's summary.
+func (r *round) waitDurable(ctx context.Context, js jetstream.JetStream, c *chunk, want uint64) error {
+	var got uint64
+	moved := time.Now()
+	for ctx.Err() == nil {
+		if n := durable(ctx, js, c); n > got {
+			got, moved = n, time.Now()
+		}
+		if got >= want {
+			return nil
+		}
+		if time.Since(moved) > 12*time.Second {
+			if c.p.signal(syscall.SIGKILL) {
+				r.logf("watchdog: SIGKILL %s, at %d of %d for 12s", c.p.name, got, want)
+				r.count("producer-watchdog")
+			}
+			moved = time.Now()
+		}
+		sleepCtx(ctx, 50*time.Millisecond)
+	}
+	return fmt.Errorf("%d bytes in the WAL, want %d", got, want)
+}
+
+// durable is how far c's file is known to be in the WAL: the producer's
+// saved position, or the end of its last frame in the WAL, whichever is
+// further. The saved position alone may lag: a producer restarted after
+// its frames were acked but before it saved the position skips them and
+// moves the position only with its next acked frame. The last frame alone
+// may be gone: the committer purges committed frames once the source
+// saved its position past them. The tenant's chunks are fed one after the
+// other, so the tenant's last frame in the WAL is c's once c published.
+func durable(ctx context.Context, js jetstream.JetStream, c *chunk) uint64 {
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var n uint64
+	if kv, err := js.KeyValue(cctx, streams.PositionsBucket); err == nil {
+		if e, err := kv.Get(cctx, c.key); err == nil {
+			n, _ = strconv.ParseUint(string(e.Value()), 10, 64)
+		}
+	}
+	if wal, err := js.Stream(cctx, streams.WALStream); err == nil {
+		if m, err := wal.GetLastMsgForSubject(cctx, streams.LineSubject(c.tenant)); err == nil {
+			if f, err := streams.DecodeFrame(m.Data); err == nil && f.Source == c.source {
+				n = max(n, f.NextOffset)
+			}
+		}
+	}
+	return n
 }

@@ -6,6 +6,7 @@ package process
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -53,9 +54,19 @@ func start(t *testing.T, bin, name string, args ...string) *proc {
 // env ("K=V" entries).
 func startEnv(t *testing.T, bin, name string, env []string, args ...string) *proc {
 	t.Helper()
+	return startCmd(t, bin, name, env, nil, args...)
+}
+
+// startCmd is startEnv with setup, if not nil, called on the command
+// before it starts.
+func startCmd(t *testing.T, bin, name string, env []string, setup func(*exec.Cmd), args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
+	}
+	if setup != nil {
+		setup(cmd)
 	}
 	out := &syncbuf.Buffer{}
 	cmd.Stdout = out
@@ -85,10 +96,12 @@ func startEnv(t *testing.T, bin, name string, env []string, args ...string) *pro
 // while it holds fetched, unacknowledged batches and checks that the lake
 // holds every input line exactly once.
 //
-// "Mid-run" is made certain rather than left to timing: encoder a runs with
-// an object store whose uploads hang (QUARRY_FAULTS), so the batches it
-// fetches can only reach the lake through redelivery after the kill, and the
-// high-water cannot pass them before it.
+// The kill lands mid-stream by construction, not by timing: the producers
+// read stdin and get the second half of their lines only after the kill,
+// and encoder a runs with an object store whose uploads hang
+// (QUARRY_FAULTS), so the batches it fetches can only reach the lake
+// through redelivery after the kill, and the high-water cannot pass them
+// before it.
 func TestMultiProcessEncoderKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test builds the binary and runs for about a minute")
@@ -104,7 +117,9 @@ func TestMultiProcessEncoderKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := start(t, bin, "server", "server", "--data", filepath.Join(dir, "nats"), "--port", fmt.Sprint(port))
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	// Generous: the deadline only bounds polls that end as soon as their
+	// condition holds, on a machine that may be loaded.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	nc, js, err := natsutil.Connect(ctx, natsutil.ConnConfig{URL: url}, nil)
 	if err != nil {
@@ -118,21 +133,25 @@ func TestMultiProcessEncoderKilled(t *testing.T) {
 	encA := startEnv(t, bin, "encoder-a", []string{"QUARRY_FAULTS=put.delay=1h"},
 		append([]string{"encoder", "--lake", lakeDir, "--name", "a"}, common...)...)
 
+	// The producers read stdin: the first half of their lines now, the
+	// rest once encoder a is killed.
 	tenants := []string{"acme", "globex"}
 	gen := producer.NewGenerator(3, tenants)
 	var want []string
 	var prods []*proc
+	resume := make(chan struct{})
+	feedErr := make(chan error, len(tenants))
 	for _, tn := range tenants {
 		lines := gen.Lines(tn, 30000)
 		want = append(want, lines...)
-		f := filepath.Join(dir, tn+".log")
-		if err := os.WriteFile(f, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		prods = append(prods, start(t, bin, "producer-"+tn, append([]string{"producer", "--input", f, "--tenant", tn}, common...)...))
+		p, stdin := startStdin(t, bin, "producer-"+tn, append([]string{"producer", "--input", "-", "--tenant", tn}, common...)...)
+		prods = append(prods, p)
+		half := len(lines) / 2
+		go func() { feedErr <- feed(stdin, lines[:half], resume, lines[half:]) }()
 	}
 
-	// Encoder a is the only encoder: wait until it holds batches.
+	// Encoder a is the only encoder: wait until it holds batches. It keeps
+	// them (its uploads hang, it extends their ack deadline) until killed.
 	consumerInfo := func() *jetstream.ConsumerInfo {
 		c, err := js.Consumer(ctx, streams.MinedStream, streams.EncoderConsumer)
 		if err != nil {
@@ -144,8 +163,10 @@ func TestMultiProcessEncoderKilled(t *testing.T) {
 		}
 		return info
 	}
+	var held int
 	for {
 		if info := consumerInfo(); info != nil && info.NumAckPending > 0 {
+			held = info.NumAckPending
 			break
 		}
 		if ctx.Err() != nil {
@@ -154,6 +175,28 @@ func TestMultiProcessEncoderKilled(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	start(t, bin, "encoder-b", append([]string{"encoder", "--lake", lakeDir, "--name", "b"}, common...)...)
+	store, err := objstore.Open(ctx, lakeDir, objstore.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk := lake.Open(store)
+	killedAt, _ := lk.HighWater(ctx)
+	if err := encA.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-encA.done
+	t.Logf("encoder a killed holding %d batches at high-water %d; releasing the second half", held, killedAt)
+	close(resume)
+	for range tenants {
+		select {
+		case err := <-feedErr:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-ctx.Done():
+			t.Fatal("the producers did not read their input")
+		}
+	}
 	for _, p := range prods {
 		select {
 		case <-p.done:
@@ -164,39 +207,11 @@ func TestMultiProcessEncoderKilled(t *testing.T) {
 			t.Fatalf("%s did not finish", p.name)
 		}
 	}
-	store, err := objstore.Open(ctx, lakeDir, objstore.S3Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lk := lake.Open(store)
-	// Let encoder b take whatever a does not hold, then kill a.
-	for {
-		if info := consumerInfo(); info != nil && info.NumPending == 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("mined batches never all delivered")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	info := consumerInfo()
-	if info == nil || info.NumAckPending == 0 {
-		t.Fatalf("encoder a holds no batch at the kill: %+v", info)
-	}
-	killedAt, _ := lk.HighWater(ctx)
-	if err := encA.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-encA.done
 	wal, err := js.Stream(ctx, streams.WALStream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	last := wal.CachedInfo().State.LastSeq
-	if killedAt >= last {
-		t.Fatalf("encoder killed at high-water %d, after everything (%d) was committed: not mid-run", killedAt, last)
-	}
-	t.Logf("encoder a killed holding %d batches at high-water %d of %d", info.NumAckPending, killedAt, last)
 	for {
 		hw, _ := lk.HighWater(ctx)
 		if hw >= last {
@@ -218,6 +233,34 @@ func TestMultiProcessEncoderKilled(t *testing.T) {
 	if err := laketest.ValidLogs(ctx, store); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startStdin is start with a pipe to the process's stdin.
+func startStdin(t *testing.T, bin, name string, args ...string) (*proc, io.WriteCloser) {
+	t.Helper()
+	var stdin io.WriteCloser
+	p := startCmd(t, bin, name, nil, func(cmd *exec.Cmd) {
+		w, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdin = w
+	}, args...)
+	return p, stdin
+}
+
+// feed writes first to w, waits until resume is closed, writes rest and
+// closes w.
+func feed(w io.WriteCloser, first []string, resume <-chan struct{}, rest []string) error {
+	defer w.Close()
+	if _, err := io.WriteString(w, strings.Join(first, "\n")+"\n"); err != nil {
+		return fmt.Errorf("feed: %w", err)
+	}
+	<-resume
+	if _, err := io.WriteString(w, strings.Join(rest, "\n")+"\n"); err != nil {
+		return fmt.Errorf("feed: %w", err)
+	}
+	return w.Close()
 }
 
 // TestMultiProcessRolePermissions runs every role as its own NATS user with

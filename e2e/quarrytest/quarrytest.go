@@ -185,10 +185,6 @@ func Start(t testing.TB, o Options) *Env {
 	e.NATS = make([]*Node, natsNodes)
 	ports := make([]int, natsNodes)
 	for i := range natsNodes {
-		ports[i] = freePort(t)
-		urls = append(urls, fmt.Sprintf("tls://127.0.0.1:%d", ports[i]))
-	}
-	for i := range natsNodes {
 		name := fmt.Sprintf("nats-%d", i)
 		env := map[string]string{"NATS_SERVER_NAME": name}
 		for u, p := range e.passwords {
@@ -197,7 +193,7 @@ func Start(t testing.TB, o Options) *Env {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.NATS[i], errs[i] = e.run(ctx, t, name, imgNATS,
+			e.NATS[i], ports[i], errs[i] = e.runPublished(ctx, t, name, imgNATS, 4222,
 				testcontainers.WithCmd("-c", "/etc/nats/cluster.conf", "--routes", "nats://nats-0:6222,nats://nats-1:6222,nats://nats-2:6222"),
 				testcontainers.WithEnv(env),
 				testcontainers.WithFiles(
@@ -207,20 +203,17 @@ func Start(t testing.TB, o Options) *Env {
 					testcontainers.ContainerFile{HostFilePath: filepath.Join(e.dir, "server.pem"), ContainerFilePath: "/certs/server.pem", FileMode: 0o644},
 					testcontainers.ContainerFile{HostFilePath: filepath.Join(e.dir, "server-key.pem"), ContainerFilePath: "/certs/server-key.pem", FileMode: 0o644},
 				),
-				publish(4222, ports[i]),
 				testcontainers.WithWaitStrategyAndDeadline(2*time.Minute, wait.ForLog("Server is ready").WithStartupTimeout(2*time.Minute)),
 			)
 		}()
 	}
-	minioPort := freePort(t)
-	e.S3Endpoint = fmt.Sprintf("127.0.0.1:%d", minioPort)
+	var minioPort int
 	wg.Add(1)
 	var minioErr error
 	go func() {
 		defer wg.Done()
-		e.MinIO, minioErr = e.run(ctx, t, "minio", imgMinIO,
+		e.MinIO, minioPort, minioErr = e.runPublished(ctx, t, "minio", imgMinIO, 9000,
 			testcontainers.WithEnv(map[string]string{"MINIO_ROOT_USER": e.S3AccessKey, "MINIO_ROOT_PASSWORD": e.S3SecretKey}),
-			publish(9000, minioPort),
 			testcontainers.WithWaitStrategyAndDeadline(2*time.Minute, wait.ForLog("API:").WithStartupTimeout(2*time.Minute)),
 		)
 	}()
@@ -228,6 +221,10 @@ func Start(t testing.TB, o Options) *Env {
 	if err := errors.Join(append(errs, minioErr)...); err != nil {
 		t.Fatalf("start NATS and MinIO: %v", err)
 	}
+	for _, p := range ports {
+		urls = append(urls, fmt.Sprintf("tls://127.0.0.1:%d", p))
+	}
+	e.S3Endpoint = fmt.Sprintf("127.0.0.1:%d", minioPort)
 	e.NATSURL = strings.Join(urls, ",")
 	// JetStream answers only once the cluster elected a meta leader; a
 	// request before that gets no reply at all.
@@ -315,6 +312,14 @@ func (e *Env) run(ctx context.Context, t testing.TB, name, image string, opts ..
 		testcontainers.WithName(fmt.Sprintf("%s-%s", e.Network, name)),
 	}, opts...)
 	c, err := testcontainers.Run(ctx, image+":"+e.tag, opts...)
+	if err != nil && strings.Contains(err.Error(), "port is already allocated") {
+		if c != nil {
+			tctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_ = c.Terminate(tctx)
+			cancel()
+		}
+		return nil, fmt.Errorf("%s: %w: %w", name, errPortTaken, err)
+	}
 	if c != nil {
 		t.Cleanup(func() {
 			if t.Failed() {
@@ -333,6 +338,30 @@ func (e *Env) run(ctx context.Context, t testing.TB, name, image string, opts ..
 	}
 	return &Node{Name: name, Container: c}, nil
 }
+
+// runPublished is run with containerPort published on a free host port.
+// A free port can be taken by another process between the probe and
+// Docker's bind ("port is already allocated"): the container is then
+// removed and started again on another port.
+func (e *Env) runPublished(ctx context.Context, t testing.TB, name, image string, containerPort int, opts ...testcontainers.ContainerCustomizer) (*Node, int, error) {
+	var err error
+	for range 5 {
+		port := freePort(t)
+		var n *Node
+		n, err = e.run(ctx, t, name, image, append(opts, publish(containerPort, port))...)
+		if err == nil {
+			return n, port, nil
+		}
+		if !errors.Is(err, errPortTaken) {
+			return nil, 0, err
+		}
+		t.Logf("%s: host port %d was taken before Docker bound it; trying another", name, port)
+	}
+	return nil, 0, err
+}
+
+// errPortTaken: Docker could not bind a published host port.
+var errPortTaken = errors.New("host port already allocated")
 
 // publish binds containerPort to 127.0.0.1:hostPort, fixed so it survives
 // restarts.

@@ -113,7 +113,7 @@ func List(ctx context.Context, js jetstream.JetStream, stage string, limit int) 
 	if info.State.Msgs == 0 {
 		return out, nil
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter(stage)}})
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{MaxResetAttempts: streams.OrderedResetAttempts, FilterSubjects: []string{filter(stage)}})
 	if err != nil {
 		return nil, fmt.Errorf("dead-letter consumer: %w", err)
 	}

@@ -54,6 +54,9 @@ type TemplateRow struct {
 	Previous   string `parquet:"previous"`
 	MergedInto int64  `parquet:"merged_into"`
 	WALSeq     int64  `parquet:"wal_seq"`
+	// Kinds names, per wildcard of Template, the mask that made it ("" for
+	// one the miner found itself); nil when no mask made any.
+	Kinds []string `parquet:"kinds,optional,list"`
 }
 
 // Table roots, relative to the lake root.
@@ -146,8 +149,9 @@ func RecordsSchemaUpdate(md delta.Metadata) (delta.Metadata, bool) {
 	return md, true
 }
 
-// TemplatesSchemaString is the Delta schemaString of the templates table.
-const TemplatesSchemaString = `{"type":"struct","fields":[` +
+// TemplatesSchemaV1String is the templates table's schema before the kinds
+// column.
+const TemplatesSchemaV1String = `{"type":"struct","fields":[` +
 	`{"name":"template_id","type":"long","nullable":false,"metadata":{}},` +
 	`{"name":"tenant","type":"string","nullable":false,"metadata":{}},` +
 	`{"name":"version","type":"integer","nullable":false,"metadata":{}},` +
@@ -156,6 +160,30 @@ const TemplatesSchemaString = `{"type":"struct","fields":[` +
 	`{"name":"previous","type":"string","nullable":false,"metadata":{}},` +
 	`{"name":"merged_into","type":"long","nullable":false,"metadata":{}},` +
 	`{"name":"wal_seq","type":"long","nullable":false,"metadata":{}}]}`
+
+// TemplatesSchemaUpdate is RecordsSchemaUpdate for the templates table: a
+// table created before the kinds column gets TemplatesSchemaString.
+func TemplatesSchemaUpdate(md delta.Metadata) (delta.Metadata, bool) {
+	if md.SchemaString != TemplatesSchemaV1String {
+		return md, false
+	}
+	md.SchemaString = TemplatesSchemaString
+	return md, true
+}
+
+// TemplatesSchemaString is the Delta schemaString of the templates table.
+// kinds (nullable: null in files written before it) names, per wildcard,
+// the mask that made it ("" for a parameter the miner found itself).
+const TemplatesSchemaString = `{"type":"struct","fields":[` +
+	`{"name":"template_id","type":"long","nullable":false,"metadata":{}},` +
+	`{"name":"tenant","type":"string","nullable":false,"metadata":{}},` +
+	`{"name":"version","type":"integer","nullable":false,"metadata":{}},` +
+	`{"name":"template","type":"string","nullable":false,"metadata":{}},` +
+	`{"name":"kind","type":"string","nullable":false,"metadata":{}},` +
+	`{"name":"previous","type":"string","nullable":false,"metadata":{}},` +
+	`{"name":"merged_into","type":"long","nullable":false,"metadata":{}},` +
+	`{"name":"wal_seq","type":"long","nullable":false,"metadata":{}},` +
+	`{"name":"kinds","type":{"type":"array","elementType":"string","containsNull":false},"nullable":true,"metadata":{}}]}`
 
 // Date is the value of the date partition for a record time (UTC).
 func Date(tsNanos int64) string { return time.Unix(0, tsNanos).UTC().Format(time.DateOnly) }

@@ -22,6 +22,9 @@ type TemplateInfo struct {
 	// MergedInto is the template this one was retired into (following
 	// merges to the survivor), 0 while it is live.
 	MergedInto uint64 `json:"merged_into,omitempty"`
+	// Kinds names, per wildcard, the mask that made it ("" for one the
+	// miner found itself); empty when no mask made any.
+	Kinds []string `json:"kinds,omitempty"`
 }
 
 type tplKey struct {
@@ -127,7 +130,7 @@ func (l *Lake) Templates(ctx context.Context, tenant string) ([]TemplateInfo, er
 	for k, r := range set.rows {
 		ti := TemplateInfo{
 			TemplateID: uint64(r.TemplateID), Tenant: r.Tenant, Version: uint32(r.Version), Text: r.Template,
-			Kind: r.Kind, Previous: r.Previous, WALSeq: uint64(r.WALSeq), Records: counts[k],
+			Kind: r.Kind, Previous: r.Previous, WALSeq: uint64(r.WALSeq), Records: counts[k], Kinds: r.Kinds,
 		}
 		if c := set.canonical(r.TemplateID); c != r.TemplateID {
 			ti.MergedInto = uint64(c)

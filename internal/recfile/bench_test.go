@@ -3,7 +3,9 @@ package recfile
 import (
 	"bytes"
 	"io"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -62,23 +64,68 @@ func BenchmarkDecodeV2(b *testing.B) {
 	data := c.v2File(b)
 	b.ResetTimer()
 	for b.Loop() {
-		r := parquet.NewGenericReader[v2RecordRow](bytes.NewReader(data))
-		rows := make([]v2RecordRow, 256)
-		for {
-			n, err := r.Read(rows)
-			for _, row := range rows[:n] {
-				if _, rerr := mining.Render(c.tpl[Key{uint64(row.TemplateID), uint32(row.TemplateVersion)}], row.Params); rerr != nil {
-					b.Fatal(rerr)
-				}
-			}
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-		r.Close()
+		decodeV2(b, c, data)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(c.rows)), "ns/line")
+}
+
+// decodeV2 reads a records v2 file and renders every line.
+func decodeV2(b *testing.B, c *corpus, data []byte) {
+	r := parquet.NewGenericReader[v2RecordRow](bytes.NewReader(data))
+	defer r.Close()
+	rows := make([]v2RecordRow, 256)
+	for {
+		n, err := r.Read(rows)
+		for _, row := range rows[:n] {
+			if _, rerr := mining.Render(c.tpl[Key{uint64(row.TemplateID), uint32(row.TemplateVersion)}], row.Params); rerr != nil {
+				b.Fatal(rerr)
+			}
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRatio alternates the v3 and v2 writers and readers on the same
+// lines and reports v3's time over v2's, so load from other processes
+// falls on both alike:
+//
+//	go test -run='^$' -bench=Ratio -benchtime=20x -cpu=1 -count=5 ./internal/recfile/
+func BenchmarkRatio(b *testing.B) {
+	c := benchCorpus(b)
+	f, err := Encode(c.rows, c.tpl)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v2 := c.v2File(b)
+	var e3, e2, d3, d2 time.Duration
+	b.ResetTimer()
+	// Each step starts on a collected heap, so no step pays for the
+	// garbage of the one before.
+	step := func(f func()) time.Duration {
+		runtime.GC()
+		t := time.Now()
+		f()
+		return time.Since(t)
+	}
+	for b.Loop() {
+		e3 += step(func() {
+			if _, err := Encode(c.rows, c.tpl); err != nil {
+				b.Fatal(err)
+			}
+		})
+		e2 += step(func() { writeGeneric(b, v2Rows(c.rows)) })
+		d3 += step(func() {
+			if _, err := Decode(f.Data, c.tpl); err != nil {
+				b.Fatal(err)
+			}
+		})
+		d2 += step(func() { decodeV2(b, c, v2) })
+	}
+	b.ReportMetric(float64(e3)/float64(e2), "encode-v3/v2")
+	b.ReportMetric(float64(d3)/float64(d2), "decode-v3/v2")
 }

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
@@ -23,9 +22,12 @@ var ErrCorrupt = errors.New("recfile: corrupt records file")
 // Record is one decoded record: its original line, byte for byte, and its
 // columns.
 type Record struct {
-	WALSeq          uint64
-	Index           uint32
-	TS              int64 // nanoseconds since the epoch (microsecond precision)
+	WALSeq uint64
+	Index  uint32
+	TS     int64 // nanoseconds since the epoch (microsecond precision)
+	// TSSource says where TS came from (streams.TSSource); files written
+	// before the column existed read as streams.TSRead.
+	TSSource        streams.TSSource
 	TemplateID      uint64
 	TemplateVersion uint32
 	Source          string
@@ -44,36 +46,45 @@ func Decode(data []byte, tpl Templates) ([]Record, error) {
 	cols := columnsOf(f.Schema())
 	d := decoder{tpl: tpl, infos: map[Key][]string{}, kinds: map[string][]slot{}, strs: map[string]string{}}
 	out := make([]Record, 0, f.NumRows())
-	rows := make([]parquet.Row, 256)
 	for _, rg := range f.RowGroups() {
-		rr := rg.Rows()
-		for {
-			n, err := rr.ReadRows(rows)
-			for i := 0; i < n; i++ {
-				rec, derr := d.row(cols, rows[i])
-				if derr != nil {
-					rr.Close()
-					return nil, derr
-				}
-				out = append(out, rec)
-			}
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				rr.Close()
-				return nil, fmt.Errorf("read records rows: %w", err)
-			}
+		if out, err = d.rowGroup(out, rg, cols); err != nil {
+			return nil, err
 		}
-		rr.Close()
 	}
-	slices.SortFunc(out, func(a, b Record) int {
-		if c := cmp.Compare(a.WALSeq, b.WALSeq); c != 0 {
+	return walOrder(out), nil
+}
+
+// walOrder returns recs sorted by (wal_seq, record_index). It sorts small
+// keys, not the records, and moves each record once.
+func walOrder(recs []Record) []Record {
+	type key struct {
+		seq uint64
+		idx uint32
+		pos int32
+	}
+	keys := make([]key, len(recs))
+	sorted := true
+	for i := range recs {
+		keys[i] = key{recs[i].WALSeq, recs[i].Index, int32(i)}
+		if i > 0 && sorted {
+			p := &keys[i-1]
+			sorted = p.seq < keys[i].seq || (p.seq == keys[i].seq && p.idx <= keys[i].idx)
+		}
+	}
+	if sorted {
+		return recs
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := cmp.Compare(a.seq, b.seq); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Index, b.Index)
+		return cmp.Compare(a.idx, b.idx)
 	})
-	return out, nil
+	out := make([]Record, len(recs))
+	for i, k := range keys {
+		out[i] = recs[k.pos]
+	}
+	return out
 }
 
 type decoder struct {
@@ -84,85 +95,20 @@ type decoder struct {
 	line  []byte // arena the lines are cut from
 	// per-row scratch
 	p    [MaxSlots][]byte
+	b    [MaxSlots][]byte
 	n    [MaxSlots]int64
 	has  [MaxSlots]uint8 // bit 1 p, 2 n, 4 b
 	more [][]byte
 }
 
-func (d *decoder) row(cols []column, row parquet.Row) (Record, error) {
-	var rec Record
-	var kinds string
-	var residue []byte
-	d.has = [MaxSlots]uint8{}
-	d.more = d.more[:0]
-	var attrKeys, attrVals [][]byte
-	for _, v := range row {
-		ci := v.Column()
-		if ci < 0 || ci >= len(cols) {
-			return rec, fmt.Errorf("%w: value of column %d", ErrCorrupt, ci)
-		}
-		c := cols[ci]
-		null := v.IsNull()
-		switch c.kind {
-		case cWALSeq:
-			rec.WALSeq = uint64(v.Int64())
-		case cIndex:
-			rec.Index = uint32(v.Int32())
-		case cTS:
-			rec.TS = v.Int64() * 1000
-		case cTemplateID:
-			rec.TemplateID = uint64(v.Int64())
-		case cVersion:
-			rec.TemplateVersion = uint32(v.Int32())
-		case cSource:
-			rec.Source = d.intern(v.ByteArray())
-		case cKinds:
-			kinds = d.intern(v.ByteArray())
-		case cResidue:
-			if !null {
-				residue = v.ByteArray()
-			}
-		case cP:
-			if !null && c.slot < MaxSlots {
-				d.p[c.slot] = v.ByteArray()
-				d.has[c.slot] |= 1
-			}
-		case cB:
-			if !null && c.slot < MaxSlots {
-				d.p[c.slot] = v.ByteArray()
-				d.has[c.slot] |= 4
-			}
-		case cN:
-			if !null && c.slot < MaxSlots {
-				d.n[c.slot] = v.Int64()
-				d.has[c.slot] |= 2
-			}
-		case cMore:
-			if !null && v.DefinitionLevel() == c.maxDef {
-				d.more = append(d.more, v.ByteArray())
-			}
-		case cAttrKey:
-			if !null && v.DefinitionLevel() == c.maxDef {
-				attrKeys = append(attrKeys, v.ByteArray())
-			}
-		case cAttrValue:
-			if !null && v.DefinitionLevel() == c.maxDef {
-				attrVals = append(attrVals, v.ByteArray())
-			}
-		}
-	}
-	if len(attrKeys) != len(attrVals) {
-		return rec, fmt.Errorf("%w: %d attribute keys, %d values", ErrCorrupt, len(attrKeys), len(attrVals))
-	}
-	for i := range attrKeys {
-		rec.Attrs = append(rec.Attrs, streams.Attr{Key: string(attrKeys[i]), Value: string(attrVals[i])})
-	}
+// finish renders rec's line from the decoder's slot values.
+func (d *decoder) finish(rec *Record, kinds string, residue []byte) error {
 	if cap(d.line)-len(d.line) < 4<<10 {
 		d.line = make([]byte, 0, 256<<10)
 	}
-	line, err := d.render(d.line[len(d.line):], &rec, kinds, residue)
+	line, err := d.render(d.line[len(d.line):], rec, kinds, residue)
 	if err != nil {
-		return rec, err
+		return err
 	}
 	if cap(line) != cap(d.line)-len(d.line) {
 		d.line = line[len(line):] // outgrew the arena: continue in the new array
@@ -170,7 +116,7 @@ func (d *decoder) row(cols []column, row parquet.Row) (Record, error) {
 		d.line = d.line[:len(d.line)+len(line)]
 	}
 	rec.Line = line[:len(line):len(line)]
-	return rec, nil
+	return nil
 }
 
 // intern returns b as a string, one allocation per distinct value.
@@ -207,39 +153,63 @@ func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) 
 		return nil, fmt.Errorf("%w: record wal %d index %d: %d kinds for %d wildcards", ErrCorrupt, rec.WALSeq, rec.Index, len(slots), len(pieces)-1)
 	}
 	more := d.more
+	var ks, kn, kb int // the next p, n and b column
 	for j, s := range slots {
 		if s.kind == kindCovered {
 			continue
 		}
 		dst = append(dst, pieces[j]...)
-		if s.kind == kindTime {
+		var k int
+		var need uint8
+		switch s.kind {
+		case kindTime:
 			dst = eventtime.Render(dst, time.UnixMicro(rec.TS/1000), s.layout, residue)
 			continue
+		case kindString:
+			k, need = ks, 1
+			ks++
+		case kindInner:
+			var p []byte
+			switch {
+			case ks < MaxSlots && d.has[ks]&1 != 0:
+				p = d.p[ks]
+			case len(more) > 0:
+				p, more = more[0], more[1:]
+			default:
+				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind u has no text", ErrCorrupt, rec.WALSeq, rec.Index, j)
+			}
+			ks++
+			if s.offset > len(p) {
+				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: time offset %d past its text", ErrCorrupt, rec.WALSeq, rec.Index, j, s.offset)
+			}
+			dst = append(dst, p[:s.offset]...)
+			dst = eventtime.Render(dst, time.UnixMicro(rec.TS/1000), s.layout, residue)
+			dst = append(dst, p[s.offset:]...)
+			continue
+		case kindBytes:
+			k, need = kb, 4
+			kb++
+		default:
+			k, need = kn, 2
+			kn++
 		}
-		if j >= MaxSlots {
-			if (s.kind != kindString && s.kind != kindBytes) || len(more) == 0 {
-				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d not in more", ErrCorrupt, rec.WALSeq, rec.Index, j)
+		if k >= MaxSlots || d.has[k]&need == 0 {
+			// No column value: the parameter's exact text is the next item
+			// of more.
+			if len(more) == 0 {
+				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind %c has no value", ErrCorrupt, rec.WALSeq, rec.Index, j, s.kind)
 			}
 			dst = append(dst, more[0]...)
 			more = more[1:]
 			continue
 		}
-		var need uint8
-		switch s.kind {
-		case kindString:
-			need = 1
-		case kindBytes:
-			need = 4
+		switch need {
+		case 1:
+			dst = append(dst, d.p[k]...)
+		case 2:
+			dst = appendValue(dst, s, d.n[k])
 		default:
-			need = 2
-		}
-		if d.has[j]&need == 0 {
-			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind %c has no value", ErrCorrupt, rec.WALSeq, rec.Index, j, s.kind)
-		}
-		if need == 2 {
-			dst = appendValue(dst, s, d.n[j])
-		} else {
-			dst = append(dst, d.p[j]...)
+			dst = append(dst, d.b[k]...)
 		}
 	}
 	if len(more) != 0 {

@@ -9,21 +9,25 @@
 //
 // Rows are ordered by (template_id, template_version, wal_seq,
 // record_index); WAL order is restored by sorting on (wal_seq,
-// record_index). One row group per file.
+// record_index). One row group per file, one page per column chunk. The
+// footer is trimmed: no page index (column and offset indexes), chunk
+// statistics only for wal_seq, ts and template_id, created_by "quarry";
+// both are optional in Parquet and readers without them read every page of
+// the file, which they do anyway for a file this size.
 //
 //	column            Parquet type                 meaning
 //	wal_seq           INT64                        WAL sequence of the record's frame
 //	record_index      INT32 (DELTA_BINARY_PACKED)  the record's position in its frame
-//	ts                INT64 TIMESTAMP(us, UTC)     event time
+//	ts                INT64 TIMESTAMP(ms|us, UTC)  event time; milliseconds when every ts of the file is whole ms
 //	template_id       INT64 (DELTA_BINARY_PACKED)  template
 //	template_version  INT32 (DELTA_BINARY_PACKED)  template version the record renders with
 //	source            STRING (dictionary)          the line source
 //	kinds             STRING (dictionary)          one item per parameter, see below
 //	ts_residue        BYTE_ARRAY, optional         eventtime residue of the timestamp parameter
-//	p<j>, j < 32      STRING, optional             parameter j when its kind is s
-//	n<j>, j < 32      INT64, optional              parameter j when its kind is i, f, a or x
-//	b<j>, j < 32      BYTE_ARRAY, optional         parameter j when its kind is b (not UTF-8)
-//	more              LIST<BYTE_ARRAY>, optional   parameters 32 and up (kinds s or b), raw bytes
+//	p<k>, k < 32      STRING, optional             the record's k-th parameter of kind s
+//	n<k>, k < 32      INT64, optional              the record's k-th parameter of kind i, f, a or x
+//	b<k>, k < 32      BYTE_ARRAY, optional         the record's k-th parameter of kind b (not UTF-8)
+//	more              LIST<BYTE_ARRAY>, optional   the exact text of parameters without a column value, in order
 //	attrs             MAP<STRING,STRING>, optional record attributes (CDC), in input order
 //
 // A file holds only the optional columns some row of it uses; Delta readers
@@ -32,37 +36,59 @@
 //
 // kinds has one item per wildcard of the template, in order:
 //
-//	s       UTF-8 text, in p<j>
-//	b       bytes that are not valid UTF-8, in b<j> (BYTE_ARRAY without the
+//	s       UTF-8 text, in p<k>
+//	b       bytes that are not valid UTF-8, in b<k> (BYTE_ARRAY without the
 //	        UTF8 annotation, so other readers see the exact bytes as binary)
 //	i       a canonical decimal integer ("0", or [-][1-9][0-9]*, fitting
-//	        int64; "007", "+5", "-0" are s), in n<j>
+//	        int64; "007", "+5", "-0" are s), in n<k>
 //	f<d>    a canonical decimal [-]I.F with d = 1..9 fraction digits, in
-//	        n<j> unscaled: "1.50" is f2 with 150
-//	a       a dotted IPv4 address with canonical octets, in n<j> as the
+//	        n<k> unscaled: "1.50" is f2 with 150
+//	a       a dotted IPv4 address with canonical octets, in n<k> as the
 //	        32-bit value a<<24|b<<16|c<<8|d
 //	x       1-16 lowercase hex digits, no leading zero, at least one letter
-//	        and one digit, in n<j> as the 64-bit pattern
+//	        and one digit, in n<k> as the 64-bit pattern
 //	t<L>    the record's timestamp: L is 'A'+eventtime.LayoutID; the text
 //	        is eventtime.Render(ts, layout, ts_residue). Nothing else stored.
 //	c       covered by the timestamp item before it: this parameter and the
 //	        template text before it are part of the timestamp's text
 //
+//	u<L><O> a UTF-8 parameter that holds the record's timestamp inside it,
+//	        not all of it: L as for t, O is '0'+offset (offset <= 78). The
+//	        parameter without the timestamp's text is in p<k>; the text is
+//	        p<k>[:offset] + eventtime.Render(ts, layout, ts_residue) +
+//	        p<k>[offset:]. Typical: a log header the miner kept as one
+//	        parameter, "081109 203615 148 INFO dfs.FSNamesystem:" is uF0
+//	        with " 148 INFO dfs.FSNamesystem:" in p<k>.
+//
 // A parameter is t only when the line's timestamp (eventtime.Parser, auto,
-// UTC) starts exactly at a parameter and ends exactly at one, and renders
+// UTC) starts exactly at a parameter and ends exactly at one, u when it lies
+// inside one UTF-8 parameter, and either only when the timestamp renders
 // back from the row's ts byte for byte; otherwise its parameters are typed
 // one by one. A typed value always renders back to the exact original text.
+// Columns are numbered per kind, not per parameter position: the record's
+// first s parameter is in p0, its second in p1, its first numeric one in n0
+// and so on, so a file has as many p columns as its widest record has s
+// parameters. A record's 33rd and later numeric parameters are typed s or b.
+// A file leaves out a slot column fewer than 1/16 of its rows would use
+// (each row costs a column a value, null or not); those parameters, and
+// the 33rd and later of a kind, are in more: their exact text (for u, the
+// text without the timestamp), in parameter order. So a parameter whose
+// column value is null (or absent) is the next item of more.
 //
 // To reconstruct a line without this package: split the template text on
 // "<*>"; for each item j of kinds write piece j (unless the item is c), then
-// the parameter as its kind says (skip c); then the last piece.
+// the parameter as its kind says (skip c), taking the next p (s, u), n or b
+// column, or, when that column's value is null, the next item of more as
+// the parameter's text; then the last piece.
 //
 // # Measurements
 //
-// Loghub 2k lines with headers, all 11 sets mined as one tenant, frames of
-// 256 lines; records bytes only (templates are 31,416 bytes more);
-// "per-dataset" sums 11 files, one tenant each. Levers, each against the
-// default of the time:
+// Loghub 2k lines with headers (../shared/loghub2k), frames of 256 lines.
+// "per-dataset" sums 11 files, one tenant per dataset (2,000 lines each);
+// "all-one" is all 22,000 lines as one tenant in one file. Records bytes
+// only (the templates file is extra: 50,079 bytes per-dataset, 23,742
+// all-one, as the encoder writes it today). Levers, each measured against
+// the default of its time (TestSizeLevers, RECFILE_LEVERS=1):
 //
 //	variant                              per-dataset  all-one
 //	first version (dict/delta by         331,903      262,447
@@ -80,8 +106,76 @@
 //	  ts, wal_seq PLAIN                  300,054      245,595  chosen
 //	  record_index PLAIN                 worse: 18,367 vs 16,410 for the column
 //	  zstd default (3) instead of 7      298,207      248,591  chosen (faster)
+//	(the harness's miner and timestamp parser changed since: the same
+//	default measured 363,943 and 313,852 when tuning began)
+//	slot columns per kind, not position  350,501      309,797  chosen
+//	trimmed footer (see Schema)          323,693      305,637  chosen
+//	digit runs of s parameters split     341,841      315,249  rejected
+//	  into a shape (p) and numbers (n):
+//	  1, 2, 8, 32 runs at most           326,835 .. 346,188, all worse
+//	  (a line's fields repeat each other, "R02-M1-N0-C:J12-U11 ...
+//	  R02-M1-N0-C:J12-U11"; zstd finds that in text, not across columns)
+//	every parameter s (no typed ints)    330,374      312,618  rejected
+//	timestamp inside a parameter cut     273,284      255,455  chosen
+//	  out (kind u)
+//	then, each against that default:
+//	  n<k> DELTA_BINARY_PACKED           280,816      261,186
+//	  ts DELTA_BINARY_PACKED             277,586      258,706
+//	  wal_seq DELTA_BINARY_PACKED        274,161      255,824
+//	  record_index PLAIN                 279,767      259,797
+//	  strings all dictionary             279,470      270,707
+//	  untrimmed footer                   299,762      259,546
+//	  zstd better (klauspost level 3)    263,149      243,874  2x encode time
+//	  zstd fastest                       297,211      273,606
+//	  p<k> dictionary when distinct      268,557      257,289  rejected: small,
+//	    values <= 1/4 of values, else                          mixed, and the
+//	    PLAIN (1/16: 271,672 / 255,455)                        distinct count
+//	                                                           costs encode time
+//	slot columns fewer than 1/16 of the  266,970      252,026  chosen (fewer
+//	  rows use left out, values in more                        columns, faster)
+//	  1/64: 267,947 252,760; 1/256: 271,987 254,314; 1/8: 264,626 251,598;
+//	  1/4: 263,999 255,173 (1/8 and 1/4 leave more parameters untyped)
+//	ts TIMESTAMP(MILLIS) when every ts   253,896      239,536  chosen
+//	  is whole milliseconds (ts 56,693
+//	  to 44,203 all-one; DELTA on it
+//	  257,849 243,153)
+//	  n<k> INT32 when its values fit     254,788      239,536  rejected
 //
-// Today's records v2 file for the same rows: 366,398 bytes (all-one).
-// TestSizeLoghub prints the per-dataset table; TestSizeLevers
-// (RECFILE_LEVERS=1) the variants.
+// Lake bytes (records + templates file) against the raw lines
+// (TestSizeLoghub, go test -run TestSizeLoghub -v ./internal/recfile/):
+//
+//	dataset      raw      v2+tpl  v3+tpl  zstd-3  zstd-19 gzip-6  v3/zstd-3
+//	Android      279,076  39,761  28,798  21,665  16,430  25,637  1.33
+//	Apache       169,240  21,884  10,812  10,675   7,184   9,958  1.01
+//	BGL          315,151  79,296  67,100  61,854  43,623  57,508  1.08
+//	HDFS         285,848  73,826  48,494  54,091  42,755  55,045  0.90
+//	HPC          149,178  45,469  31,499  26,686  19,779  26,562  1.18
+//	Hadoop       382,949  30,708  20,961  17,334  13,390  18,911  1.21
+//	Linux        214,486  26,129  21,160  14,929  11,299  16,914  1.42
+//	OpenSSH      223,217  27,382  15,805  16,744  10,948  16,386  0.94
+//	Proxifier    236,962  42,065  27,416  25,263  18,602  22,895  1.09
+//	Spark        194,268  24,336  16,376  13,957  10,016  14,291  1.17
+//	Windows      283,434  21,976  15,554  12,266   9,221  14,517  1.27
+//	sum        2,733,809 432,832 303,975 275,464 203,247 278,624  1.10
+//	all-one    2,733,809 386,985 263,278 279,849 203,257 281,789  0.94
+//
+// Of the per-dataset sum, 50,079 bytes are the templates files. Their
+// footers trimmed with TrimFooter they are 41,194 (sum 1.07); written with
+// only created/changed templates, no previous text, and trimmed, 28,170
+// (sum 1.02; TestSizeTemplates).
+// In the all-one file: p* 45%, n* 17%, ts 17%, record_index 6%, more 2%;
+// a small file's fixed cost (footer, schema) is about 1 KB.
+//
+// Speed against records v2 on the same 22,000 lines, v3 time over v2 time
+// (BenchmarkRatio alternates the two in one loop, each step on a collected
+// heap; the machine is shared and runs vary by about ±0.4): encode 1.5-2.5,
+// median 1.8
+// (3-7 when tuning began: a zstd codec per file, a comparison sort, page
+// bounds for every column, a null in every sparse column), decode 0.6-0.9
+// (1.2-1.4 before: reading column by column instead of through parquet
+// rows). Run separately (BenchmarkEncodeV3 against BenchmarkEncodeV2, each
+// paying its own garbage collection) the ratios are about 2.0-2.5 and
+// 1.0-1.4.
+// Encode is still slower than v2: it classifies every parameter and parses
+// every line's timestamp, and writes one parquet.Value per cell.
 package recfile

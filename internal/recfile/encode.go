@@ -12,6 +12,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/eventtime"
@@ -40,6 +41,7 @@ type Row struct {
 	WALSeq          uint64
 	Index           uint32
 	TS              int64 // nanoseconds since the epoch; stored as microseconds
+	TSSource        streams.TSSource
 	TemplateID      uint64
 	TemplateVersion uint32
 	Params          []string
@@ -51,7 +53,7 @@ type Row struct {
 func AppendBatch(dst []Row, b *streams.MinedBatch) []Row {
 	for i := range b.Records {
 		r := &b.Records[i]
-		dst = append(dst, Row{WALSeq: b.WALSeq, Index: r.Index, TS: r.TS, TemplateID: r.TemplateID,
+		dst = append(dst, Row{WALSeq: b.WALSeq, Index: r.Index, TS: r.TS, TSSource: r.TSSource, TemplateID: r.TemplateID,
 			TemplateVersion: r.TemplateVersion, Params: r.Params, Source: b.Source, Attrs: r.Attrs})
 	}
 	return dst
@@ -77,17 +79,17 @@ type tplInfo struct {
 	pieces []string // len = wildcards + 1
 }
 
-// encoded is the per-row result of classification.
+// encoded is the per-row result of classification: the row's values per
+// slot kind, the k-th of each kind going to column p<k>, n<k> or b<k>.
 type encoded struct {
 	kinds   string
 	residue []byte
-	vals    int // offset of the row's slot values in encoder.vals
+	s, n, b span // the row's string, number and bytes values in encoder.sidx, nv, bidx
+	m       span // the row's parameters in more, in encoder.midx
 }
 
-type slotVal struct {
-	kind byte
-	n    int64
-}
+// span is a range of an encoder array.
+type span struct{ off, cnt int32 }
 
 type encoder struct {
 	o      *options
@@ -99,9 +101,20 @@ type encoder struct {
 	offs   []int
 	tsbuf  []byte
 	kbuf   []byte
-	vals   []slotVal
-	resbuf []byte
-	u      usage
+	svals  []string // string values
+	bvals  []string // bytes values
+	sj     []int32  // parameter index of each string value
+	nj     []int32  // parameter index of each number
+	bj     []int32  // parameter index of each bytes value
+	items  []item   // scratch: a row's items of more
+
+	lastKey  Key
+	lastInfo *tplInfo
+	arena    []byte  // text of string values that are not parameters
+	midx     []int32 // parameter index of each value in more
+	nv       []int64 // numeric values
+	resbuf   []byte
+	u        usage
 }
 
 func encode(rows []Row, tpl Templates, o *options) (File, error) {
@@ -111,13 +124,97 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	}
 	e := &encoder{o: o, tpl: tpl, infos: map[Key]*tplInfo{}, kinds: map[string]string{}, parser: p}
 
+	order := sortRows(rows, o.sortByTpl)
+	nparams, first := 0, 0
+	for i := range rows {
+		nparams += len(rows[i].Params)
+		if len(rows[i].Params) > 0 {
+			first += len(rows[i].Params[0])
+		}
+	}
+	// Cut parameters (kind u) are mostly a line's first.
+	e.arena = make([]byte, 0, first)
+	e.svals = make([]string, 0, nparams)
+	e.nv = make([]int64, 0, nparams)
+	e.sj = make([]int32, 0, nparams)
+	e.nj = make([]int32, 0, nparams)
+	enc := make([]encoded, len(rows))
+	for _, i := range order {
+		if err := e.classify(&rows[i], &enc[i]); err != nil {
+			return File{}, err
+		}
+	}
+	e.demote(len(rows))
+	if o.tsMillis {
+		e.u.tsMillis = true
+		for i := range rows {
+			if rows[i].TS%1e6 != 0 {
+				e.u.tsMillis = false
+				break
+			}
+		}
+	}
+	data, err := e.write(rows, order, enc)
+	if err != nil {
+		return File{}, err
+	}
+	return File{Data: data, Stats: stats(rows), Rows: len(rows)}, nil
+}
+
+// sortRows returns the order rows are written in: by template (when
+// byTpl) and WAL position. Rows given in WAL order, as AppendBatch makes
+// them, are bucketed by template in linear time.
+func sortRows(rows []Row, byTpl bool) []int32 {
 	order := make([]int32, len(rows))
+	walOrdered := true
 	for i := range order {
 		order[i] = int32(i)
+		if i > 0 && walOrdered {
+			x, y := &rows[i-1], &rows[i]
+			walOrdered = x.WALSeq < y.WALSeq || (x.WALSeq == y.WALSeq && x.Index < y.Index)
+		}
+	}
+	if walOrdered && !byTpl {
+		return order
+	}
+	if walOrdered {
+		// A counting sort on the templates' ranks keeps WAL order within one.
+		rank := map[Key]int32{}
+		for i := range rows {
+			rank[Key{rows[i].TemplateID, rows[i].TemplateVersion}] = 0
+		}
+		keys := make([]Key, 0, len(rank))
+		for k := range rank {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b Key) int {
+			if c := cmp.Compare(a.ID, b.ID); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.Version, b.Version)
+		})
+		start := make([]int32, len(keys)+1)
+		for i, k := range keys {
+			rank[k] = int32(i)
+		}
+		ranks := make([]int32, len(rows))
+		for i := range rows {
+			r := rank[Key{rows[i].TemplateID, rows[i].TemplateVersion}]
+			ranks[i] = r
+			start[r+1]++
+		}
+		for i := 1; i < len(start); i++ {
+			start[i] += start[i-1]
+		}
+		for i, r := range ranks {
+			order[start[r]] = int32(i)
+			start[r]++
+		}
+		return order
 	}
 	slices.SortFunc(order, func(a, b int32) int {
 		x, y := &rows[a], &rows[b]
-		if o.sortByTpl {
+		if byTpl {
 			if c := cmp.Compare(x.TemplateID, y.TemplateID); c != 0 {
 				return c
 			}
@@ -130,22 +227,15 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 		}
 		return cmp.Compare(x.Index, y.Index)
 	})
-
-	enc := make([]encoded, len(rows))
-	for _, i := range order {
-		if err := e.classify(&rows[i], &enc[i]); err != nil {
-			return File{}, err
-		}
-	}
-	data, err := e.write(rows, order, enc)
-	if err != nil {
-		return File{}, err
-	}
-	return File{Data: data, Stats: stats(rows), Rows: len(rows)}, nil
+	return order
 }
 
 func (e *encoder) info(k Key) (*tplInfo, error) {
+	if e.lastInfo != nil && k == e.lastKey {
+		return e.lastInfo, nil // rows come sorted by template
+	}
 	if t, ok := e.infos[k]; ok {
+		e.lastKey, e.lastInfo = k, t
 		return t, nil
 	}
 	text, ok := e.tpl[k]
@@ -154,6 +244,7 @@ func (e *encoder) info(k Key) (*tplInfo, error) {
 	}
 	t := &tplInfo{pieces: strings.Split(text, Wildcard)}
 	e.infos[k] = t
+	e.lastKey, e.lastInfo = k, t
 	return t, nil
 }
 
@@ -168,47 +259,79 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 		return fmt.Errorf("%w: template %d version %d has %d wildcards, record wal %d index %d has %d params",
 			ErrInput, r.TemplateID, r.TemplateVersion, len(t.pieces)-1, r.WALSeq, r.Index, len(r.Params))
 	}
-	out.vals = len(e.vals)
+	out.s = span{off: int32(len(e.svals))}
+	out.n = span{off: int32(len(e.nv))}
+	out.b = span{off: int32(len(e.bvals))}
+	out.m = span{off: int32(len(e.midx))}
 	e.kbuf = e.kbuf[:0]
-	tsFirst, tsLast, layout, res := e.findTime(r, t)
+	tsFirst, tsLast, layout, res, inner := e.findTime(r, t)
 	if len(res) > 0 {
 		out.residue = res
 		e.u.residue = true
 	}
 	for j, p := range r.Params {
 		switch {
+		case j == tsFirst && inner[1] > 0:
+			// The text around the timestamp, in the next p column.
+			if k := out.s.cnt; k < MaxSlots && utf8.ValidString(p) {
+				e.kbuf = append(e.kbuf, kindInner, 'A'+byte(layout), '0'+byte(inner[0]))
+				start := len(e.arena)
+				e.arena = append(e.arena, p[:inner[0]]...)
+				e.arena = append(e.arena, p[inner[0]+inner[1]:]...)
+				cut := unsafeString(e.arena[start:])
+				e.u.p[k].add(cut, e.o.strings == "auto")
+				e.svals = append(e.svals, cut)
+				e.sj = append(e.sj, int32(j))
+				out.s.cnt++
+				continue
+			}
 		case j == tsFirst:
 			e.kbuf = append(e.kbuf, kindTime, 'A'+byte(layout))
-			e.vals = append(e.vals, slotVal{kind: kindTime})
 			continue
 		case j > tsFirst && j <= tsLast:
 			e.kbuf = append(e.kbuf, kindCovered)
-			e.vals = append(e.vals, slotVal{kind: kindCovered})
 			continue
 		}
-		if j >= MaxSlots {
-			kind := byte(kindString)
-			if !utf8.ValidString(p) {
-				kind = kindBytes
-			}
-			e.kbuf = append(e.kbuf, kind)
-			e.vals = append(e.vals, slotVal{kind: kind})
-			e.u.more = true
-			continue
+		var kind byte
+		var digits uint8
+		var v int64
+		if out.n.cnt < MaxSlots && !e.o.untyped {
+			kind, digits, v = classify(p)
+		} else if kind = kindString; !utf8.ValidString(p) {
+			kind = kindBytes
 		}
-		kind, digits, v := classify(p)
 		e.kbuf = append(e.kbuf, kind)
-		if kind == kindDecimal {
-			e.kbuf = append(e.kbuf, '0'+digits)
-		}
-		e.vals = append(e.vals, slotVal{kind: kind, n: v})
 		switch kind {
 		case kindString:
-			e.u.p[j].add(p)
+			if k := out.s.cnt; k < MaxSlots {
+				e.u.p[k].add(p, e.o.strings == "auto")
+				e.svals = append(e.svals, p)
+				e.sj = append(e.sj, int32(j))
+				out.s.cnt++
+			} else {
+				e.midx = append(e.midx, int32(j))
+				out.m.cnt++
+				e.u.more = true
+			}
 		case kindBytes:
-			e.u.b[j] = true
+			if k := out.b.cnt; k < MaxSlots {
+				e.u.b[k]++
+				e.bvals = append(e.bvals, p)
+				e.bj = append(e.bj, int32(j))
+				out.b.cnt++
+			} else {
+				e.midx = append(e.midx, int32(j))
+				out.m.cnt++
+				e.u.more = true
+			}
 		default:
-			e.u.n[j] = true
+			if kind == kindDecimal {
+				e.kbuf = append(e.kbuf, '0'+digits)
+			}
+			e.u.n[out.n.cnt]++
+			e.nv = append(e.nv, v)
+			e.nj = append(e.nj, int32(j))
+			out.n.cnt++
 		}
 	}
 	if len(r.Attrs) > 0 {
@@ -227,9 +350,13 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 // parameters first..last it covers exactly when the timestamp renders back
 // from r's ts, with the residue Render needs. first is -1 when there is
 // none.
-func (e *encoder) findTime(r *Row, t *tplInfo) (first, last int, layout eventtime.LayoutID, residue []byte) {
+//
+// When the timestamp lies inside one parameter without being all of it,
+// first = last is that parameter and inner is the timestamp's offset and
+// length in it (inner[1] > 0).
+func (e *encoder) findTime(r *Row, t *tplInfo) (first, last int, layout eventtime.LayoutID, residue []byte, inner [2]int) {
 	if len(r.Params) == 0 {
-		return -1, -1, 0, nil
+		return -1, -1, 0, nil, inner
 	}
 	e.line, e.offs = e.line[:0], e.offs[:0]
 	for j, p := range r.Params {
@@ -242,14 +369,20 @@ func (e *encoder) findTime(r *Row, t *tplInfo) (first, last int, layout eventtim
 	}
 	m, res, ok := e.parser.Parse(e.line)
 	if !ok {
-		return -1, -1, 0, nil
+		return -1, -1, 0, nil, inner
 	}
 	first, last = -1, -1
 	for j, off := range e.offs {
+		end := off + len(r.Params[j])
+		if first < 0 && e.o.innerTime && off <= m.Start && m.End <= end && (off != m.Start || end != m.End) {
+			first, last = j, j
+			inner = [2]int{m.Start - off, m.End - m.Start}
+			break
+		}
 		if off == m.Start && first < 0 {
 			first = j
 		}
-		if first >= 0 && off+len(r.Params[j]) == m.End {
+		if first >= 0 && end == m.End {
 			last = j
 			break
 		}
@@ -257,19 +390,19 @@ func (e *encoder) findTime(r *Row, t *tplInfo) (first, last int, layout eventtim
 			break
 		}
 	}
-	if first < 0 || last < 0 {
-		return -1, -1, 0, nil
+	if first < 0 || last < 0 || inner[0] > maxInner {
+		return -1, -1, 0, nil, [2]int{}
 	}
 	e.tsbuf = eventtime.Render(e.tsbuf[:0], time.UnixMicro(floorDiv(r.TS, 1000)), m.Layout, res)
 	if !bytes.Equal(e.tsbuf, e.line[m.Start:m.End]) {
-		return -1, -1, 0, nil
+		return -1, -1, 0, nil, [2]int{}
 	}
 	if len(res) > 0 {
 		start := len(e.resbuf)
 		e.resbuf = append(e.resbuf, res...)
 		residue = e.resbuf[start:len(e.resbuf):len(e.resbuf)]
 	}
-	return first, last, m.Layout, residue
+	return first, last, m.Layout, residue, inner
 }
 
 // write builds the file's schema from the usage and writes the rows in
@@ -278,13 +411,24 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	schema := schemaFor(&e.u, e.o)
 	cols := columnsOf(schema)
 	var buf bytes.Buffer
-	w := parquet.NewWriter(&buf, schema,
-		parquet.Compression(&zstd.Codec{Level: e.o.level}),
-		parquet.PageBufferSize(e.o.pageBuffer),
+	opts := []parquet.WriterOption{
+		schema,
+		parquet.Compression(codec(e.o.level)),
+		parquet.PageBufferSize(e.pageBuffer(len(rows))),
 		parquet.DataPageStatistics(!e.o.noPageStats),
-		parquet.CreatedBy("quarry", "recfile-v3", ""),
+		parquet.CreatedBy("quarry", "", ""),
 		parquet.KeyValueMetadata("quarry.records.version", "3"),
-	)
+	}
+	if e.o.trimFooter {
+		// The trimmed footer keeps only statsColumns' bounds: computing
+		// the others' is wasted work.
+		for _, path := range schema.Columns() {
+			if len(path) != 1 || !statsColumns[path[0]] {
+				opts = append(opts, parquet.SkipPageBounds(path...))
+			}
+		}
+	}
+	w := parquet.NewWriter(&buf, opts...)
 	// Column by column: each column's values for a batch of whole rows.
 	const batch = 4096
 	var vals []parquet.Value
@@ -293,9 +437,12 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 		for lo := 0; lo < len(order); lo += batch {
 			vals = vals[:0]
 			part := order[lo:min(lo+batch, len(order))]
-			if c.kind == cP || c.kind == cN || c.kind == cB {
+			switch c.kind {
+			case cP, cN, cB:
 				vals = e.appendSlot(vals, c, ci, rows, enc, part)
-			} else {
+			case cWALSeq, cIndex, cTS, cTSSource, cTemplateID, cVersion:
+				vals = appendRequired(vals, c.kind, ci, rows, part, e.u.tsMillis)
+			default:
 				for _, i := range part {
 					vals = e.appendCell(vals, c, ci, &rows[i], &enc[i])
 				}
@@ -308,7 +455,38 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("close parquet writer: %w", err)
 	}
-	return buf.Bytes(), nil
+	if !e.o.trimFooter {
+		return buf.Bytes(), nil
+	}
+	return trimFooter(buf.Bytes(), statsColumns)
+}
+
+// pageBuffer is the writer's page buffer: o.pageBuffer, or less when the
+// largest column is smaller, so a small file does not allocate (and clear)
+// a full buffer per column. Every column still fits one page.
+func (e *encoder) pageBuffer(rows int) int {
+	need := 8 * rows
+	for i := range e.u.p {
+		need = max(need, e.u.p[i].bytes)
+	}
+	need += need/8 + 4<<10
+	return min(e.o.pageBuffer, need)
+}
+
+// codecs are the zstd codecs per level, shared by all encodes so their
+// encoders (and history buffers) are pooled, not made per file.
+var codecs = [...]*zstd.Codec{
+	zstd.SpeedFastest:           {Level: zstd.SpeedFastest},
+	zstd.SpeedDefault:           {Level: zstd.SpeedDefault},
+	zstd.SpeedBetterCompression: {Level: zstd.SpeedBetterCompression},
+	zstd.SpeedBestCompression:   {Level: zstd.SpeedBestCompression},
+}
+
+func codec(l zstd.Level) *zstd.Codec {
+	if int(l) < len(codecs) && codecs[l] != nil {
+		return codecs[l]
+	}
+	return codecs[zstd.SpeedDefault]
 }
 
 // column kinds of a file's leaf columns.
@@ -316,6 +494,7 @@ const (
 	cWALSeq = iota
 	cIndex
 	cTS
+	cTSSource
 	cTemplateID
 	cVersion
 	cSource
@@ -333,6 +512,7 @@ type column struct {
 	kind   int
 	slot   int
 	maxDef int
+	unit   int64 // ts: nanoseconds per stored unit
 }
 
 // columnsOf maps a schema's leaf columns, in column index order.
@@ -348,7 +528,19 @@ func columnsOf(s *parquet.Schema) []column {
 		case colIndex:
 			c.kind = cIndex
 		case colTS:
-			c.kind = cTS
+			c.kind, c.unit = cTS, 1000
+			if lt := leaf.Node.Type().LogicalType(); lt != nil {
+				if ts, ok := lt.Value.(*format.TimestampType); ok {
+					switch ts.Unit.Value.(type) {
+					case *format.MilliSeconds:
+						c.unit = 1e6
+					case *format.NanoSeconds:
+						c.unit = 1
+					}
+				}
+			}
+		case colTSSource:
+			c.kind = cTSSource
 		case colTemplateID:
 			c.kind = cTemplateID
 		case colVersion:
@@ -384,31 +576,130 @@ func atoiSlot(s string) int {
 }
 
 // appendSlot appends the values of slot column c (p, n or b) for the rows
-// part: the hot loop, most cells are null.
+// part: the hot loop, many cells are null.
 func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, rows []Row, enc []encoded, part []int32) []parquet.Value {
 	null := parquet.NullValue().Level(0, 0, ci)
-	j := c.slot
-	var want byte
+	k := int32(c.slot)
 	switch c.kind {
-	case cP:
-		want = kindString
-	case cB:
-		want = kindBytes
-	}
-	for _, i := range part {
-		r, en := &rows[i], &enc[i]
-		if j >= len(r.Params) {
-			vals = append(vals, null)
-			continue
+	case cN:
+		for _, i := range part {
+			if en := &enc[i]; k < en.n.cnt {
+				vals = append(vals, parquet.Int64Value(e.nv[en.n.off+k]).Level(0, c.maxDef, ci))
+			} else {
+				vals = append(vals, null)
+			}
 		}
-		sv := e.vals[en.vals+j]
-		switch {
-		case want != 0 && sv.kind == want:
-			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(r.Params[j])).Level(0, c.maxDef, ci))
-		case want == 0 && sv.kind != kindString && sv.kind != kindBytes && sv.kind != kindTime && sv.kind != kindCovered:
-			vals = append(vals, parquet.Int64Value(sv.n).Level(0, c.maxDef, ci))
-		default:
-			vals = append(vals, null)
+	default:
+		strs := e.svals
+		if c.kind == cB {
+			strs = e.bvals
+		}
+		for _, i := range part {
+			en := &enc[i]
+			sp := en.s
+			if c.kind == cB {
+				sp = en.b
+			}
+			if k < sp.cnt {
+				vals = append(vals, parquet.ByteArrayValue(unsafeBytes(strs[sp.off+k])).Level(0, c.maxDef, ci))
+			} else {
+				vals = append(vals, null)
+			}
+		}
+	}
+	return vals
+}
+
+// item is one value of more: a parameter's index and text.
+type item struct {
+	j    int32
+	text string
+}
+
+// moreItems returns the row's values that have no column in this file, in
+// parameter order: past the 32nd of their kind, or of a slot column the
+// file leaves out (see demote).
+func (e *encoder) moreItems(r *Row, en *encoded) []item {
+	its := e.items[:0]
+	for _, j := range e.midx[en.m.off : en.m.off+en.m.cnt] {
+		its = append(its, item{j, r.Params[j]})
+	}
+	for k := int32(0); k < en.s.cnt; k++ {
+		if e.u.p[k].n == 0 {
+			its = append(its, item{e.sj[en.s.off+k], e.svals[en.s.off+k]})
+		}
+	}
+	for k := int32(0); k < en.n.cnt; k++ {
+		if e.u.n[k] == 0 {
+			j := e.nj[en.n.off+k]
+			its = append(its, item{j, r.Params[j]})
+		}
+	}
+	for k := int32(0); k < en.b.cnt; k++ {
+		if e.u.b[k] == 0 {
+			its = append(its, item{e.bj[en.b.off+k], e.bvals[en.b.off+k]})
+		}
+	}
+	slices.SortFunc(its, func(a, b item) int { return cmp.Compare(a.j, b.j) })
+	e.items = its
+	return its
+}
+
+// demote leaves out the slot columns fewer than o.slotMin of the rows use:
+// their values go to more. Writing a column costs every row a value, null
+// or not; a column of a few values costs more than the list.
+func (e *encoder) demote(rows int) {
+	if e.o.slotMin <= 0 {
+		return
+	}
+	min := max(1, int(float64(rows)*e.o.slotMin))
+	for k := range MaxSlots {
+		if n := e.u.p[k].n; n > 0 && n < min {
+			e.u.p[k] = strStats{}
+			e.u.more = true
+		}
+		if n := e.u.n[k]; n > 0 && n < min {
+			e.u.n[k] = 0
+			e.u.more = true
+		}
+		if n := e.u.b[k]; n > 0 && n < min {
+			e.u.b[k] = 0
+			e.u.more = true
+		}
+	}
+}
+
+// appendRequired appends the values of a required integer column for the
+// rows part.
+func appendRequired(vals []parquet.Value, kind, ci int, rows []Row, part []int32, millis bool) []parquet.Value {
+	switch kind {
+	case cWALSeq:
+		for _, i := range part {
+			vals = append(vals, parquet.Int64Value(int64(rows[i].WALSeq)).Level(0, 0, ci))
+		}
+	case cIndex:
+		for _, i := range part {
+			vals = append(vals, parquet.Int32Value(int32(rows[i].Index)).Level(0, 0, ci))
+		}
+	case cTS:
+		unit := int64(1000)
+		if millis {
+			unit = 1e6
+		}
+		for _, i := range part {
+			vals = append(vals, parquet.Int64Value(floorDiv(rows[i].TS, unit)).Level(0, 0, ci))
+		}
+	case cTSSource:
+		for _, i := range part {
+			vals = append(vals, parquet.Int32Value(int32(rows[i].TSSource)).Level(0, 0, ci))
+		}
+	case cTemplateID:
+		for _, i := range part {
+			vals = append(vals, parquet.Int64Value(int64(rows[i].TemplateID)).Level(0, 0, ci))
+		}
+	case cVersion:
+		for _, i := range part {
+			vals = append(vals, parquet.Int32Value(int32(rows[i].TemplateVersion)).Level(0, 0, ci))
 		}
 	}
 	return vals
@@ -416,7 +707,6 @@ func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, rows []Row,
 
 // appendCell appends the values of one row in column ci.
 func (e *encoder) appendCell(vals []parquet.Value, c column, ci int, r *Row, en *encoded) []parquet.Value {
-	sv := e.vals[en.vals : en.vals+len(r.Params)]
 	{
 		switch c.kind {
 		case cWALSeq:
@@ -439,27 +729,12 @@ func (e *encoder) appendCell(vals []parquet.Value, c column, ci int, r *Row, en 
 			} else {
 				vals = append(vals, parquet.NullValue().Level(0, 0, ci))
 			}
-		case cP, cN, cB:
-			v := parquet.NullValue().Level(0, 0, ci)
-			if j := c.slot; j < len(sv) {
-				switch k := sv[j].kind; {
-				case c.kind == cP && k == kindString, c.kind == cB && k == kindBytes:
-					v = parquet.ByteArrayValue(unsafeBytes(r.Params[j])).Level(0, c.maxDef, ci)
-				case c.kind == cN && k != kindString && k != kindBytes && k != kindTime && k != kindCovered:
-					v = parquet.Int64Value(sv[j].n).Level(0, c.maxDef, ci)
-				}
-			}
-			vals = append(vals, v)
 		case cMore:
-			n := 0
-			for j := MaxSlots; j < len(sv); j++ {
-				if k := sv[j].kind; k == kindTime || k == kindCovered {
-					continue
-				}
-				vals = append(vals, parquet.ByteArrayValue(unsafeBytes(r.Params[j])).Level(min(n, 1), c.maxDef, ci))
-				n++
+			items := e.moreItems(r, en)
+			for n, it := range items {
+				vals = append(vals, parquet.ByteArrayValue(unsafeBytes(it.text)).Level(min(n, 1), c.maxDef, ci))
 			}
-			if n == 0 {
+			if len(items) == 0 {
 				vals = append(vals, parquet.NullValue().Level(0, 0, ci))
 			}
 		case cAttrKey, cAttrValue:

@@ -3,7 +3,10 @@ package recfile
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
+
+	"github.com/quarrylake/quarry/internal/mining"
 
 	"github.com/parquet-go/parquet-go/compress/zstd"
 )
@@ -29,18 +32,22 @@ func TestSizeLevers(t *testing.T) {
 		mod  func(*options)
 	}{
 		{"default", func(*options) {}},
-		{"wal-order", func(o *options) { o.sortByTpl = false }},
-		{"strings=dict", func(o *options) { o.strings = "dict" }},
-		{"strings=delta", func(o *options) { o.strings = "delta" }},
-		{"strings=plain", func(o *options) { o.strings = "plain" }},
-		{"ints=plain", func(o *options) { o.ints = "plain" }},
-		{"zstd=default", func(o *options) { o.level = zstd.SpeedDefault }},
-		{"zstd=best", func(o *options) { o.level = zstd.SpeedBestCompression }},
-		{"page=64K", func(o *options) { o.pageBuffer = 64 << 10 }},
-		{"page-stats", func(o *options) { o.noPageStats = false }},
-		{"index=plain", func(o *options) { o.indexPlain = true }},
-		{"strings=auto", func(o *options) { o.strings = "auto" }},
+		{"ts micros always", func(o *options) { o.tsMillis = false }},
+		{"all slot columns", func(o *options) { o.slotMin = 0 }},
+		{"slot columns >= 1/16", func(o *options) { o.slotMin = 1.0 / 16 }},
+		{"slot columns >= 1/256", func(o *options) { o.slotMin = 1.0 / 256 }},
+		{"slot columns >= 1/8", func(o *options) { o.slotMin = 1.0 / 8 }},
+		{"slot columns >= 1/4", func(o *options) { o.slotMin = 1.0 / 4 }},
 		{"ints=delta", func(o *options) { o.ints = "delta" }},
+		{"ts=delta", func(o *options) { o.tsDelta = true }},
+		{"wal_seq=delta", func(o *options) { o.walDelta = true }},
+		{"record_index=plain", func(o *options) { o.indexPlain = true }},
+		{"no inner time", func(o *options) { o.innerTime = false }},
+		{"untrimmed footer", func(o *options) { o.trimFooter = false }},
+		{"untyped", func(o *options) { o.untyped = true }},
+		{"strings=dict", func(o *options) { o.strings = "dict" }},
+		{"zstd=better", func(o *options) { o.level = zstd.SpeedBetterCompression }},
+		{"zstd=fastest", func(o *options) { o.level = zstd.SpeedFastest }},
 	}
 	for _, v := range variants {
 		o := defaultOptions()
@@ -59,4 +66,67 @@ func TestSizeLevers(t *testing.T) {
 		}
 		fmt.Fprintf(os.Stderr, "%-16s per-dataset records=%7d  all-one records=%7d %s\n", v.name, sum, len(f.Data), fmtSizes(groupSizes(columnSizes(t, f.Data)), len(f.Data)))
 	}
+}
+
+// TestSizeTemplates measures smaller representations of the templates
+// table's file (owned by the lake package; reported, not used here). It runs
+// only with RECFILE_LEVERS=1.
+func TestSizeTemplates(t *testing.T) {
+	if os.Getenv("RECFILE_LEVERS") == "" {
+		t.Skip("set RECFILE_LEVERS=1")
+	}
+	type slim struct {
+		TemplateID int64  `parquet:"template_id"`
+		Version    int32  `parquet:"version"`
+		Template   string `parquet:"template"`
+	}
+	var sum [5]int
+	for _, s := range append(loghubSets, "") {
+		c := loadCorpus(t, s, s)
+		if s == "" {
+			c = loadCorpus(t, "all", loghubSets...)
+		}
+		if c == nil {
+			continue
+		}
+		today := c.templatesFile(t)
+		todayTrimmed, terr := trimFooter(today, nil)
+		if terr != nil {
+			t.Fatal(terr)
+		}
+		var rows []slim
+		for _, ev := range c.tplEvents {
+			if ev.Kind == mining.EventCreated || ev.Kind == mining.EventChanged {
+				rows = append(rows, slim{int64(ev.ID), int32(ev.Version), ev.Template})
+			}
+		}
+		sl := writeGeneric(t, rows)
+		trimmed, err := trimFooter(sl, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text int
+		for _, r := range rows {
+			text += len(r.Template) + 1
+		}
+		z := compressedText(rows)
+		fmt.Fprintf(os.Stderr, "%-10s events=%5d today=%6d today+trimmed footer=%6d created/changed only, no previous=%6d  +trimmed footer=%6d  (text %d bytes, zstd -3 %d)\n",
+			c.name, len(c.tplEvents), len(today), len(todayTrimmed), len(sl), len(trimmed), text, z)
+		if s != "" {
+			sum[0] += len(today)
+			sum[1] += len(sl)
+			sum[2] += len(trimmed)
+			sum[3] += z
+			sum[4] += len(todayTrimmed)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "sum per-dataset today=%d today+trimmed=%d slim=%d slim+trimmed=%d zstd-3 of the texts=%d\n", sum[0], sum[4], sum[1], sum[2], sum[3])
+}
+
+func compressedText[T any](rows []T) int {
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%v\n", r)
+	}
+	return compressed([]byte(b.String()), "zstd", "-3", "-c")
 }

@@ -7,7 +7,7 @@ import (
 // FuzzKinds checks the kinds-string decoder never panics and accepts only
 // what the encoder could write.
 func FuzzKinds(f *testing.F) {
-	for _, s := range []string{"", "s", "tBcci", "f2axb", "tZ", "c", "f0", "t", "f", "q"} {
+	for _, s := range []string{"", "s", "tBcci", "f2axb", "tZ", "c", "f0", "t", "f", "q", "uB0", "uB~s", "uB", "uZ0", "uB\x7f"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, kinds string) {
@@ -23,6 +23,8 @@ func FuzzKinds(f *testing.F) {
 				b = append(b, '0'+s.digits)
 			case kindTime:
 				b = append(b, 'A'+byte(s.layout))
+			case kindInner:
+				b = append(b, 'A'+byte(s.layout), '0'+byte(s.offset))
 			}
 		}
 		if string(b) != kinds {
@@ -44,6 +46,33 @@ func FuzzClassify(f *testing.F) {
 		}
 		if got := string(appendValue(nil, slot{kind: kind, digits: digits}, v)); got != p {
 			t.Fatalf("classify(%q) = %c/%d %d renders %q", p, kind, digits, v, got)
+		}
+	})
+}
+
+// FuzzDecode checks Decode returns an error, not a panic, on damaged files
+// and renders each record of an intact one.
+func FuzzDecode(f *testing.F) {
+	tpl := Templates{{1, 1}: "<*> took <*> ms for <*>", {2, 1}: "<*> x <*>"}
+	rows := []Row{
+		{WALSeq: 1, Index: 0, TS: ns("2026-11-29T00:00:00.010Z"), TemplateID: 1, TemplateVersion: 1, Source: "s",
+			Params: []string{"- 2026-11-29T00:00:00.010Z a", "42", "\xff"}},
+		{WALSeq: 1, Index: 1, TS: ns("2026-11-29T00:00:01Z"), TemplateID: 2, TemplateVersion: 1, Source: "s",
+			Params: []string{"2026-11-29T00:00:01Z", "1.5"}},
+	}
+	file, err := Encode(rows, tpl)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(file.Data)
+	f.Add(file.Data[:len(file.Data)-1])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		recs, err := Decode(data, tpl)
+		if err != nil {
+			return
+		}
+		for _, r := range recs {
+			_ = r.Line
 		}
 	})
 }

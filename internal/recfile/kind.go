@@ -19,13 +19,19 @@ const (
 	kindHex     = 'x' // lowercase hex, no leading zero, 1-16 digits, in n<j> (bit pattern)
 	kindTime    = 't' // followed by 'A'+layout: the record's ts rendered with ts_residue
 	kindCovered = 'c' // part of the timestamp the previous 't' began: nothing stored
+	kindInner   = 'u' // followed by 'A'+layout and '0'+offset: p<k> with the record's ts rendered at offset
 )
+
+// maxInner is the largest offset of a timestamp inside a parameter (kind
+// u): '0'+maxInner is '~'.
+const maxInner = '~' - '0'
 
 // slot is one decoded item of a kinds string.
 type slot struct {
 	kind   byte
 	digits uint8              // kindDecimal
-	layout eventtime.LayoutID // kindTime
+	layout eventtime.LayoutID // kindTime, kindInner
+	offset int                // kindInner
 }
 
 // parseKinds decodes a kinds string into slots, appended to dst. It checks
@@ -53,6 +59,20 @@ func parseKinds(dst []slot, kinds string) ([]slot, error) {
 				return dst, fmt.Errorf("kinds %q: time at %d with layout %q", kinds, i, kinds[i])
 			}
 			dst = append(dst, slot{kind: c, layout: l})
+		case kindInner:
+			if i+2 >= len(kinds) {
+				return dst, fmt.Errorf("kinds %q: inner time at %d without layout and offset", kinds, i)
+			}
+			l := eventtime.LayoutID(kinds[i+1] - 'A')
+			if kinds[i+1] < 'A' || !l.Valid() {
+				return dst, fmt.Errorf("kinds %q: inner time at %d with layout %q", kinds, i, kinds[i+1])
+			}
+			o := kinds[i+2]
+			if o < '0' || o > '0'+maxInner {
+				return dst, fmt.Errorf("kinds %q: inner time at %d with offset %q", kinds, i, o)
+			}
+			i += 2
+			dst = append(dst, slot{kind: c, layout: l, offset: int(o - '0')})
 		case kindCovered:
 			if len(dst) == 0 || (dst[len(dst)-1].kind != kindTime && dst[len(dst)-1].kind != kindCovered) {
 				return dst, fmt.Errorf("kinds %q: covered slot at %d not after a time", kinds, i)

@@ -2,6 +2,7 @@ package recfile
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,8 @@ var roundTrips = []rt{
 	{"ctime bracketed", "[<*>] [notice] child <*>", []string{"Sun Dec 04 04:47:44 2005", "6725"}, ns("2005-12-04T04:47:44Z"), "tEi"},
 	{"clf", "<*> - - [<*>] \"GET /\"", []string{"10.1.2.3", "10/Oct/2000:13:55:36 -0700"}, ns("2000-10-10T20:55:36Z"), "atJ"},
 	{"epoch", "- <*> <*> R02", []string{"1117838570", "2005.06.03"}, ns("2005-06-03T22:42:50Z"), "tMs"},
+	{"timestamp inside a parameter", "<*> took <*> ms", []string{"- 2026-11-29T00:00:00.010Z foo", "42"}, ns("2026-11-29T00:00:00.010Z"), "uB2i"},
+	{"timestamp at a parameter's start", "<*> ms", []string{"081109 203615 148 INFO dfs.DataNode:"}, ns("2008-11-09T20:36:15Z"), "uF0"},
 	{"timestamp not the record's ts", "<*> again", []string{"2026-11-29T00:00:00.010Z"}, ns("2026-11-29T00:00:01Z"), "s"},
 	{"continuation line", "\tat org.Foo.bar(Foo.java:<*>)", []string{"123"}, ns("2026-11-29T00:00:00Z"), "i"},
 	{"nanosecond fraction", "<*> x", []string{"2026-11-29T00:00:00.123456789Z"}, ns("2026-11-29T00:00:00.123456789Z"), "s"},
@@ -88,10 +91,54 @@ func TestRoundTrip(t *testing.T) {
 		}
 		want[[2]uint64{r.WALSeq, uint64(r.Index)}] = line
 	}
+	// Every slot column the file has in it, and most of them left out
+	// (their values in more).
+	demoted := defaultOptions()
+	demoted.slotMin = 0.5
+	fd, err := encode(rows, tpl, &demoted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fileColumns(t, fd.Data)["p3"]; ok {
+		t.Error("p3 not left out at slotMin 0.5")
+	}
 	f, err := Encode(rows, tpl)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, ok := fileColumns(t, f.Data)["p3"]; !ok {
+		t.Error("no p3 by default")
+	}
+	for _, file := range []File{f, fd} {
+		checkRoundTrip(t, file, tpl, rows, want)
+	}
+	// The kinds each case expects, read with a plain Parquet reader.
+	kinds := readColumn(t, f.Data, colKinds)
+	ids := readColumn(t, f.Data, colTemplateID)
+	for i := range kinds {
+		c := roundTrips[100-ids[i].Int64()]
+		if c.kinds != "" && string(kinds[i].ByteArray()) != c.kinds {
+			t.Errorf("%s: kinds %q, want %q", c.name, kinds[i].ByteArray(), c.kinds)
+		}
+	}
+}
+
+// fileColumns returns the names of a file's top-level columns.
+func fileColumns(t *testing.T, data []byte) map[string]bool {
+	t.Helper()
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, field := range f.Schema().Fields() {
+		out[field.Name()] = true
+	}
+	return out
+}
+
+func checkRoundTrip(t *testing.T, f File, tpl Templates, rows []Row, want map[[2]uint64]string) {
+	t.Helper()
 	got, err := Decode(f.Data, tpl)
 	if err != nil {
 		t.Fatal(err)
@@ -111,15 +158,6 @@ func TestRoundTrip(t *testing.T) {
 		if g.TS != floorDiv(r.TS, 1000)*1000 || g.TemplateID != r.TemplateID || g.TemplateVersion != r.TemplateVersion ||
 			g.Source != r.Source || !slices.Equal(g.Attrs, r.Attrs) {
 			t.Errorf("%s: record %+v, want %+v", c.name, g, r)
-		}
-	}
-	// The kinds each case expects, read with a plain Parquet reader.
-	kinds := readColumn(t, f.Data, colKinds)
-	ids := readColumn(t, f.Data, colTemplateID)
-	for i := range kinds {
-		c := roundTrips[100-ids[i].Int64()]
-		if c.kinds != "" && string(kinds[i].ByteArray()) != c.kinds {
-			t.Errorf("%s: kinds %q, want %q", c.name, kinds[i].ByteArray(), c.kinds)
 		}
 	}
 }
@@ -221,9 +259,9 @@ func TestPlainParquet(t *testing.T) {
 	}
 	want := map[string]string{
 		"wal_seq": "INT64/int", "record_index": "INT32/int", "ts": "INT64/timestamp", "template_id": "INT64/int",
-		"template_version": "INT32/int", "source": "BYTE_ARRAY/string", "kinds": "BYTE_ARRAY/string",
-		"ts_residue": "BYTE_ARRAY/", "p2": "BYTE_ARRAY/string", "n1": "INT64/int", "n3": "INT64/int",
-		"p3": "BYTE_ARRAY/string", "b4": "BYTE_ARRAY/", "p4": "BYTE_ARRAY/string",
+		"template_version": "INT32/int", "ts_source": "INT32/int", "source": "BYTE_ARRAY/string", "kinds": "BYTE_ARRAY/string",
+		"ts_residue": "BYTE_ARRAY/", "n0": "INT64/int", "n1": "INT64/int", "p0": "BYTE_ARRAY/string",
+		"p1": "BYTE_ARRAY/string", "p2": "BYTE_ARRAY/string", "b0": "BYTE_ARRAY/",
 	}
 	for k, v := range want {
 		if types[k] != v {
@@ -235,17 +273,18 @@ func TestPlainParquet(t *testing.T) {
 			t.Errorf("unexpected column %s (%s)", k, types[k])
 		}
 	}
-	if n1 := readColumn(t, f.Data, "n1"); n1[0].Int64() != 42 || n1[1].Int64() != 5 {
-		t.Errorf("n1 = %v, want 42 and 5 (0.5 with one fraction digit)", n1)
+	// The k-th parameter of a kind is in column k of that kind.
+	if n0 := readColumn(t, f.Data, "n0"); n0[0].Int64() != 42 || n0[1].Int64() != 5 {
+		t.Errorf("n0 = %v, want 42 and 5 (0.5 with one fraction digit)", n0)
 	}
-	if p3 := readColumn(t, f.Data, "p3"); !p3[0].IsNull() || string(p3[1].ByteArray()) != "x" {
-		t.Errorf("p3 = %v, want null, x", p3)
+	if p1 := readColumn(t, f.Data, "p1"); !p1[0].IsNull() || string(p1[1].ByteArray()) != "x" {
+		t.Errorf("p1 = %v, want null, x", p1)
 	}
-	if n3 := readColumn(t, f.Data, "n3"); n3[0].Int64() != 10<<24|1 {
-		t.Errorf("n3 = %v, want 10.0.0.1 as 167772161", n3)
+	if n1 := readColumn(t, f.Data, "n1"); n1[0].Int64() != 10<<24|1 || !n1[1].IsNull() {
+		t.Errorf("n1 = %v, want 10.0.0.1 as 167772161, null", n1)
 	}
-	if b4 := readColumn(t, f.Data, "b4"); string(b4[0].ByteArray()) != "\xff" {
-		t.Errorf("b4 = %v", b4)
+	if b0 := readColumn(t, f.Data, "b0"); string(b0[0].ByteArray()) != "\xff" || !b0[1].IsNull() {
+		t.Errorf("b0 = %v", b0)
 	}
 	if k := readColumn(t, f.Data, "kinds"); string(k[0].ByteArray()) != "tBisab" || string(k[1].ByteArray()) != "tBf1sss" {
 		t.Errorf("kinds = %q, %q", k[0].ByteArray(), k[1].ByteArray())
@@ -270,6 +309,139 @@ func TestClassify(t *testing.T) {
 		k, _, v := classify(c.p)
 		if k != c.kind || v != c.v {
 			t.Errorf("classify(%q) = %c %d, want %c %d", c.p, k, v, c.kind, c.v)
+		}
+	}
+}
+
+// TestSortRows checks the linear bucket sort of rows in WAL order against
+// the general sort of rows out of order: both order by template, then WAL
+// position.
+func TestSortRows(t *testing.T) {
+	var rows []Row
+	for i := 0; i < 200; i++ {
+		rows = append(rows, Row{WALSeq: uint64(1 + i/7), Index: uint32(i % 7), TemplateID: uint64(i*31%5 + 1), TemplateVersion: uint32(i % 2)})
+	}
+	check := func(name string, rows []Row, order []int32) {
+		if len(order) != len(rows) {
+			t.Fatalf("%s: %d rows ordered, want %d", name, len(order), len(rows))
+		}
+		for i := 1; i < len(order); i++ {
+			x, y := rows[order[i-1]], rows[order[i]]
+			if cmp.Compare(x.TemplateID, y.TemplateID)*4+cmp.Compare(x.TemplateVersion, y.TemplateVersion)*2 > 0 ||
+				x.TemplateID == y.TemplateID && x.TemplateVersion == y.TemplateVersion &&
+					(x.WALSeq > y.WALSeq || x.WALSeq == y.WALSeq && x.Index >= y.Index) {
+				t.Fatalf("%s: row %d %+v before %+v", name, i, x, y)
+			}
+		}
+	}
+	check("wal order", rows, sortRows(rows, true))
+	shuffled := slices.Clone(rows)
+	slices.Reverse(shuffled)
+	check("reversed", shuffled, sortRows(shuffled, true))
+	if o := sortRows(rows, false); !slices.IsSorted(o) {
+		t.Fatal("wal order without templates is not the identity")
+	}
+}
+
+// TestTrimFooter checks a trimmed file of another table reads back the
+// same rows with parquet-go alone and is smaller.
+func TestTrimFooter(t *testing.T) {
+	type row struct {
+		ID   int64  `parquet:"id"`
+		Text string `parquet:"text"`
+	}
+	var rows []row
+	for i := range 300 {
+		rows = append(rows, row{int64(i), fmt.Sprint("template ", i%17, " <*>")})
+	}
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[row](&buf)
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	trimmed, err := TrimFooter(buf.Bytes(), "id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trimmed) >= buf.Len() {
+		t.Errorf("trimmed %d bytes, untrimmed %d", len(trimmed), buf.Len())
+	}
+	got, err := parquet.Read[row](bytes.NewReader(trimmed), int64(len(trimmed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, rows) {
+		t.Fatalf("rows differ after trimming: %d rows", len(got))
+	}
+	if _, err := TrimFooter(buf.Bytes()[:buf.Len()-3]); err == nil {
+		t.Error("trimmed a truncated file")
+	}
+}
+
+// TestTimestampUnit checks ts is written in milliseconds when every
+// record's time is whole milliseconds, in microseconds otherwise, and reads
+// back the same either way.
+func TestTimestampUnit(t *testing.T) {
+	tpl := Templates{{1, 1}: "<*> x"}
+	for _, c := range []struct {
+		name, unit string
+		ts         []string
+	}{
+		{"whole milliseconds", "MILLIS", []string{"2026-11-29T00:00:00.010Z", "2026-11-29T00:00:01Z"}},
+		{"a microsecond", "MICROS", []string{"2026-11-29T00:00:00.010Z", "2026-11-29T00:00:01.000001Z"}},
+	} {
+		var rows []Row
+		for i, ts := range c.ts {
+			rows = append(rows, Row{WALSeq: 1, Index: uint32(i), TS: ns(ts), TemplateID: 1, TemplateVersion: 1, Params: []string{ts}})
+		}
+		f, err := Encode(rows, tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pf, err := parquet.OpenFile(bytes.NewReader(f.Data), int64(len(f.Data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, _ := pf.Schema().Lookup(colTS)
+		if lt := leaf.Node.Type().LogicalType().String(); !strings.Contains(lt, c.unit) {
+			t.Errorf("%s: ts is %s, want %s", c.name, lt, c.unit)
+		}
+		got, err := Decode(f.Data, tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range got {
+			if r.TS != rows[i].TS || string(r.Line) != c.ts[i]+" x" {
+				t.Errorf("%s: record %d ts %d line %q, want %d %q", c.name, i, r.TS, r.Line, rows[i].TS, c.ts[i]+" x")
+			}
+		}
+	}
+}
+
+// TestTSSourceRoundTrip: each row keeps where its ts came from (event time,
+// the previous line's, the read time).
+func TestTSSourceRoundTrip(t *testing.T) {
+	tpl := Templates{{ID: 1, Version: 1}: "job <*> done"}
+	srcs := []streams.TSSource{streams.TSEvent, streams.TSPrevious, streams.TSRead, streams.TSEvent}
+	var rows []Row
+	for i, s := range srcs {
+		rows = append(rows, Row{WALSeq: 9, Index: uint32(i), TS: int64(i) * 1e9, TSSource: s,
+			TemplateID: 1, TemplateVersion: 1, Params: []string{fmt.Sprint(i)}, Source: "src"})
+	}
+	f, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := Decode(f.Data, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range recs {
+		if r.TSSource != srcs[i] {
+			t.Errorf("record %d: ts source %d, want %d", i, r.TSSource, srcs[i])
 		}
 	}
 }

@@ -22,6 +22,7 @@ const (
 	colWALSeq     = "wal_seq"
 	colIndex      = "record_index"
 	colTS         = "ts"
+	colTSSource   = "ts_source"
 	colTemplateID = "template_id"
 	colVersion    = "template_version"
 	colSource     = "source"
@@ -48,6 +49,7 @@ func buildSchemaString() string {
 	field(colWALSeq, `"long"`, false)
 	field(colIndex, `"integer"`, false)
 	field(colTS, `"timestamp"`, false)
+	field(colTSSource, `"integer"`, true)
 	field(colTemplateID, `"long"`, false)
 	field(colVersion, `"integer"`, false)
 	field(colSource, `"string"`, false)
@@ -74,11 +76,22 @@ type options struct {
 	pageBuffer  int
 	sortByTpl   bool
 	noPageStats bool
-	indexPlain  bool // record_index PLAIN instead of DELTA_BINARY_PACKED
+	indexPlain  bool    // record_index PLAIN instead of DELTA_BINARY_PACKED
+	trimFooter  bool    // no page index, chunk statistics only for statsColumns
+	innerTime   bool    // a timestamp inside a parameter is cut out of it (kind u)
+	slotMin     float64 // slot columns used by fewer rows than this share go to more
+	tsMillis    bool    // ts TIMESTAMP(MILLIS) when every ts is whole milliseconds
+	tsDelta     bool    // ts DELTA_BINARY_PACKED
+	walDelta    bool    // wal_seq DELTA_BINARY_PACKED
+	untyped     bool    // every parameter s or b (measurement only)
 }
 
+// statsColumns keep their chunk statistics in a trimmed footer: the columns
+// a reader filters on.
+var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true}
+
 func defaultOptions() options {
-	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true}
+	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
@@ -93,10 +106,20 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		colWALSeq:     parquet.Leaf(parquet.Int64Type),
 		colIndex:      index,
 		colTS:         parquet.Timestamp(parquet.Microsecond),
+		colTSSource:   parquet.Encoded(parquet.Leaf(parquet.Int32Type), &parquet.RLEDictionary),
 		colTemplateID: parquet.Encoded(parquet.Leaf(parquet.Int64Type), &parquet.DeltaBinaryPacked),
 		colVersion:    parquet.Encoded(parquet.Leaf(parquet.Int32Type), &parquet.DeltaBinaryPacked),
 		colSource:     parquet.Encoded(parquet.String(), &parquet.RLEDictionary),
 		colKinds:      parquet.Encoded(parquet.String(), &parquet.RLEDictionary),
+	}
+	if u.tsMillis {
+		g[colTS] = parquet.Timestamp(parquet.Millisecond)
+	}
+	if o.tsDelta {
+		g[colTS] = parquet.Encoded(g[colTS], &parquet.DeltaBinaryPacked)
+	}
+	if o.walDelta {
+		g[colWALSeq] = parquet.Encoded(g[colWALSeq], &parquet.DeltaBinaryPacked)
 	}
 	if u.residue {
 		g[colResidue] = parquet.Optional(bin)
@@ -111,14 +134,14 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		if u.p[j].n > 0 {
 			g[slotName('p', j)] = parquet.Optional(stringNode(&u.p[j], o.strings))
 		}
-		if u.n[j] {
+		if u.n[j] > 0 {
 			n := parquet.Leaf(parquet.Int64Type)
 			if o.ints == "delta" {
 				n = parquet.Encoded(n, &parquet.DeltaBinaryPacked)
 			}
 			g[slotName('n', j)] = parquet.Optional(n)
 		}
-		if u.b[j] {
+		if u.b[j] > 0 {
 			g[slotName('b', j)] = parquet.Optional(bin)
 		}
 	}
@@ -146,18 +169,24 @@ func stringNode(s *strStats, mode string) parquet.Node {
 // usage records which optional columns a file needs.
 type usage struct {
 	residue, more, attrs bool
+	tsMillis             bool // ts is written in milliseconds
 	p                    [MaxSlots]strStats
-	n, b                 [MaxSlots]bool
+	n, b                 [MaxSlots]int // values per column
 }
 
-// strStats counts a string column's values and distinct values.
+// strStats counts a string column's values, their bytes and, when distinct
+// is set (strings "auto"), its distinct values.
 type strStats struct {
-	n        int
+	n, bytes int
 	distinct map[string]struct{}
 }
 
-func (s *strStats) add(v string) {
+func (s *strStats) add(v string, distinct bool) {
 	s.n++
+	s.bytes += 4 + len(v)
+	if !distinct {
+		return
+	}
 	if s.distinct == nil {
 		s.distinct = make(map[string]struct{})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -170,6 +171,9 @@ func TestCDCSnapshotConsistentUnderConcurrentWrites(t *testing.T) {
 		<-first
 		for i := 1000; i < 1060; i++ {
 			h.commit(e.db, "orders", ins(i, fmt.Sprintf("g%d", i)))
+			// Pacing only spreads the writes over the snapshot: wherever
+			// they land the WAL must match h, and the races this test
+			// needs are the hook's, between chunks by construction.
 			time.Sleep(time.Millisecond)
 		}
 	}()
@@ -195,7 +199,13 @@ func TestCDCSnapshotConsistentUnderConcurrentWrites(t *testing.T) {
 		want = append(want, h.after(lsn)...)
 		return len(recs) >= len(want)
 	})
-	time.Sleep(100 * time.Millisecond) // anything extra would show now
+	// Anything extra would show before a sentinel change (the stream
+	// publishes in LSN order): a barrier, not a sleep.
+	h.commit(e.db, "orders", ins(5000, "sentinel"))
+	want = append(want, "insert:sentinel")
+	cdcWait(t, "the sentinel", func() bool {
+		return slices.ContainsFunc(cdcRecords(t, e.js, subj), func(r streams.Record) bool { return r.Text == "sentinel" })
+	})
 	g.Stop()
 	if calls < 8 {
 		t.Fatalf("only %d chunks: the snapshot did not race the writes", calls)
@@ -233,26 +243,30 @@ func TestCDCSnapshotRestartMidSnapshotStartsAgain(t *testing.T) {
 	h := newCDCHistory(map[int]string{})
 	cfg := cdcTestConfig("dbo_orders")
 	subj := streams.CDCSubject("shop", "dbo_orders")
-	var g *Set
 	var calls int
-	var mu sync.Mutex
-	stopped := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
 	e.db.Hook(memsource.MethodSnapshotChunk, func(string) {
 		calls++
 		if calls == 4 {
 			h.cur[3] = "orders row 3"
 			h.commit(e.db, "orders", cdcStmt{sqlserver.OpUpdateAfter, 3, "u3"}) // in the next snapshot, not a change
-			mu.Lock()
-			gg := g
-			mu.Unlock()
-			go func() { gg.Stop(); close(stopped) }()
-			time.Sleep(50 * time.Millisecond) // the stop cancels the stream's ctx
+			// The stop lands mid-snapshot by construction: the stream's
+			// ctx is cancelled before this chunk is read (cancel returns
+			// once it is done), after Start returned.
+			<-started
+			cancel()
 		}
 	})
-	mu.Lock()
-	g = cdcStart(t, e, cfg)
-	mu.Unlock()
-	<-stopped
+	g, err := Start(ctx, cfg, Deps{JS: e.js, Source: e.db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(started)
+	if errs := g.Wait(); len(errs) != 0 {
+		t.Fatal(errs)
+	}
 	st := savedState(t, e.js, "cdc.shop.dbo_orders")
 	if st.Snapshot == nil {
 		t.Fatalf("saved state is not mid-snapshot: %+v", st)
@@ -266,10 +280,10 @@ func TestCDCSnapshotRestartMidSnapshotStartsAgain(t *testing.T) {
 	cdcWait(t, "new snapshot", func() bool { return len(cdcRecords(t, e.js, subj)) >= len(partial)+30 })
 	h.commit(e.db, "orders", cdcStmt{sqlserver.OpInsert, 100, "orders row 100"})
 	cdcWait(t, "change", func() bool { return len(cdcRecords(t, e.js, subj)) >= len(partial)+31 })
-	time.Sleep(50 * time.Millisecond)
+	cdcSentinel(t, e, subj, 101, len(partial)+31)
 	g.Stop()
 	recs := cdcRecords(t, e.js, subj)
-	if len(recs) != len(partial)+31 {
+	if len(recs) != len(partial)+32 {
 		t.Fatalf("%d records after %d partial: %v", len(recs), len(partial), cdcTexts(recs))
 	}
 	for i, r := range recs[:len(partial)] {
@@ -291,7 +305,7 @@ func TestCDCSnapshotRestartMidSnapshotStartsAgain(t *testing.T) {
 			t.Fatalf("snapshot record %d: %q at %s", i, r.Text, cdcAttr(r, "_lsn"))
 		}
 	}
-	if last := cdcTexts(recs[len(recs)-1:])[0]; last != "insert:orders row 100" {
+	if last := cdcTexts(recs[len(recs)-2 : len(recs)-1])[0]; last != "insert:orders row 100" {
 		t.Fatalf("last record %s", last)
 	}
 	var next uint64
@@ -332,14 +346,14 @@ func TestCDCCrashAfterSnapshotBeforeSave(t *testing.T) {
 	e.insert("orders", 15, 1)
 	g = cdcStart(t, e, cfg)
 	cdcWait(t, "16", func() bool { return len(cdcRecords(t, e.js, subj)) >= 16 })
-	time.Sleep(50 * time.Millisecond)
+	cdcSentinel(t, e, subj, 16, 16)
 	g.Stop()
 	recs = cdcRecords(t, e.js, subj)
-	if len(recs) != 16 || e.db.Calls(memsource.MethodBeginSnapshot) != n {
+	if len(recs) != 17 || e.db.Calls(memsource.MethodBeginSnapshot) != n {
 		t.Fatalf("%d records, %d new snapshots: %v", len(recs), e.db.Calls(memsource.MethodBeginSnapshot)-n, cdcTexts(recs))
 	}
 	cdcNoDuplicates(t, recs)
-	if st := savedState(t, e.js, "cdc.shop.dbo_orders"); st.Snapshot != nil || st.Rows != 16 {
+	if st := savedState(t, e.js, "cdc.shop.dbo_orders"); st.Snapshot != nil || st.Rows != 17 {
 		t.Fatalf("state %+v", st)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -136,9 +137,25 @@ func cdcTexts(recs []streams.Record) []string {
 	return out
 }
 
+// cdcSentinel is the barrier for "nothing extra was published": it
+// inserts row id into table orders and waits until want+1 records are on
+// subj. A stream publishes in LSN order, so whatever it would publish
+// twice (or extra) before the sentinel is in the WAL by then, and the
+// caller's exact count sees it; no sleep, and the sentinel shows the
+// stream still works.
+func cdcSentinel(t testing.TB, e *cdcEnv, subj string, id, want int) {
+	t.Helper()
+	e.insert("orders", id, 1)
+	text := fmt.Sprintf("orders row %d", id)
+	cdcWait(t, "the sentinel "+text, func() bool {
+		recs := cdcRecords(t, e.js, subj)
+		return len(recs) > want && slices.ContainsFunc(recs, func(r streams.Record) bool { return r.Text == text })
+	})
+}
+
 func cdcWait(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -265,12 +282,12 @@ func TestCDCBigTransactionPagesInOrder(t *testing.T) {
 	lsn := e.insert("orders", 0, 250) // one LSN, 250 seqvals, pages of 7
 	subj := streams.CDCSubject("shop", "dbo_orders")
 	cdcWait(t, "250 rows", func() bool { return len(cdcRecords(t, e.js, subj)) >= 250 })
-	time.Sleep(50 * time.Millisecond)
+	cdcSentinel(t, e, subj, 250, 250)
 	recs := cdcRecords(t, e.js, subj)
-	if len(recs) != 250 {
+	if len(recs) != 251 {
 		t.Fatalf("%d records", len(recs))
 	}
-	for i, r := range recs {
+	for i, r := range recs[:250] {
 		if r.Text != fmt.Sprintf("orders row %d", i) || cdcAttr(r, "_lsn") != lsn.String() {
 			t.Fatalf("record %d: %q %s", i, r.Text, cdcAttr(r, "_lsn"))
 		}
@@ -337,10 +354,10 @@ func TestCDCCrashBeforePositionSave(t *testing.T) {
 	e.insert("orders", 8, 4) // the restart would now cut 5..11 as one frame
 	g = cdcStart(t, e, cfg)
 	cdcWait(t, "12", func() bool { return len(cdcRecords(t, e.js, subj)) >= 12 })
-	time.Sleep(50 * time.Millisecond)
+	cdcSentinel(t, e, subj, 12, 12)
 	g.Stop()
 	recs := cdcRecords(t, e.js, subj)
-	if len(recs) != 12 {
+	if len(recs) != 13 {
 		t.Fatalf("%d records: %v", len(recs), cdcTexts(recs))
 	}
 	cdcNoDuplicates(t, recs)
@@ -522,9 +539,9 @@ func TestCDCTransientErrorsRetry(t *testing.T) {
 	e.db.Inject(memsource.MethodCommitTime, 2, boom)
 	e.insert("orders", 0, 30)
 	cdcWait(t, "30", func() bool { return len(cdcRecords(t, e.js, subj)) >= 30 })
-	time.Sleep(50 * time.Millisecond)
+	cdcSentinel(t, e, subj, 30, 30)
 	recs := cdcRecords(t, e.js, subj)
-	if len(recs) != 30 {
+	if len(recs) != 31 {
 		t.Fatalf("%d records", len(recs))
 	}
 	cdcNoDuplicates(t, recs)
@@ -540,6 +557,10 @@ func TestCDCStartFailureStopsStarted(t *testing.T) {
 	}
 	// dbo_a was started and is stopped again; dbo_b never started.
 	n := e.db.Calls(memsource.MethodMaxLSN)
+	// A negative check, kept as a sleep (6 poll intervals): Start returns
+	// only after the streams it started have ended (Stop waits for them),
+	// so an honest set makes no call however long the sleep or slow the
+	// machine; the sleep can only let a leaked poller go unnoticed.
 	time.Sleep(60 * time.Millisecond)
 	if e.db.Calls(memsource.MethodMaxLSN) != n {
 		t.Fatal("a stream still polls after the failed start")
@@ -645,10 +666,15 @@ func TestCDCFloorReleasedWhileQuiet(t *testing.T) {
 	e.insert("orders", 0, 5)
 	cdcStart(t, e, cfg)
 	cdcWait(t, "5 records and a released floor", func() bool { return len(cdcRecords(t, e.js, subj)) == 5 && released() })
-	// Quiet: heartbeats go on, the floor stays released.
-	time.Sleep(3 * cfg.HeartbeatInterval)
-	if !released() {
-		t.Fatal("a quiet table holds its WAL floor")
+	// Quiet: heartbeats go on, the floor stays released. No sleep: wait
+	// for three heartbeats (progress facts, each put after its save synced
+	// the floor), then the floor key must not have been written since the
+	// release, not even held for a moment.
+	rev := floorRevision(t, e.js, "cdc.shop.dbo_orders")
+	heartbeats := progressRevisions(t, e.js, "cdc.shop.dbo_orders")
+	cdcWait(t, "three heartbeats", func() bool { return heartbeats() >= 3 })
+	if got := floorRevision(t, e.js, "cdc.shop.dbo_orders"); got != rev || !released() {
+		t.Fatalf("a quiet table holds its WAL floor (floor key at revision %d after the release at %d, released %v)", got, rev, released())
 	}
 
 	w := floortest.Watch(t, e.js, "cdc.shop.dbo_orders")
@@ -658,6 +684,48 @@ func TestCDCFloorReleasedWhileQuiet(t *testing.T) {
 	}
 	events := floortest.EventsUntilReleased(t, e.js, "cdc.shop.dbo_orders", w, func() bool { return len(cdcRecords(t, e.js, subj)) == 45 })
 	floortest.CheckCovered(t, e.js, subj, before, events)
+}
+
+// floorRevision is the revision of source's last WAL floor event (a put
+// or a release): it changes with every write of the floor key.
+func floorRevision(t testing.TB, js jetstream.JetStream, source string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kvs, err := js.Stream(ctx, "KV_"+streams.PositionsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := kvs.GetLastMsgForSubject(ctx, "$KV."+streams.PositionsBucket+"."+streams.FloorKey(source))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Sequence
+}
+
+// progressRevisions returns a poll that counts the progress facts of
+// source put since the call (each one seen: poll it more often than they
+// come, or it counts fewer).
+func progressRevisions(t testing.TB, js jetstream.JetStream, source string) func() int {
+	t.Helper()
+	kv, err := js.KeyValue(context.Background(), streams.ProgressBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := func() uint64 {
+		en, err := kv.Get(context.Background(), source)
+		if err != nil {
+			return 0
+		}
+		return en.Revision()
+	}
+	last, n := rev(), 0
+	return func() int {
+		if r := rev(); r != last {
+			last, n = r, n+1
+		}
+		return n
+	}
 }
 
 // A restart after a crash whose floor the WAL was purged past says so in

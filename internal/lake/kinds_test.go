@@ -1,0 +1,61 @@
+package lake_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/lake"
+)
+
+// templateRowV1 is a templates-table row as written before the kinds
+// column.
+type templateRowV1 struct {
+	TemplateID int64  `parquet:"template_id"`
+	Tenant     string `parquet:"tenant"`
+	Version    int32  `parquet:"version"`
+	Template   string `parquet:"template"`
+	Kind       string `parquet:"kind"`
+	Previous   string `parquet:"previous"`
+	MergedInto int64  `parquet:"merged_into"`
+	WALSeq     int64  `parquet:"wal_seq"`
+}
+
+// TestTemplateKinds: the templates table records the mask kind of each
+// wildcard, and files written before the kinds column still read (their
+// templates have no kinds).
+func TestTemplateKinds(t *testing.T) {
+	f := newFixture(t)
+	old := encode(t, []templateRowV1{{TemplateID: 1, Tenant: "acme", Version: 1, Template: "old <*>", Kind: "created", WALSeq: 1}})
+	if err := f.store.Put(f.ctx, f.tpl.FileKey("old.parquet"), old); err != nil {
+		t.Fatal(err)
+	}
+	oldAdd := delta.Add{Path: "old.parquet", PartitionValues: map[string]string{}, Size: int64(len(old)), DataChange: true}
+	newAdd := f.templatesFile("enc", []lake.TemplateRow{{TemplateID: 2, Tenant: "acme", Version: 1,
+		Template: "from <*> port <*>", Kind: "created", WALSeq: 2, Kinds: []string{"ipv4", ""}}})
+	f.commit(f.tpl, 2, oldAdd, newAdd)
+	f.commit(f.rec, 2)
+	infos, err := lake.Open(f.store).Templates(f.ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[uint64][]string{}
+	for _, i := range infos {
+		got[i.TemplateID] = i.Kinds
+	}
+	if len(got) != 2 || got[1] != nil || !slices.Equal(got[2], []string{"ipv4", ""}) {
+		t.Fatalf("kinds %v, want none for 1 and [ipv4 \"\"] for 2", got)
+	}
+}
+
+// TestTemplatesSchemaUpdate: a templates table created before the kinds
+// column is updated to the current schema; a current one is left alone.
+func TestTemplatesSchemaUpdate(t *testing.T) {
+	md, ok := lake.TemplatesSchemaUpdate(delta.Metadata{SchemaString: lake.TemplatesSchemaV1String})
+	if !ok || md.SchemaString != lake.TemplatesSchemaString {
+		t.Fatalf("v1 schema not updated: %v", ok)
+	}
+	if _, ok := lake.TemplatesSchemaUpdate(delta.Metadata{SchemaString: lake.TemplatesSchemaString}); ok {
+		t.Fatal("a current schema was updated")
+	}
+}
