@@ -225,13 +225,17 @@ func (m *maintainer) prepare(ctx context.Context, base int64, g compactGroup, no
 }
 
 // loop runs a pass every Compaction.Interval until ctx ends, handing its
-// commits to the active term.
-func (m *maintainer) loop(ctx context.Context) {
+// commits to the active term; done sees each finished pass.
+func (m *maintainer) loop(ctx context.Context, done func(PassResult, error)) {
 	for backoff.Sleep(ctx, m.cfg.Compaction.Interval) {
-		_, err := m.pass(ctx, Partition{}, true, m.cfg.Compaction.enabled(), m.submit)
-		if err != nil && ctx.Err() == nil {
+		res, err := m.pass(ctx, Partition{}, true, m.cfg.Compaction.enabled(), m.submit)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
 			m.log.Warn("maintenance pass", "err", err)
 		}
+		done(res, err)
 	}
 }
 
@@ -259,7 +263,21 @@ func (c *Committer) startMaintenance(ctx context.Context) (stop func()) {
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { c.maint.loop(mctx) })
+	wg.Go(func() {
+		c.maint.loop(mctx, func(res PassResult, err error) {
+			c.m.maintFiles.WithLabelValues("compacted").Add(float64(res.Compacted))
+			c.m.maintFiles.WithLabelValues("written").Add(float64(res.Written))
+			c.m.maintFiles.WithLabelValues("expired").Add(float64(res.Expired))
+			switch {
+			case err != nil:
+				c.m.maintPasses.WithLabelValues("error").Inc()
+			case res.Skipped > 0:
+				c.m.maintPasses.WithLabelValues("skipped").Inc()
+			default:
+				c.m.maintPasses.WithLabelValues("ok").Inc()
+			}
+		})
+	})
 	return func() {
 		cancel()
 		wg.Wait()

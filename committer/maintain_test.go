@@ -621,6 +621,10 @@ func TestCommitterCompactsInBackground(t *testing.T) {
 		return n, len(snap.Files)
 	}
 	eventually(t, 15*time.Second, "a compacted file", func() bool { n, _ := compacted(); return n > 0 })
+	eventually(t, 15*time.Second, "the compaction counted", func() bool {
+		return testutil.ToFloat64(r.c.m.maintFiles.WithLabelValues("written")) >= 1 &&
+			testutil.ToFloat64(r.c.m.maintFiles.WithLabelValues("compacted")) >= 2
+	})
 	e.publish(e.encodeV3("a.7", batch{7, 6}))
 	e.waitHW(r.c, 7)
 	r.stop(t)
