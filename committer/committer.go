@@ -41,8 +41,9 @@ type Committer struct {
 	records   *delta.Table
 	templates *delta.Table
 
-	hw atomic.Uint64
-	cp *checkpointer
+	hw    atomic.Uint64
+	cp    *checkpointer
+	maint *maintainer // retention and compaction, see maintain.go
 
 	mu       sync.Mutex
 	status   string    // what Ready reports; "" when active and caught up
@@ -91,6 +92,7 @@ func New(cfg Config, deps Deps) (*Committer, error) {
 		status:    "starting",
 	}
 	c.cp = newCheckpointer(c)
+	c.maint = newMaintainer(cfg, deps.Store, c.log, time.Now)
 	return c, nil
 }
 

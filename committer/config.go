@@ -57,6 +57,12 @@ type Config struct {
 	// FetchBatch is how many reports one fetch from the report stream asks
 	// for. Default 256.
 	FetchBatch int `yaml:"fetch_batch"`
+	// Compaction rewrites the small files of closed partitions (see
+	// Compaction).
+	Compaction Compaction `yaml:"compaction"`
+	// Retention removes date partitions older than a tenant's retention
+	// (see Retention).
+	Retention Retention `yaml:"retention"`
 }
 
 // Defaults returns c with unset fields set to their defaults.
@@ -88,6 +94,7 @@ func (c Config) Defaults() Config {
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = 100
 	}
+	c.Compaction = c.Compaction.Defaults()
 	return c
 }
 
@@ -131,6 +138,7 @@ func (c Config) Validate() error {
 	if c.CheckpointInterval < 1 || c.CheckpointInterval > 1_000_000 {
 		errs = append(errs, fmt.Errorf("committer.checkpoint_interval %d: must be 1 to 1000000", c.CheckpointInterval))
 	}
+	errs = append(errs, c.Compaction.Validate(), c.Retention.Validate())
 	return errors.Join(errs...)
 }
 

@@ -99,10 +99,28 @@
 //     records the rest;
 //   - after the records commit, before the high-water key: the key lags;
 //     the Delta log is the truth and the next advance fixes the key.
+//   - compaction, after writing its new files and before the commit: the
+//     files are orphans (vacuum's), the old files still referenced; after
+//     the commit: the new files referenced, the old ones removed. One
+//     commit, so never both and never neither;
+//   - retention: the expired partitions are removed in one commit or not.
+//
+// # Compaction and retention
+//
+// A background worker of the active term (maintain.go) plans retention
+// (retention.go) and compaction (compact.go) from a snapshot, writes a
+// compaction's new files, and hands each commit to the term goroutine,
+// which commits it between two advances (its version counter, its lease,
+// create-only) after checking that every file it removes is still live.
+// These commits carry remove and add actions (compaction: dataChange=false;
+// retention: removes with dataChange=true) and no txn, so the high-water
+// is unchanged. A compacted file's "quarry.reports" tag lists the reports
+// of the files it replaced; a rebuild marks them committed. Compact runs a
+// pass by hand under the lease (quarry compact).
 //
 // The code follows these steps by file: committer.go (the standby/lease
 // loop and retries), lease.go, term.go (one active term: rebuild, replay,
 // follow), report.go (judging a report, verdicts, dead letters), arbiter.go
 // (the rules), commit.go (an advance: both Delta commits and the high-water
-// key) and purge.go. docs/architecture.md tells the whole pipeline's story.
+// key), purge.go and maintain.go, compact.go, retention.go. docs/architecture.md tells the whole pipeline's story.
 package committer

@@ -52,6 +52,8 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 	if err := c.rebuild(ctx, ts); err != nil {
 		return err
 	}
+	stopMaint := c.startMaintenance(ctx)
+	defer stopMaint()
 	c.setStatus(fmt.Sprintf("active: replaying %s from high-water %d", streams.ReportStream, ts.arb.hw))
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 	cons, err := c.js.OrderedConsumer(cctx, streams.ReportStream, jetstream.OrderedConsumerConfig{
@@ -150,6 +152,11 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 		}
 		if replayed {
 			c.updateGap(ts)
+		}
+		if replayed {
+			if err := c.maintenanceCommits(ctx, ts); err != nil {
+				return err
+			}
 		}
 	}
 	if c.crash.Load() || !l.valid() || parent.Err() == nil {
@@ -338,6 +345,7 @@ func (c *Committer) rebuild(ctx context.Context, ts *termState) error {
 	for _, f := range tplSnap.Files {
 		arb.loadCommittedPath(streams.TableTemplates, f.Path, f.Tags[TagReport])
 	}
+	loadRemoved(arb, recSnap) // reports whose files compaction or retention removed
 	if tpl.txn > rec.txn {
 		c.log.Warn("templates table is ahead of records: the last advance was cut between its commits, repairing",
 			"templates_txn", tpl.txn, "records_txn", rec.txn)

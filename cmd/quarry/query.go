@@ -231,6 +231,7 @@ func runVacuum(ctx context.Context, e *env, args []string) error {
 	var c common
 	c.register(fs, true)
 	retention := fs.Duration("retention", 7*24*time.Hour, "only delete unreferenced files older than this")
+	grace := fs.Duration("grace", lake.DefaultGrace, "only delete removed files (compaction, retention) whose remove is older than this")
 	dry := fs.Bool("dry-run", false, "list what would be deleted")
 	if _, err := parseFlags(fs, e, args); err != nil {
 		return err
@@ -239,7 +240,7 @@ func runVacuum(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	deleted, err := lk.Vacuum(ctx, *retention, *dry)
+	deleted, err := lk.Vacuum(ctx, lake.VacuumOptions{Retention: *retention, Grace: *grace, DryRun: *dry})
 	for _, k := range deleted {
 		fmt.Fprintln(e.stdout, k)
 	}

@@ -99,6 +99,12 @@ type decoder struct {
 	n    [MaxSlots]int64
 	has  [MaxSlots]uint8 // bit 1 p, 2 n, 4 b
 	more [][]byte
+	// rowDone, when set, sees each record after its line is rendered, with
+	// the row's kinds; bounds then holds where each parameter item's text
+	// starts in the line (one entry per item that is not covered) and where
+	// the last piece starts (DecodeRows).
+	rowDone func(rec *Record, kinds string) error
+	bounds  []int
 }
 
 // finish renders rec's line from the decoder's slot values.
@@ -167,6 +173,9 @@ func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) 
 			continue
 		}
 		dst = append(dst, pieces[j]...)
+		if d.bounds != nil {
+			d.bounds = append(d.bounds, len(dst))
+		}
 		var k int
 		var need uint8
 		switch s.kind {
@@ -222,6 +231,9 @@ func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) 
 	}
 	if len(more) != 0 {
 		return nil, fmt.Errorf("%w: record wal %d index %d: %d values left in more", ErrCorrupt, rec.WALSeq, rec.Index, len(more))
+	}
+	if d.bounds != nil {
+		d.bounds = append(d.bounds, len(dst))
 	}
 	return append(dst, pieces[len(pieces)-1]...), nil
 }
