@@ -40,6 +40,7 @@ type Committer struct {
 
 	records   *delta.Table
 	templates *delta.Table
+	progress  *delta.Table
 
 	hw atomic.Uint64
 	cp *checkpointer
@@ -88,6 +89,7 @@ func New(cfg Config, deps Deps) (*Committer, error) {
 		m:         m,
 		records:   delta.OpenTable(deps.Store, lake.RecordsTable),
 		templates: delta.OpenTable(deps.Store, lake.TemplatesTable),
+		progress:  delta.OpenTable(deps.Store, lake.ProgressTable),
 		status:    "starting",
 	}
 	c.cp = newCheckpointer(c)
