@@ -34,13 +34,13 @@ const ProgressTable = "progress"
 // fact count; CommittedAt is when the progress table commit was written.
 // Tenant is empty when the producer's fact does not name one.
 type ProgressRow struct {
-	Source         string    `parquet:"source"`
-	Tenant         string    `parquet:"tenant"`
-	FinalizedUntil time.Time `parquet:"finalized_until,timestamp(microsecond:utc)"`
-	WALSeq         int64     `parquet:"wal_seq"`
-	HighWater      int64     `parquet:"high_water"`
-	Version        int64     `parquet:"version"`
-	CommittedAt    time.Time `parquet:"committed_at,timestamp(microsecond:utc)"`
+	Source         string    `parquet:"source" json:"source"`
+	Tenant         string    `parquet:"tenant" json:"tenant"`
+	FinalizedUntil time.Time `parquet:"finalized_until,timestamp(microsecond:utc)" json:"finalized_until"`
+	WALSeq         int64     `parquet:"wal_seq" json:"wal_seq"`
+	HighWater      int64     `parquet:"high_water" json:"high_water"`
+	Version        int64     `parquet:"version" json:"version"`
+	CommittedAt    time.Time `parquet:"committed_at,timestamp(microsecond:utc)" json:"committed_at"`
 }
 
 // ProgressSchemaString is the Delta schemaString of the progress table.
