@@ -246,7 +246,8 @@ func (c *Committer) writeProgress(ctx context.Context, ts *termState) error {
 	}
 	data, err := lake.EncodeProgress(rows)
 	if err != nil {
-		return fmt.Errorf("encode progress: %w", err)
+		c.progressFailed(err)
+		return nil
 	}
 	pt := ps.st.t
 	version := ps.st.version + 1
@@ -255,7 +256,7 @@ func (c *Committer) writeProgress(ctx context.Context, ts *termState) error {
 	err = c.store.Put(cctx, pt.FileKey(path), data)
 	cancel()
 	if err != nil {
-		c.log.Warn("progress file", "err", err)
+		c.progressFailed(err)
 		return nil
 	}
 	ms := now.UnixMilli()
@@ -280,13 +281,28 @@ func (c *Committer) writeProgress(ctx context.Context, ts *termState) error {
 		return fmt.Errorf("%w: %s version %d exists", errFenced, lake.ProgressTable, version)
 	}
 	if err != nil {
-		c.log.Warn("progress commit", "version", version, "err", err)
+		c.progressFailed(fmt.Errorf("commit %s version %d: %w", lake.ProgressTable, version, err))
 		return nil
 	}
+	c.mu.Lock()
+	c.progFailSince, c.progErr = time.Time{}, nil
+	c.mu.Unlock()
 	before := ps.st.version
 	ps.st.version, ps.dirty = version, false
 	ps.st.paths = map[string]bool{path: true}
 	c.cp.committed(ps.st, before)
 	c.log.Debug("progress committed", "version", version, "sources", len(rows), "high_water", ts.arb.hw)
 	return nil
+}
+
+// progressFailed records a failed progress table write: the next commit
+// tries again, and Ready reports it once it lasts StallAfter.
+func (c *Committer) progressFailed(err error) {
+	c.log.Warn("progress table", "err", err)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.progFailSince.IsZero() {
+		c.progFailSince = time.Now()
+	}
+	c.progErr = err
 }

@@ -3,11 +3,13 @@ package committer
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -135,5 +137,42 @@ func TestProgressWaitsForTheHighWater(t *testing.T) {
 	}
 	if err := delta.ValidateLog(ctx, e.local, lake.ProgressTable); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestProgressStallIsVisible: a progress table that cannot be written does
+// not hold up the high-water, but Ready says so after StallAfter, and the
+// progress lands once the store heals.
+func TestProgressStallIsVisible(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.js.Publish(ctx, "quarry.wal.s1", []byte("frame")); err != nil {
+		t.Fatal(err)
+	}
+	pkv, err := e.js.KeyValue(ctx, streams.ProgressBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fin := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	b, _ := json.Marshal(streams.Progress{Source: "s1", Kind: "lines", FinalizedUntil: fin})
+	if _, err := pkv.Put(ctx, "s1", b); err != nil {
+		t.Fatal(err)
+	}
+	faults := objstore.NewFaults(1)
+	id := faults.Add(objstore.Rule{Op: objstore.OpPut, KeyPrefix: lake.ProgressTable + "/part-"})
+	cfg := testConfig("c1")
+	cfg.StallAfter = 200 * time.Millisecond
+	r := e.start(cfg, objstore.NewFaulty(e.local, faults))
+	e.publish(e.encode("r1", batch{1, 0}))
+	e.waitHW(r.c, 1)
+	eventually(t, 10*time.Second, "Ready to report the progress stall", func() bool {
+		err := r.c.Ready()
+		return err != nil && strings.Contains(err.Error(), "progress table not written")
+	})
+	faults.Remove(id)
+	eventually(t, 10*time.Second, "Ready after the store healed", func() bool { return r.c.Ready() == nil })
+	rows, _, err := lake.Open(e.local).Progress(ctx)
+	if err != nil || len(rows) != 1 || !rows[0].FinalizedUntil.Equal(fin) {
+		t.Fatalf("progress rows %+v, %v", rows, err)
 	}
 }
