@@ -44,6 +44,7 @@ type progressState struct {
 
 	st       *tableState // the progress table (paths: its live files)
 	lastPoll time.Time   // last poll of the progress bucket
+	lastPut  time.Time   // last progress table commit
 	kv       jetstream.KeyValue
 }
 
@@ -229,13 +230,14 @@ func (c *Committer) loadProgress(ctx context.Context, ts *termState) error {
 	return err
 }
 
-// writeProgress commits the progress table when a source's progress moved:
+// writeProgress commits the progress table when a source's progress moved,
+// at most once per ProgressInterval:
 // one new file with a row per source replaces the live one. A failure is
 // logged and retried after the next advance; a version written by another
 // committer means this one is fenced.
 func (c *Committer) writeProgress(ctx context.Context, ts *termState) error {
 	ps := ts.prog
-	if !ps.dirty || ps.st.version < 0 {
+	if !ps.dirty || ps.st.version < 0 || time.Since(ps.lastPut) < c.cfg.ProgressInterval {
 		return nil
 	}
 	now := time.Now().UTC()
@@ -288,7 +290,7 @@ func (c *Committer) writeProgress(ctx context.Context, ts *termState) error {
 	c.progFailSince, c.progErr = time.Time{}, nil
 	c.mu.Unlock()
 	before := ps.st.version
-	ps.st.version, ps.dirty = version, false
+	ps.st.version, ps.dirty, ps.lastPut = version, false, time.Now()
 	ps.st.paths = map[string]bool{path: true}
 	c.cp.committed(ps.st, before)
 	c.log.Debug("progress committed", "version", version, "sources", len(rows), "high_water", ts.arb.hw)

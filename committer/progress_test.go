@@ -103,7 +103,9 @@ func TestProgressWaitsForTheHighWater(t *testing.T) {
 	if _, err := pkv.Put(ctx, "s1", b); err != nil {
 		t.Fatal(err)
 	}
-	r := e.start(testConfig("c1"), nil)
+	cfg := testConfig("c1")
+	cfg.ProgressInterval = time.Millisecond
+	r := e.start(cfg, nil)
 	lk := lake.Open(e.local)
 
 	e.publish(e.encode("r1", chain(1, 2)...))
@@ -162,6 +164,7 @@ func TestProgressStallIsVisible(t *testing.T) {
 	id := faults.Add(objstore.Rule{Op: objstore.OpPut, KeyPrefix: lake.ProgressTable + "/part-"})
 	cfg := testConfig("c1")
 	cfg.StallAfter = 200 * time.Millisecond
+	cfg.ProgressInterval = time.Millisecond
 	r := e.start(cfg, objstore.NewFaulty(e.local, faults))
 	e.publish(e.encode("r1", batch{1, 0}))
 	e.waitHW(r.c, 1)
