@@ -207,12 +207,8 @@ func (c *Committer) loadProgress(ctx context.Context, ts *termState) error {
 	ps := newProgressState()
 	lk := lake.Open(c.store)
 	ps.st = &tableState{name: lake.ProgressTable, t: c.progress, version: -1, txn: -1, paths: map[string]bool{}}
-	err := c.retry(ctx, "read "+lake.ProgressTable, func(ctx context.Context) error {
+	err := c.retry(ctx, "snapshot "+lake.ProgressTable, func(ctx context.Context) error {
 		snap, err := lk.ProgressTable().Snapshot(ctx)
-		if err != nil {
-			return err
-		}
-		rows, _, err := lk.Progress(ctx)
 		if err != nil {
 			return err
 		}
@@ -221,13 +217,27 @@ func (c *Committer) loadProgress(ctx context.Context, ts *termState) error {
 		for _, f := range snap.Files {
 			ps.st.paths[f.Path] = true
 		}
-		for _, r := range rows {
-			ps.done[r.Source] = r
-		}
 		return nil
 	})
 	ts.prog = ps
-	return err
+	if err != nil {
+		return err
+	}
+	// Unreadable rows must not keep the term from committing records: the
+	// facts in KV rebuild them, and the next progress commit replaces the
+	// file.
+	rctx, cancel := context.WithTimeout(ctx, 3*c.cfg.OpTimeout)
+	defer cancel()
+	rows, _, err := lk.Progress(rctx)
+	if err != nil {
+		c.log.Error("progress table unreadable, rebuilding it from the progress facts", "err", err)
+		ps.dirty = true
+		return nil
+	}
+	for _, r := range rows {
+		ps.done[r.Source] = r
+	}
+	return nil
 }
 
 // writeProgress commits the progress table when a source's progress moved,

@@ -95,3 +95,35 @@ func TestReportOverMaxPayloadIsSplit(t *testing.T) {
 		t.Errorf("%d records files in the store, want %d (one per tenant)", len(keys), len(bs))
 	}
 }
+
+// TestSingleBatchReportDropsStats: one batch cannot be split; its report
+// over the max payload goes without the optional file stats.
+func TestSingleBatchReportDropsStats(t *testing.T) {
+	e := newSmallPayloadEnv(t, 64<<10)
+	c := e.committer(nil)
+	day := int64(24 * time.Hour)
+	b := batch(1, 0, "acme", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano(), 200)
+	for i := range b.Records {
+		b.Records[i].TS += int64(i) * day // a file per record: 200 dates
+	}
+	e.publish(b)
+	e.start(fastConfig(), nil, nil)
+	waitFor(t, 60*time.Second, "work queue empty", func() bool { return e.queueLen() == 0 })
+	c.checkExactlyOnce(t, []uint64{1})
+	acc := c.accepted()
+	if len(acc) != 1 {
+		t.Fatalf("%d accepted reports, want 1", len(acc))
+	}
+	records := 0
+	for _, f := range acc[0].Files {
+		if f.Table == streams.TableRecords {
+			records++
+			if f.Stats != "" {
+				t.Errorf("file %s kept its stats in an oversize report", f.Path)
+			}
+		}
+	}
+	if records != 200 {
+		t.Errorf("%d records files, want 200", records)
+	}
+}
