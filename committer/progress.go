@@ -45,6 +45,7 @@ type progressState struct {
 	st       *tableState // the progress table (paths: its live files)
 	lastPoll time.Time   // last poll of the progress bucket
 	lastPut  time.Time   // last progress table commit
+	kvLast   uint64      // the bucket's last sequence at the last complete poll
 	kv       jetstream.KeyValue
 }
 
@@ -152,6 +153,21 @@ func (c *Committer) pollProgress(ctx context.Context, ts *termState) {
 		}
 		ps.kv = kv
 	}
+	// Nothing was put since the last poll: skip reading every key.
+	kvs, err := c.js.Stream(ctx, "KV_"+streams.ProgressBucket)
+	if err != nil {
+		c.log.Warn("progress bucket stream", "err", err)
+		return
+	}
+	kinfo, err := kvs.Info(ctx)
+	if err != nil {
+		c.log.Warn("progress bucket stream", "err", err)
+		return
+	}
+	if kinfo.State.LastSeq == ps.kvLast {
+		return
+	}
+	kvLast := kinfo.State.LastSeq
 	lister, err := ps.kv.ListKeys(ctx)
 	if err != nil {
 		c.log.Warn("list progress facts", "err", err)
@@ -183,6 +199,7 @@ func (c *Committer) pollProgress(ctx context.Context, ts *termState) {
 		got = append(got, fresh{k, ent.Revision(), p})
 	}
 	if len(got) == 0 {
+		ps.kvLast = kvLast
 		return
 	}
 	// After the facts: every frame they speak for is at or below last.
@@ -200,6 +217,7 @@ func (c *Committer) pollProgress(ctx context.Context, ts *termState) {
 		ps.revs[f.key] = f.rev
 		ps.observe(*f.p, info.State.LastSeq)
 	}
+	ps.kvLast = kvLast
 }
 
 // loadProgress reads the progress table into ts.prog at the start of a term.
