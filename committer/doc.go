@@ -80,6 +80,19 @@
 // report stream's prefix of reports at or below W' (PurgeReports; later
 // reports and all verdicts stay, so a rebuild reaches the same state).
 //
+// # Progress
+//
+// Producers publish progress facts (streams.Progress, KV
+// streams.ProgressBucket) after JetStream acked the frames they speak for.
+// The committer reads them (at most once per CommitInterval), then the WAL
+// stream's last sequence L: every such frame is at or below L, so the fact
+// counts once the high-water reaches L. Each commit's commitInfo carries
+// quarry.progress (per source, finalized_until and that sequence), and the
+// table lake.ProgressTable is overwritten with one row per source when a
+// value moved, at most once per ProgressInterval, after the records commit
+// (progress.go). A failed progress write never holds up the high-water; it
+// shows in Ready after StallAfter.
+//
 // # Delivery contract and crashes
 //
 // The committer acks nothing: encoders ack their batches on the verdict.
@@ -98,7 +111,11 @@
 //     templates only files it lacks (nothing, unless more arrived) and to
 //     records the rest;
 //   - after the records commit, before the high-water key: the key lags;
-//     the Delta log is the truth and the next advance fixes the key.
+//     the Delta log is the truth and the next advance fixes the key;
+//   - after the records commit, before the progress table commit: the
+//     progress table lags commitInfo; the next term reads the facts again
+//     and catches up (an uploaded, uncommitted progress file is left for
+//     vacuum);
 //   - compaction, after writing its new files and before the commit: the
 //     files are orphans (vacuum's), the old files still referenced; after
 //     the commit: the new files referenced, the old ones removed. One
@@ -122,5 +139,5 @@
 // loop and retries), lease.go, term.go (one active term: rebuild, replay,
 // follow), report.go (judging a report, verdicts, dead letters), arbiter.go
 // (the rules), commit.go (an advance: both Delta commits and the high-water
-// key), purge.go and maintain.go, compact.go, retention.go. docs/architecture.md tells the whole pipeline's story.
+// key), progress.go, purge.go and maintain.go, compact.go, retention.go. docs/architecture.md tells the whole pipeline's story.
 package committer

@@ -33,6 +33,7 @@ type termState struct {
 	rec, tpl  *tableState
 	lastAdv   time.Time
 	walPurged uint64
+	prog      *progressState
 }
 
 // maxFetchFailures is how many report fetches may fail in a row before the
@@ -260,6 +261,7 @@ func (c *Committer) ensureTables(ctx context.Context) error {
 	}{
 		{c.templates, lake.TemplatesSchemaString, []string{}},
 		{c.records, lake.RecordsSchemaString, lake.RecordsPartitionColumns},
+		{c.progress, lake.ProgressSchemaString, []string{}},
 	} {
 		err := c.retry(ctx, "create table "+t.t.Root(), func(ctx context.Context) error {
 			snap, err := t.t.Snapshot(ctx)
@@ -351,6 +353,9 @@ func (c *Committer) rebuild(ctx context.Context, ts *termState) error {
 			"templates_txn", tpl.txn, "records_txn", rec.txn)
 	}
 	ts.arb, ts.rec, ts.tpl = arb, rec, tpl
+	if err := c.loadProgress(ctx, ts); err != nil {
+		return err
+	}
 	c.hw.Store(hw)
 	c.m.highWater.Set(float64(hw))
 	c.log.Info("state rebuilt", "high_water", hw, "records_version", rec.version, "templates_version", tpl.version,

@@ -57,6 +57,8 @@ roles = [
      ensure + consume("QUARRY_REPORTS") + ["$JS.API.STREAM.PURGE.QUARRY_WAL",
                                            "$JS.API.STREAM.PURGE.QUARRY_REPORTS", "quarry.dlq.committer"]
      + kv("quarry_state", watch=True) + kv("quarry_verdicts", watch=True) + kv("quarry_positions", write=False, watch=True)
+     # It reads the progress facts into the lake's progress table.
+     + kv("quarry_progress", write=False, watch=True)
      + obj("quarry_snapshots", False),
      []),
     ("reader", "subscribes to template events and reads progress (dashboards, tools); creates nothing",

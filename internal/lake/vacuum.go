@@ -56,7 +56,7 @@ func (l *Lake) Vacuum(ctx context.Context, o VacuumOptions) ([]string, error) {
 	}
 	var out []string
 	var errs []error
-	for _, t := range []*delta.Table{l.records, l.templates} {
+	for _, t := range []*delta.Table{l.records, l.templates, l.progress} {
 		// List before reading the log: a file committed after the listing
 		// is then in the references we read.
 		infos, err := l.store.List(ctx, t.Root()+"/")
