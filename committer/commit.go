@@ -17,9 +17,13 @@ import (
 // commit writes one advance, when the barrier allows one: templates first,
 // then records, each with every accepted file it lacks and txn(AppID, W').
 func (c *Committer) commit(ctx context.Context, ts *termState) error {
+	c.pollProgress(ctx, ts)
 	w := ts.arb.advance()
 	if w <= ts.arb.hw {
-		return nil
+		// No advance: progress facts the high-water already covers still
+		// reach the progress table.
+		ts.prog.advance(ts.arb.hw, ts.rec.version)
+		return c.writeProgress(ctx, ts)
 	}
 	if !ts.l.valid() {
 		return fmt.Errorf("%w: before committing high-water %d", errLeaseLost, w)
@@ -34,14 +38,15 @@ func (c *Committer) commit(ctx context.Context, ts *termState) error {
 	for i, r := range reps {
 		ids[i] = r.id
 	}
+	prog := ts.prog.info(w)
 	tplAdds := c.adds(reps, streams.TableTemplates, ts.tpl)
 	if len(tplAdds) > 0 || ts.tpl.txn < int64(w) {
-		if err := c.commitTable(ctx, ts, ts.tpl, tplAdds, w, ids); err != nil {
+		if err := c.commitTable(ctx, ts, ts.tpl, tplAdds, w, ids, prog); err != nil {
 			return err
 		}
 	}
 	crashpoint.Hit("committer.between-tables")
-	if err := c.commitTable(ctx, ts, ts.rec, c.adds(reps, streams.TableRecords, ts.rec), w, ids); err != nil {
+	if err := c.commitTable(ctx, ts, ts.rec, c.adds(reps, streams.TableRecords, ts.rec), w, ids, prog); err != nil {
 		return err
 	}
 	crashpoint.Hit("committer.before-high-water")
@@ -58,6 +63,10 @@ func (c *Committer) commit(ctx context.Context, ts *termState) error {
 	}
 	c.notify(ctx, ts)
 	c.m.commitTime.Observe(time.Since(start).Seconds())
+	ts.prog.advance(w, ts.rec.version)
+	if err := c.writeProgress(ctx, ts); err != nil {
+		return err
+	}
 	c.purge(ctx, ts)
 	return nil
 }
@@ -89,7 +98,7 @@ func (c *Committer) adds(reps []*accepted, table string, ts *tableState) []delta
 	return out
 }
 
-func (c *Committer) commitTable(ctx context.Context, ts *termState, st *tableState, adds []delta.Action, w uint64, ids []string) error {
+func (c *Committer) commitTable(ctx context.Context, ts *termState, st *tableState, adds []delta.Action, w uint64, ids []string, prog map[string]any) error {
 	version := st.version + 1
 	info := delta.CommitInfo{
 		"operation":           "WRITE",
@@ -97,6 +106,7 @@ func (c *Committer) commitTable(ctx context.Context, ts *termState, st *tableSta
 		"engineInfo":          "quarry-committer",
 		"quarry": map[string]any{
 			"high_water": w, "reports": ids, "committer": c.cfg.Name, "lease_revision": ts.l.revision(),
+			"progress": prog,
 		},
 	}
 	actions := make([]delta.Action, 0, len(adds)+2)

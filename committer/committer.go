@@ -40,15 +40,21 @@ type Committer struct {
 
 	records   *delta.Table
 	templates *delta.Table
+	progress  *delta.Table
 
-	hw atomic.Uint64
-	cp *checkpointer
+	hw    atomic.Uint64
+	cp    *checkpointer
+	maint *maintainer // retention and compaction, see maintain.go
 
 	mu       sync.Mutex
 	status   string    // what Ready reports; "" when active and caught up
 	gapSince time.Time // since when the barrier waits (zero: it does not)
 	gapBatch uint64    // the batch it waits for (0: unknown)
 	gapHW    uint64
+	// progFailSince is when writing the progress table started failing
+	// (zero: it does not), progErr the last error.
+	progFailSince time.Time
+	progErr       error
 
 	running atomic.Bool
 	// crash, in tests, makes a term end without releasing the lease or
@@ -88,9 +94,11 @@ func New(cfg Config, deps Deps) (*Committer, error) {
 		m:         m,
 		records:   delta.OpenTable(deps.Store, lake.RecordsTable),
 		templates: delta.OpenTable(deps.Store, lake.TemplatesTable),
+		progress:  delta.OpenTable(deps.Store, lake.ProgressTable),
 		status:    "starting",
 	}
 	c.cp = newCheckpointer(c)
+	c.maint = newMaintainer(cfg, deps.Store, c.log, time.Now)
 	return c, nil
 }
 
@@ -99,8 +107,9 @@ func New(cfg Config, deps Deps) (*Committer, error) {
 func (c *Committer) HighWater() uint64 { return c.hw.Load() }
 
 // Ready is nil while this committer is active, caught up with the report
-// stream and not stalled on a missing batch for longer than StallAfter;
-// otherwise it says what it waits for.
+// stream and neither stalled on a missing batch nor failing to write the
+// progress table for longer than StallAfter; otherwise it says what it
+// waits for.
 func (c *Committer) Ready() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -113,6 +122,9 @@ func (c *Committer) Ready() error {
 			return fmt.Errorf("waiting for batch %d (the gap above high-water %d) since %s", c.gapBatch, c.gapHW, since)
 		}
 		return fmt.Errorf("waiting for the batch after high-water %d since %s", c.gapHW, since)
+	}
+	if !c.progFailSince.IsZero() && time.Since(c.progFailSince) >= c.cfg.StallAfter {
+		return fmt.Errorf("progress table not written since %s: %w", time.Since(c.progFailSince).Truncate(time.Second), c.progErr)
 	}
 	return nil
 }

@@ -54,9 +54,20 @@ type Config struct {
 	// checkpoint of that table is written in the background (never holding
 	// up the high-water). Default 100.
 	CheckpointInterval int `yaml:"checkpoint_interval"`
+	// ProgressInterval is the least time between two commits of the
+	// progress table (each removes the previous file and adds a new one);
+	// commitInfo carries the progress of every commit regardless.
+	// Default 1m.
+	ProgressInterval time.Duration `yaml:"progress_interval"`
 	// FetchBatch is how many reports one fetch from the report stream asks
 	// for. Default 256.
 	FetchBatch int `yaml:"fetch_batch"`
+	// Compaction rewrites the small files of closed partitions (see
+	// Compaction).
+	Compaction Compaction `yaml:"compaction"`
+	// Retention removes date partitions older than a tenant's retention
+	// (see Retention).
+	Retention Retention `yaml:"retention"`
 }
 
 // Defaults returns c with unset fields set to their defaults.
@@ -87,6 +98,10 @@ func (c Config) Defaults() Config {
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = 100
+	}
+	c.Compaction = c.Compaction.Defaults()
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = time.Minute
 	}
 	return c
 }
@@ -130,6 +145,10 @@ func (c Config) Validate() error {
 	}
 	if c.CheckpointInterval < 1 || c.CheckpointInterval > 1_000_000 {
 		errs = append(errs, fmt.Errorf("committer.checkpoint_interval %d: must be 1 to 1000000", c.CheckpointInterval))
+	}
+	errs = append(errs, c.Compaction.Validate(), c.Retention.Validate())
+	if c.ProgressInterval < 0 || c.ProgressInterval > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("committer.progress_interval %s: must be 0 to 24h", c.ProgressInterval))
 	}
 	return errors.Join(errs...)
 }

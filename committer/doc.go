@@ -80,6 +80,19 @@
 // report stream's prefix of reports at or below W' (PurgeReports; later
 // reports and all verdicts stay, so a rebuild reaches the same state).
 //
+// # Progress
+//
+// Producers publish progress facts (streams.Progress, KV
+// streams.ProgressBucket) after JetStream acked the frames they speak for.
+// The committer reads them (at most once per CommitInterval), then the WAL
+// stream's last sequence L: every such frame is at or below L, so the fact
+// counts once the high-water reaches L. Each commit's commitInfo carries
+// quarry.progress (per source, finalized_until and that sequence), and the
+// table lake.ProgressTable is overwritten with one row per source when a
+// value moved, at most once per ProgressInterval, after the records commit
+// (progress.go). A failed progress write never holds up the high-water; it
+// shows in Ready after StallAfter.
+//
 // # Delivery contract and crashes
 //
 // The committer acks nothing: encoders ack their batches on the verdict.
@@ -102,11 +115,33 @@
 //   - after the records commit, before its commit notice (notice.go,
 //     streams.NoticeStream): the next advance, or else the next term,
 //     publishes every notice missing after the last one in the stream, in
-//     version order, with Nats-Msg-Id "records-<version>".
+//     version order, with Nats-Msg-Id "records-<version>";
+//   - after the records commit, before the progress table commit: the
+//     progress table lags commitInfo; the next term reads the facts again
+//     and catches up (an uploaded, uncommitted progress file is left for
+//     vacuum);
+//   - compaction, after writing its new files and before the commit: the
+//     files are orphans (vacuum's), the old files still referenced; after
+//     the commit: the new files referenced, the old ones removed. One
+//     commit, so never both and never neither;
+//   - retention: the expired partitions are removed in one commit or not.
+//
+// # Compaction and retention
+//
+// A background worker of the active term (maintain.go) plans retention
+// (retention.go) and compaction (compact.go) from a snapshot, writes a
+// compaction's new files, and hands each commit to the term goroutine,
+// which commits it between two advances (its version counter, its lease,
+// create-only) after checking that every file it removes is still live.
+// These commits carry remove and add actions (compaction: dataChange=false;
+// retention: removes with dataChange=true) and no txn, so the high-water
+// is unchanged. A compacted file's "quarry.reports" tag lists the reports
+// of the files it replaced; a rebuild marks them committed. Compact runs a
+// pass by hand under the lease (quarry compact).
 //
 // The code follows these steps by file: committer.go (the standby/lease
 // loop and retries), lease.go, term.go (one active term: rebuild, replay,
 // follow), report.go (judging a report, verdicts, dead letters), arbiter.go
 // (the rules), commit.go (an advance: both Delta commits and the high-water
-// key), notice.go (commit notices) and purge.go. docs/architecture.md tells the whole pipeline's story.
+// key), notice.go (commit notices), progress.go, purge.go and maintain.go, compact.go, retention.go. docs/architecture.md tells the whole pipeline's story.
 package committer

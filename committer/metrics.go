@@ -20,6 +20,9 @@ type metrics struct {
 	checkpoints       *prometheus.CounterVec
 	checkpointVersion *prometheus.GaugeVec
 	checkpointTime    prometheus.Histogram
+
+	maintFiles  *prometheus.CounterVec
+	maintPasses *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, extra ...prometheus.Collector) (*metrics, error) {
@@ -46,9 +49,13 @@ func newMetrics(reg prometheus.Registerer, extra ...prometheus.Collector) (*metr
 		checkpointTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quarry_committer_checkpoint_seconds",
 			Help:    "Time to write one Delta checkpoint and _last_checkpoint.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
+		maintFiles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_committer_maintenance_files_total",
+			Help: "Records files removed by compaction (compacted) or retention (expired), and written by compaction (written)."}, []string{"op"}),
+		maintPasses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_committer_maintenance_passes_total",
+			Help: "Background retention and compaction passes, by result (ok, error, skipped: a partition could not be rewritten)."}, []string{"result"}),
 	}
 	cs := append([]prometheus.Collector{m.highWater, m.commits, m.reports, m.commitTime, m.leaseHeld, m.pending, m.deadLetters,
-		m.checkpoints, m.checkpointVersion, m.checkpointTime}, extra...)
+		m.checkpoints, m.checkpointVersion, m.checkpointTime, m.maintFiles, m.maintPasses}, extra...)
 	if err := promutil.RegisterUnique(reg, cs...); err != nil {
 		return nil, fmt.Errorf("register committer metrics: %w", err)
 	}

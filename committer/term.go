@@ -33,6 +33,7 @@ type termState struct {
 	rec, tpl  *tableState
 	lastAdv   time.Time
 	walPurged uint64
+	prog      *progressState
 	noticed   int64 // last records version with a published notice (notice.go)
 }
 
@@ -54,6 +55,8 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 		return err
 	}
 	c.catchUpNotices(ctx, ts)
+	stopMaint := c.startMaintenance(ctx)
+	defer stopMaint()
 	c.setStatus(fmt.Sprintf("active: replaying %s from high-water %d", streams.ReportStream, ts.arb.hw))
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 	cons, err := c.js.OrderedConsumer(cctx, streams.ReportStream, jetstream.OrderedConsumerConfig{
@@ -152,6 +155,15 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 		}
 		if replayed {
 			c.updateGap(ts)
+		}
+		if replayed {
+			before := ts.rec.version
+			if err := c.maintenanceCommits(ctx, ts); err != nil {
+				return err
+			}
+			if ts.rec.version != before {
+				c.notify(ctx, ts) // compaction and retention commits
+			}
 		}
 	}
 	if c.crash.Load() || !l.valid() || parent.Err() == nil {
@@ -255,6 +267,7 @@ func (c *Committer) ensureTables(ctx context.Context) error {
 	}{
 		{c.templates, lake.TemplatesSchemaString, []string{}},
 		{c.records, lake.RecordsSchemaString, lake.RecordsPartitionColumns},
+		{c.progress, lake.ProgressSchemaString, []string{}},
 	} {
 		err := c.retry(ctx, "create table "+t.t.Root(), func(ctx context.Context) error {
 			snap, err := t.t.Snapshot(ctx)
@@ -340,11 +353,15 @@ func (c *Committer) rebuild(ctx context.Context, ts *termState) error {
 	for _, f := range tplSnap.Files {
 		arb.loadCommittedPath(streams.TableTemplates, f.Path, f.Tags[TagReport])
 	}
+	loadRemoved(arb, recSnap) // reports whose files compaction or retention removed
 	if tpl.txn > rec.txn {
 		c.log.Warn("templates table is ahead of records: the last advance was cut between its commits, repairing",
 			"templates_txn", tpl.txn, "records_txn", rec.txn)
 	}
 	ts.arb, ts.rec, ts.tpl = arb, rec, tpl
+	if err := c.loadProgress(ctx, ts); err != nil {
+		return err
+	}
 	c.hw.Store(hw)
 	c.m.highWater.Set(float64(hw))
 	c.log.Info("state rebuilt", "high_water", hw, "records_version", rec.version, "templates_version", tpl.version,

@@ -24,6 +24,13 @@
 // Nats-Msg-Id = the report id <writer>.<flush>. The report lists every batch
 // of the flush, empty ones included, so the committer's chain never stalls.
 //
+// A report is never larger than the connection's max payload: a flush
+// whose report would be is split (its files deleted, its batches flushed
+// again as two flushes below and from the median WAL sequence, each with
+// files of its own batches only), so each part is an ordinary report over
+// disjoint batches. One batch whose report is too large goes without file
+// stats, or, if still too large, is nak'ed with the reason in Ready.
+//
 // # Template texts
 //
 // A records v3 file needs the text of every template version its rows use;

@@ -16,6 +16,7 @@ type metrics struct {
 	verdicts    *prometheus.CounterVec
 	inflight    prometheus.Gauge
 	v2Files     prometheus.Counter
+	splits      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -39,6 +40,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Batches held unacked: buffered or waiting for a verdict."}),
 		v2Files: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_encoder_v2_files_total",
 			Help: "Records files written in records v2 because template texts were missing or did not fit (see the log)."}),
+		splits: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_encoder_report_splits_total",
+			Help: "Flushes split in two because their report was over the NATS max payload."}),
 	}
 	if reg == nil {
 		return m
@@ -52,5 +55,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.verdicts = promutil.Register(reg, m.verdicts)
 	m.inflight = promutil.Register(reg, m.inflight)
 	m.v2Files = promutil.Register(reg, m.v2Files)
+	m.splits = promutil.Register(reg, m.splits)
 	return m
 }

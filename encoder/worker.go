@@ -431,6 +431,31 @@ func (w *worker) flush(ctx context.Context) error {
 	if err != nil {
 		return w.failFlush(ctx, fmt.Errorf("marshal report %s: %w", reportID, err), uploaded, false)
 	}
+	if limit := w.reportLimit(reportID); len(payload) > limit {
+		// A report over the NATS max payload can never be published.
+		// Several batches: flush them as two reports of disjoint batches,
+		// each with its own files (the committer judges each alone). One
+		// batch: drop the optional file stats; if even that is too large
+		// the batch cannot be reported, and Ready says so.
+		if len(buf.batches) > 1 {
+			w.deleteKeys(10*time.Second, uploaded)
+			w.log.Warn("report over the max payload, splitting the flush", "report", reportID, "bytes", len(payload), "limit", limit, "batches", len(buf.batches))
+			w.e.m.splits.Inc()
+			return w.splitFlush(ctx)
+		}
+		for i := range f.report.Files {
+			f.report.Files[i].Stats = ""
+		}
+		if payload, err = json.Marshal(&f.report); err == nil && len(payload) > limit {
+			err = fmt.Errorf("report %s of batch %d is %d bytes without file stats, over the max payload %d", reportID, buf.batches[0].seq, len(payload), limit)
+		}
+		if err != nil {
+			w.setStatus("report-size", err.Error())
+			return w.failFlush(ctx, err, uploaded, false)
+		}
+		w.log.Warn("report over the max payload, file stats dropped", "report", reportID, "batch", buf.batches[0].seq)
+	}
+	w.setStatus("report-size", "")
 	err = w.retry(ctx, "report", func(ctx context.Context) error {
 		msg := nats.NewMsg(streams.ReportSubject(w.id))
 		msg.Header.Set(streams.HeaderMsgID, reportID)
@@ -465,6 +490,76 @@ func (w *worker) flush(ctx context.Context) error {
 		hook(w, reportID)
 	}
 	return nil
+}
+
+// reportLimit is the largest report payload the connection can publish
+// with id's headers.
+func (w *worker) reportLimit(id string) int {
+	const headers = 128 // "NATS/1.0", Quarry-Format and framing
+	return int(w.e.js.Conn().MaxPayload()) - headers - len(streams.HeaderMsgID) - len(id)
+}
+
+// splitFlush flushes the buffer as two flushes: the batches below the
+// median WAL sequence and the rest, each with the rows and template rows of
+// its own batches. When the first fails, the second's batches are released
+// too (nak'ed: redelivered and encoded again).
+func (w *worker) splitFlush(ctx context.Context) error {
+	lo, hi := w.buf.split()
+	w.buf = lo
+	if err := w.flush(ctx); err != nil {
+		for _, h := range hi.batches {
+			w.release(h, false)
+		}
+		return err
+	}
+	w.buf = hi
+	return w.flush(ctx)
+}
+
+// split divides b by WAL sequence into two non-empty buffers (b has at
+// least two batches).
+func (b *buffer) split() (lo, hi buffer) {
+	seqs := make([]uint64, 0, len(b.batches))
+	for _, h := range b.batches {
+		seqs = append(seqs, h.seq)
+	}
+	slices.Sort(seqs)
+	cut := seqs[len(seqs)/2] // hi holds the seqs >= cut
+	lo.reset()
+	hi.reset()
+	side := func(seq uint64) *buffer {
+		if seq < cut {
+			return &lo
+		}
+		return &hi
+	}
+	for _, h := range b.batches {
+		t := side(h.seq)
+		t.batches = append(t.batches, h)
+		t.bytes += int64(h.size)
+	}
+	for k, p := range b.parts {
+		for _, row := range p.rows {
+			t := side(row.WALSeq)
+			q := t.parts[k]
+			if q == nil {
+				q = &partition{minSeq: row.WALSeq, maxSeq: row.WALSeq}
+				t.parts[k] = q
+			}
+			q.rows = append(q.rows, row)
+			q.minSeq, q.maxSeq = min(q.minSeq, row.WALSeq), max(q.maxSeq, row.WALSeq)
+		}
+	}
+	for _, tr := range b.templates {
+		seq := uint64(tr.WALSeq)
+		t := side(seq)
+		if len(t.templates) == 0 {
+			t.tplMin, t.tplMax = seq, seq
+		}
+		t.templates = append(t.templates, tr)
+		t.tplMin, t.tplMax = min(t.tplMin, seq), max(t.tplMax, seq)
+	}
+	return lo, hi
 }
 
 // encodeRecords writes a partition's rows as one records file: records v3

@@ -187,3 +187,46 @@ func TestDocExamples(t *testing.T) {
 		t.Fatalf("got %+v", c)
 	}
 }
+
+// The receivers' config examples in docs/sources load and validate, and a
+// misspelt receivers key is an error naming it.
+func TestReceiversDocExamples(t *testing.T) {
+	for _, doc := range []string{"syslog.md", "http.md"} {
+		b, err := os.ReadFile(filepath.Join("..", "docs", "sources", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(string(b), "```yaml\nproducer:\n")
+		if !ok {
+			t.Fatalf("docs/sources/%s: no ```yaml block starting with producer:", doc)
+		}
+		block, _, _ := strings.Cut(rest, "```")
+		path := filepath.Join(t.TempDir(), "q.yaml")
+		if err := os.WriteFile(path, []byte("producer:\n"+block), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(path, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		if err := c.Defaults().Validate(); err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+		if !c.Producer.Receivers.Enabled() {
+			t.Fatalf("%s: no receiver enabled: %+v", doc, c.Producer.Receivers)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "q.yaml")
+	os.WriteFile(path, []byte("producer:\n  receivers:\n    listen_htp: :9200\n    listen_syslog_tls: :6514\n"), 0o644)
+	c, err := Load(path, nil)
+	if err == nil || !strings.Contains(err.Error(), "producer.receivers.listen_htp: unknown key") {
+		t.Fatalf("err %v", err)
+	}
+	os.WriteFile(path, []byte("producer:\n  receivers:\n    listen_syslog_tls: :6514\n"), 0o644)
+	if c, err = Load(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "producer.receivers.listen_syslog_tls: needs tls_cert and tls_key") {
+		t.Fatalf("err %v", err)
+	}
+}

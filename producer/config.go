@@ -58,6 +58,9 @@ type Config struct {
 	// layout, none stamps every line with its read time; timezone (default
 	// UTC) is the zone of timestamps written without one. See stamper.
 	EventTime eventtime.Config `yaml:",inline"`
+	// Receivers are the network endpoints shippers send lines to (see
+	// ReceiversConfig).
+	Receivers ReceiversConfig `yaml:"receivers"`
 }
 
 // Size limits: a frame must fit the WAL's max message size (8 MiB by
@@ -94,6 +97,7 @@ func (c Config) Defaults() Config {
 		c.ProgressInterval = time.Second
 	}
 	c.Publisher = c.Publisher.Defaults()
+	c.Receivers = c.Receivers.Defaults()
 	if c.EventTime.Mode == "" {
 		c.EventTime.Mode = eventtime.ModeAuto
 	}
@@ -143,6 +147,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("producer.progress_interval %s: must not be negative", c.ProgressInterval))
 	}
 	if err := c.Publisher.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Receivers.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	// One key at a time, so that each error names its own key.

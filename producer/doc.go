@@ -7,7 +7,9 @@
 // the long story ("Delivery contract, stage by stage", "Crash matrix").
 //
 // Delivery contract of the line sources (NewFile, NewReader, NewSubject,
-// NewGenerate):
+// NewGenerate, and NewPush, which the network receivers of
+// producer/ingest feed; their records also carry attributes and, when the
+// protocol has one, the event time):
 //
 //   - Lines are split at '\n' and kept byte for byte otherwise ('\r',
 //     invalid UTF-8, empty lines). They are batched into frames by bytes
@@ -63,5 +65,6 @@
 // (core NATS cannot replay): lines received but not yet acked when the
 // process dies are lost. A request on it is answered only once its lines
 // are durable, so a requester that retries until answered gets at least
-// once (see NewSubject).
+// once (see NewSubject). A push source (NewPush) behaves like the NATS
+// subject: each Submit is a request, answered once its lines are durable.
 package producer

@@ -29,6 +29,13 @@ type line struct {
 	// req is set on the last line of a request (an ingest message with a
 	// reply subject): answered once every line of it is durable.
 	req *request
+	// attrs become the record's Attrs (push sources).
+	attrs []streams.Attr
+	// bad, when set, dead-letters the line with this reason (a push
+	// source's malformed input).
+	bad string
+	// stamped: ts and tsSrc are set by the source; the stamper skips it.
+	stamped bool
 }
 
 // lineSource is where a Lines stage reads from.
@@ -58,7 +65,9 @@ type emitter struct {
 const emitBatch = 256
 
 func (e *emitter) add(ctx context.Context, ln line) error {
-	e.stamp.stamp(&ln)
+	if !ln.stamped {
+		e.stamp.stamp(&ln)
+	}
 	e.buf = append(e.buf, ln)
 	if e.pace != nil {
 		if d := e.pace.delay(time.Now()); d > 0 {

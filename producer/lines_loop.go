@@ -134,7 +134,7 @@ func (l *Lines) addLine(ctx context.Context, ln *line) error {
 		l.m.skipped.Inc()
 		return nil
 	}
-	if ln.long > 0 {
+	if ln.long > 0 || ln.bad != "" {
 		if err := l.deadLetter(ctx, ln); err != nil {
 			return err
 		}
@@ -143,7 +143,7 @@ func (l *Lines) addLine(ctx context.Context, ln *line) error {
 		l.pf.next = ln.next
 		return nil
 	}
-	rec := streams.Record{TS: ln.ts, TSSource: ln.tsSrc, Text: ln.text}
+	rec := streams.Record{TS: ln.ts, TSSource: ln.tsSrc, Text: ln.text, Attrs: ln.attrs}
 	sz := streams.EncodedRecordSize(&rec)
 	if len(l.pf.recs) > 0 && l.pf.est+sz > l.cfg.FrameMaxBytes {
 		if err := l.flush(ctx); err != nil {
@@ -237,10 +237,13 @@ func (l *Lines) deadLetter(ctx context.Context, ln *line) error {
 	hdr.Set(streams.HeaderMsgID, "dlq-producer-"+streams.FrameMsgID(l.source, ln.off))
 	reason := fmt.Sprintf("line of %d bytes at offset %s exceeds max_record_bytes %d; the payload is its first %d bytes",
 		ln.long, off, l.cfg.MaxRecordBytes, len(ln.text))
+	if ln.bad != "" {
+		reason = fmt.Sprintf("line at offset %s: %s", off, ln.bad)
+	}
 	if err := streams.DeadLetter(ctx, l.js, "producer", l.subject, 0, []byte(ln.text), reason, hdr); err != nil {
 		return err
 	}
-	l.log.Warn("line dead-lettered", "offset", ln.off, "bytes", ln.long)
+	l.log.Warn("line dead-lettered", "offset", ln.off, "bytes", max(ln.long, len(ln.text)), "reason", reason)
 	l.nDead.Add(1)
 	l.m.deadLetters.Inc()
 	return nil

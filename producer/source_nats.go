@@ -116,11 +116,17 @@ type request struct {
 	reply       string
 	source      string
 	first, next uint64
+	// done, when set, gets the outcome instead of a reply (push sources).
+	done func(Ingested, error)
 }
 
 // answer publishes the outcome to the requester (core NATS: a requester
 // that does not hear it sends again).
 func (r *request) answer(nc *nats.Conn, err error) {
+	if r.done != nil {
+		r.done(Ingested{Source: r.source, FirstOffset: r.first, NextOffset: r.next}, err)
+		return
+	}
 	m := nats.NewMsg(r.reply)
 	if err != nil {
 		m.Header.Set(HeaderIngestError, err.Error())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -8,11 +9,14 @@ import (
 	iofs "io/fs"
 	"net/url"
 	"os"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/query"
 )
 
 func init() {
@@ -87,12 +91,29 @@ func runQuery(ctx context.Context, e *env, args []string) error {
 	var c common
 	c.register(fs, true)
 	tenant := fs.String("tenant", "", "only this tenant")
-	tid := fs.Uint64("template-id", 0, "only this template id")
+	tid := fs.Uint64("template-id", 0, "only this template id (and the templates merged into it)")
 	since := fs.String("since", "", "records at or after this time (RFC 3339, YYYY-MM-DD, or a duration ago like 1h)")
 	until := fs.String("until", "", "records before this time")
-	format := fs.String("format", "table", "raw (each original line exactly), jsonl or table")
-	if _, err := parseFlags(fs, e, args); err != nil {
+	format := fs.String("format", "table", "raw (each original line exactly; counts as VALUE<TAB>COUNT), jsonl or table")
+	limit := fs.Int("limit", 0, "print at most this many records (0: all)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: quarry query --lake URL [flags] ['QUERY']  (docs/query.md; no query prints every record)")
+		fs.PrintDefaults()
+	}
+	rest, err := parseFlags(fs, e, queryFirst(fs, args))
+	if err != nil {
 		return err
+	}
+	// The query is the one positional argument; flags may follow it.
+	var src []string
+	for len(rest) > 0 {
+		src = append(src, rest[0])
+		if rest, err = parseFlags(fs, e, rest[1:]); err != nil {
+			return err
+		}
+	}
+	if len(src) > 1 {
+		return errUsage{fmt.Sprintf("one query argument, got %d (quote the query: 'error | count by template')", len(src))}
 	}
 	s, err := parseTime("since", *since)
 	if err != nil {
@@ -102,18 +123,87 @@ func runQuery(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	out, err := lake.NewFormatter(e.stdout, *format)
+	if *limit < 0 {
+		return errUsage{fmt.Sprintf("--limit %d: want 0 or more", *limit)}
+	}
+	qsrc := ""
+	if len(src) == 1 {
+		qsrc = src[0]
+	}
+	q, err := query.Compile(qsrc)
 	if err != nil {
+		var pe *query.ParseError
+		if errors.As(err, &pe) {
+			return errUsage{pe.Error() + "\n" + pe.Caret()}
+		}
 		return errUsage{err.Error()}
+	}
+	if !slices.Contains(lake.Formats, *format) {
+		return errUsage{fmt.Sprintf("output format %q: want one of %s", *format, strings.Join(lake.Formats, ", "))}
 	}
 	lk, err := openLake(ctx, fs, e, &c)
 	if err != nil {
 		return err
 	}
-	if err := lk.Query(ctx, lake.Filter{Tenant: *tenant, TemplateID: *tid, Since: s, Until: u}, out.Write); err != nil {
+	// A query is a short batch job that allocates as it decodes: trade
+	// memory (bounded by the files decoded at once) for less collection.
+	debug.SetGCPercent(400)
+	opts := lake.SearchOptions{Tenant: *tenant, TemplateID: *tid, Since: s, Until: u, Limit: *limit, LineOnly: *format == "raw"}
+	bw := bufio.NewWriterSize(e.stdout, 1<<20)
+	if q.Aggregates() {
+		rows, err := lk.Aggregate(ctx, q, opts)
+		if err != nil {
+			return err
+		}
+		if *limit > 0 && len(rows) > *limit {
+			rows = rows[:*limit]
+		}
+		if err := lake.WriteRows(bw, *format, q.NewAggregator().Header(), rows); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
+	out, err := lake.NewFormatter(bw, *format)
+	if err != nil {
+		return errUsage{err.Error()}
+	}
+	if err := lk.Search(ctx, q, opts, out.Write); err != nil {
 		return err
 	}
-	return out.Flush()
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// queryFirst moves a query argument that starts with '-' ('-GET error',
+// '-attrs.zone:*') behind "--", so the flag package does not take it for a
+// flag: an argument that starts with one '-' is a query when it is not a
+// defined flag and not the value of the flag before it. An unknown "--x"
+// stays a flag error.
+func queryFirst(fs *flag.FlagSet, args []string) []string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return args
+		}
+		if len(a) < 2 || a[0] != '-' {
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		f := fs.Lookup(name)
+		if f == nil && a[1] != '-' {
+			out := append(slices.Clone(args[:i]), args[i+1:]...)
+			return append(append(out, "--"), a)
+		}
+		if f == nil {
+			return args
+		}
+		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); !hasValue && !(ok && bf.IsBoolFlag()) {
+			i++ // the flag's value
+		}
+	}
+	return args
 }
 
 func runTemplates(ctx context.Context, e *env, args []string) error {
@@ -141,6 +231,7 @@ func runVacuum(ctx context.Context, e *env, args []string) error {
 	var c common
 	c.register(fs, true)
 	retention := fs.Duration("retention", 7*24*time.Hour, "only delete unreferenced files older than this")
+	grace := fs.Duration("grace", lake.DefaultGrace, "only delete removed files (compaction, retention) whose remove is older than this")
 	dry := fs.Bool("dry-run", false, "list what would be deleted")
 	if _, err := parseFlags(fs, e, args); err != nil {
 		return err
@@ -149,7 +240,7 @@ func runVacuum(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	deleted, err := lk.Vacuum(ctx, *retention, *dry)
+	deleted, err := lk.Vacuum(ctx, lake.VacuumOptions{Retention: *retention, Grace: *grace, DryRun: *dry})
 	for _, k := range deleted {
 		fmt.Fprintln(e.stdout, k)
 	}

@@ -129,6 +129,7 @@ func runProducer(ctx context.Context, e *env, args []string) error {
 	seed := fs.Int64("seed", 1, "generator seed")
 	rate := fs.Float64("rate", 0, "read at most this many lines per second (0: unlimited; producer.rate in --config)")
 	et := registerEventTime(fs)
+	rf := registerReceivers(fs)
 	if _, err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
@@ -136,6 +137,7 @@ func runProducer(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	root := c.cfg
+	rf.apply(fs, &root.Producer)
 	if err := et.apply(fs, &root.Producer); err != nil {
 		return err
 	}
@@ -172,13 +174,30 @@ func runProducer(ctx context.Context, e *env, args []string) error {
 		s, err = producer.NewFile(cfg, deps, *input)
 	case *subject:
 		s, err = producer.NewSubject(cfg, deps)
+	case cfg.Receivers.Enabled():
 	default:
 		r.nc.Close()
-		return errUsage{"want --input FILE|-, --subject or --generate N"}
+		return errUsage{"want --input FILE|-, --subject, --generate N or a receiver (--listen-syslog, --listen-syslog-tls, --listen-http)"}
 	}
 	if err != nil {
 		r.nc.Close()
 		return err
+	}
+	recv, err := listenReceivers(cfg, e.getenv, r.js, r.log, r.reg, e.stderr)
+	if err != nil {
+		r.nc.Close()
+		return err
+	}
+	switch {
+	case recv == nil:
+	case s == nil:
+		s = recv
+	default:
+		// A line source beside the receivers: both run until ctx ends
+		// (or the line source's end).
+		r.hs.Add("receivers", recv.Ready)
+		line := s
+		s = runBoth{line, recv}
 	}
 	return r.serve(ctx, "producer", s.Run, s.Ready)
 }

@@ -48,6 +48,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	natsPort := fs.Int("nats-port", -1, "embedded NATS client port (-1: any free port)")
 	timeout := fs.Duration("timeout", 0, "give up waiting for the lake after this long (0: no limit)")
 	et := registerEventTime(fs)
+	rf := registerReceivers(fs)
 	if _, err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
@@ -83,6 +84,10 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	}
 	if *follow && *input != "" && *input != "-" {
 		cfg.Producer.Follow = true
+	}
+	rf.apply(fs, &cfg.Producer)
+	if cfg.Producer.Receivers.Enabled() && !*follow {
+		return errUsage{"the receivers (--listen-syslog, --listen-syslog-tls, --listen-http, producer.receivers) need --follow"}
 	}
 	cfg, err = checked(cfg)
 	if err != nil {
@@ -138,6 +143,15 @@ func runRun(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		src = g
+	}
+
+	recv, err := listenReceivers(cfg.Producer, e.getenv, p.JS, log, reg, e.stderr)
+	if err != nil {
+		return err
+	}
+	if recv != nil {
+		hs.Add("receivers", recv.Ready)
+		src = bothSources{a: src, r: recv}
 	}
 
 	prog := &progress{w: e.stderr, p: p, src: src, start: start}

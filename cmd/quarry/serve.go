@@ -101,7 +101,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 			return nil
 		})
 	}
-	srv := web.New(web.Config{}, web.Deps{Searcher: web.ScanSearcher{Lake: lk}, Catalog: lk,
+	srv := web.New(web.Config{}, web.Deps{Searcher: web.LakeSearcher{Lake: lk}, Catalog: lk,
 		Status: web.NewStatus(lk, js), Access: access, Log: log})
 	mux := http.NewServeMux()
 	mux.Handle("/", srv.Handler())

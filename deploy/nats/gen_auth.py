@@ -61,6 +61,8 @@ roles = [
                                            "quarry.notices.>", "$JS.API.DIRECT.GET.QUARRY_NOTICES.>",
                                            "$JS.API.STREAM.MSG.GET.QUARRY_NOTICES"]
      + kv("quarry_state", watch=True) + kv("quarry_verdicts", watch=True) + kv("quarry_positions", write=False, watch=True)
+     # It reads the progress facts into the lake's progress table.
+     + kv("quarry_progress", write=False, watch=True)
      + obj("quarry_snapshots", False),
      []),
     ("reader", "subscribes to template events and commit notices (quarry tail, subscribe) and reads progress; creates nothing",

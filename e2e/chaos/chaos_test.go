@@ -8,8 +8,11 @@
 // the same store, injects object-store faults (QUARRY_FAULTS: errors,
 // timeouts, slow writes, writes whose reply is lost) and crash points
 // (QUARRY_CRASHPOINTS: a committer dies between a Delta log write and the
-// high-water key, an encoder after its upload or its report, the miner
-// after a snapshot). The committer purges the WAL and the report stream.
+// high-water key or around a compaction's commit, an encoder after its
+// upload or its report, the miner after a snapshot). The committer purges
+// the WAL and the report stream, and compacts closed partitions in the
+// background; after the round `quarry compact` runs once by hand
+// (checkCompact) between two checks of the lake.
 //
 // Every fault lands mid-stream by construction, never by pacing: the input
 // is fed chunk after chunk, each by a producer following its own file
@@ -97,6 +100,9 @@ committer:
   op_timeout: 2s
   shutdown_timeout: 3s
   stall_after: 3s
+  compaction:
+    interval: 300ms
+    target_bytes: 131072
 `
 
 func TestChaos(t *testing.T) {
@@ -194,7 +200,7 @@ func (r *round) summary() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var parts []string
-	for _, k := range []string{"kill", "pause", "snapshot-corrupted", "nats-restart", "encoder-stop", "encoder-add", "crashpoint", "takeover", "stall-explained", "producer-watchdog", "vacuumed", "wal-first-seq"} {
+	for _, k := range []string{"kill", "pause", "snapshot-corrupted", "nats-restart", "encoder-stop", "encoder-add", "crashpoint", "takeover", "stall-explained", "producer-watchdog", "vacuumed", "wal-first-seq", "compacted-by-hand"} {
 		if n := r.stats[k]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, n))
 		}
@@ -227,7 +233,7 @@ func (r *round) faultEnv(role string, seed int64) func(int) []string {
 		env := []string{"QUARRY_FAULTS=" + spec, fmt.Sprintf("QUARRY_CRASHPOINTS_SEED=%d", seed*100+int64(inc))}
 		switch role {
 		case "committer":
-			cp := "committer.before-high-water@0.03,committer.between-tables@0.03"
+			cp := "committer.before-high-water@0.03,committer.between-tables@0.03,committer.compact-before-commit@0.05,committer.compact-after-commit@0.05"
 			if inc == 0 {
 				// The first term of each committer surely dies between
 				// writing the Delta log and recording the high-water.
@@ -464,6 +470,16 @@ func (r *round) run() (errs []error) {
 	cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer ccancel()
 	errs = append(errs, checkLake(cctx, store, input)...)
+	compacted, cerrs := checkCompact(cctx, r.bin, r.lakeDir, r.url, r.cfgFile)
+	errs = append(errs, cerrs...)
+	r.mu.Lock()
+	r.stats["compacted-by-hand"] = compacted
+	r.mu.Unlock()
+	if len(cerrs) == 0 {
+		for _, e := range checkLake(cctx, store, input) {
+			errs = append(errs, fmt.Errorf("after quarry compact: %w", e))
+		}
+	}
 	n, verrs := checkVacuum(cctx, r.bin, r.lakeDir, store)
 	errs = append(errs, verrs...)
 	r.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
@@ -260,4 +261,31 @@ func checkVacuum(ctx context.Context, bin, lakeDir string, store objstore.Store)
 		errs = append(errs, fmt.Errorf("vacuum: %d files before, %d deleted, %d after", len(before), len(deleted), len(after)))
 	}
 	return len(deleted), errs
+}
+
+// checkCompact runs `quarry compact` by hand once every committer stopped
+// (retrying while a killed one's lease lapses) and returns how many files
+// it compacted; the caller checks the lake again.
+func checkCompact(ctx context.Context, bin, lakeDir, url, cfgFile string) (int, []error) {
+	for attempt := 0; ; attempt++ {
+		cmd := exec.CommandContext(ctx, bin, "compact", "--lake", lakeDir, "--nats", url, "--config", cfgFile)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err == nil {
+			var parts, removed, written int
+			if _, serr := fmt.Sscanf(string(out), "compacted %d partitions: %d files into %d", &parts, &removed, &written); serr != nil {
+				return 0, []error{fmt.Errorf("quarry compact printed %q: %v", out, serr)}
+			}
+			return removed, nil
+		}
+		if !strings.Contains(stderr.String(), "lease is held") || attempt >= 10 {
+			return 0, []error{fmt.Errorf("quarry compact: %v\n%s%s", err, out, stderr.String())}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, []error{ctx.Err()}
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -62,6 +62,7 @@ type cpRemove struct {
 	ExtendedFileMetadata *bool   `parquet:"extendedFileMetadata,optional"`
 	PartitionValues      strMap  `parquet:"partitionValues,optional"`
 	Size                 *int64  `parquet:"size,optional"`
+	Tags                 strMap  `parquet:"tags,optional"`
 }
 
 type cpFormat struct {
@@ -209,6 +210,7 @@ func (t *Table) checkpoint(ctx context.Context, snap *Snapshot) (int64, error) {
 		rm := &cpRemove{Path: ptr(EncodePath(r.Path)), DeletionTimestamp: optInt(r.DeletionTimestamp), DataChange: ptr(false)}
 		if r.ExtendedFileMetadata {
 			rm.ExtendedFileMetadata, rm.PartitionValues, rm.Size = ptr(true), toStrMap(nonNil(r.PartitionValues)), ptr(r.Size)
+			rm.Tags = toStrMap(r.Tags)
 		}
 		rows = append(rows, cpRow{Remove: rm})
 	}
@@ -358,7 +360,7 @@ func (s *state) applyCheckpointRow(row cpRow) error {
 		}
 		s.tombstones[p] = Remove{Path: p, DeletionTimestamp: deref(row.Remove.DeletionTimestamp),
 			DataChange: deref(row.Remove.DataChange), ExtendedFileMetadata: deref(row.Remove.ExtendedFileMetadata),
-			PartitionValues: fromStrMap(row.Remove.PartitionValues), Size: deref(row.Remove.Size)}
+			PartitionValues: fromStrMap(row.Remove.PartitionValues), Size: deref(row.Remove.Size), Tags: fromStrMap(row.Remove.Tags)}
 	}
 	return nil
 }

@@ -23,7 +23,8 @@ func TestCheckpoint(t *testing.T) {
 		adds = append(adds, a)
 		must(t, tbl.Commit(ctx, int64(i+1), []delta.Action{{Add: &a}, {Txn: &delta.Txn{AppID: "quarry", Version: int64(100 + i)}}}))
 	}
-	must(t, tbl.Commit(ctx, 4, []delta.Action{{Remove: &delta.Remove{Path: adds[1].Path, DeletionTimestamp: 77, DataChange: true}}}))
+	must(t, tbl.Commit(ctx, 4, []delta.Action{{Remove: &delta.Remove{Path: adds[1].Path, DeletionTimestamp: 77, DataChange: true,
+		ExtendedFileMetadata: true, Size: adds[1].Size, PartitionValues: map[string]string{}, Tags: adds[1].Tags}}}))
 	want, err := delta.OpenTable(s, "t").Snapshot(ctx)
 	must(t, err)
 	v, err := tbl.Checkpoint(ctx)
@@ -56,7 +57,8 @@ func TestCheckpoint(t *testing.T) {
 	got.Files = append(got.Files[:1:1], got.Files[2])
 	if !reflect.DeepEqual(got.Files, dataChangeFalse(want.Files)) || !reflect.DeepEqual(got.Txns, want.Txns) ||
 		!reflect.DeepEqual(got.Metadata, want.Metadata) || !reflect.DeepEqual(got.Protocol, want.Protocol) ||
-		len(got.Tombstones) != 1 || got.Tombstones[0].Path != "f 1.parquet" || got.Tombstones[0].DeletionTimestamp != 77 {
+		len(got.Tombstones) != 1 || got.Tombstones[0].Path != "f 1.parquet" || got.Tombstones[0].DeletionTimestamp != 77 ||
+		got.Tombstones[0].Tags["quarry.report"] != "rf 1.parquet" || got.Tombstones[0].Size != adds[1].Size {
 		t.Fatalf("snapshot from checkpoint:\n got %+v\nwant %+v", got, want)
 	}
 	must(t, delta.ValidateLog(ctx, s, "t"))

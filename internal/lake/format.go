@@ -14,8 +14,19 @@ import (
 
 // WriteRaw writes the record's original line and a newline, nothing else.
 func WriteRaw(w io.Writer, r Record) error {
+	if bw, ok := w.(rawWriter); ok { // a bufio.Writer: no copy of the line
+		if _, err := bw.WriteString(r.Line); err != nil {
+			return err
+		}
+		return bw.WriteByte('\n')
+	}
 	_, err := io.WriteString(w, r.Line+"\n")
 	return err
+}
+
+type rawWriter interface {
+	io.StringWriter
+	io.ByteWriter
 }
 
 // jsonlRecord is Record in JSONL: a line that is not valid UTF-8 (JSON

@@ -35,6 +35,7 @@ type Lake struct {
 	store     objstore.Store
 	records   *delta.Table
 	templates *delta.Table
+	progress  *delta.Table
 }
 
 // Open returns a reader of the lake in store. It does no I/O.
@@ -43,6 +44,7 @@ func Open(store objstore.Store) *Lake {
 		store:     store,
 		records:   delta.OpenTable(store, RecordsTable),
 		templates: delta.OpenTable(store, TemplatesTable),
+		progress:  delta.OpenTable(store, ProgressTable),
 	}
 }
 

@@ -352,7 +352,7 @@ func TestVacuum(t *testing.T) {
 	young := "records/" + youngOrphan.Path
 	age(t, f.store, young, time.Minute)
 
-	dry, err := l.Vacuum(f.ctx, time.Hour, true)
+	dry, err := l.Vacuum(f.ctx, lake.VacuumOptions{Retention: time.Hour, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestVacuum(t *testing.T) {
 	if after, _ := f.store.List(f.ctx, ""); len(after) != len(all) {
 		t.Fatalf("dry run deleted files: %d -> %d", len(all), len(after))
 	}
-	deleted, err := l.Vacuum(f.ctx, time.Hour, false)
+	deleted, err := l.Vacuum(f.ctx, lake.VacuumOptions{Retention: time.Hour})
 	if err != nil || strings.Join(deleted, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("vacuum: %v, %v", deleted, err)
 	}
@@ -384,8 +384,24 @@ func TestVacuum(t *testing.T) {
 	if got := query(t, l, lake.Filter{}); len(got) != 8 {
 		t.Fatalf("query after vacuum: %d records", len(got))
 	}
-	if _, err := l.Vacuum(f.ctx, -time.Second, true); err == nil {
+	if _, err := l.Vacuum(f.ctx, lake.VacuumOptions{Retention: -time.Second, DryRun: true}); err == nil {
 		t.Fatal("negative retention accepted")
+	}
+	if _, err := l.Vacuum(f.ctx, lake.VacuumOptions{Grace: -time.Second, DryRun: true}); err == nil {
+		t.Fatal("negative grace accepted")
+	}
+	// The removed file goes once its remove is older than the grace (7 days
+	// by default), and not a moment before.
+	later := func(d time.Duration) func() time.Time { return func() time.Time { return time.Now().Add(d) } }
+	if gone, err := l.Vacuum(f.ctx, lake.VacuumOptions{Retention: 30 * 24 * time.Hour, Now: later(7*24*time.Hour - time.Minute)}); err != nil || len(gone) != 0 {
+		t.Fatalf("vacuum within the grace: %v, %v", gone, err)
+	}
+	gone, err := l.Vacuum(f.ctx, lake.VacuumOptions{Retention: time.Hour, Grace: time.Hour, Now: later(2 * time.Hour)})
+	if err != nil || strings.Join(gone, ",") != young+",records/"+removed.Path {
+		t.Fatalf("vacuum after the grace: %v, %v (want the removed file and the now old orphan)", gone, err)
+	}
+	if got := query(t, l, lake.Filter{}); len(got) != 8 {
+		t.Fatalf("query after vacuuming a removed file: %d records", len(got))
 	}
 }
 
@@ -427,11 +443,11 @@ func TestOnMinIO(t *testing.T) {
 		}
 	}
 	// Retention protects every file here (all are seconds old).
-	if gone, err := l.Vacuum(f.ctx, time.Hour, false); err != nil || len(gone) != 0 {
+	if gone, err := l.Vacuum(f.ctx, lake.VacuumOptions{Retention: time.Hour}); err != nil || len(gone) != 0 {
 		t.Fatalf("vacuum over s3: %v, %v", gone, err)
 	}
 	// With zero retention only the uncommitted file goes.
-	gone, err := l.Vacuum(f.ctx, 0, false)
+	gone, err := l.Vacuum(f.ctx, lake.VacuumOptions{})
 	if err != nil || len(gone) != 1 || !strings.HasSuffix(gone[0], lake.FileName(7, 7, "enc3")) {
 		t.Fatalf("vacuum over s3 with zero retention: %v, %v", gone, err)
 	}

@@ -1,4 +1,4 @@
-// Package lake defines quarry's lake: the layout of its two Delta tables, the
+// Package lake defines quarry's lake: the layout of its Delta tables, the
 // Parquet row types the encoder writes and the readers that serve quarry's
 // query and templates commands from committed data only.
 //
@@ -8,6 +8,8 @@
 //	<lake>/records/tenant=<t>/date=<yyyy-mm-dd>/part-<first:020d>-<last:020d>-<writer>.zstd.parquet
 //	<lake>/templates/_delta_log/<version:020d>.json
 //	<lake>/templates/part-<first:020d>-<last:020d>-<writer>.zstd.parquet
+//	<lake>/progress/_delta_log/<version:020d>.json
+//	<lake>/progress/part-<records version:020d>-<progress version:020d>.parquet
 //
 // first and last are the lowest and highest WAL sequences a file covers;
 // writer is the encoder instance, so two encoders never write one name and a

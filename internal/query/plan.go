@@ -52,6 +52,26 @@ type TemplatePlan struct {
 	residual *node
 }
 
+// ReadsParams reports whether the residual filters on parameters
+// (param[N] or a parameter name), so that a reader that hands Match the
+// rendered Line need not split it into Params for text terms alone.
+func (tp *TemplatePlan) ReadsParams() bool { return tp.Decision == Scan && hasOp(tp.residual, opParam) }
+
+func hasOp(n *node, op opKind) bool {
+	if n == nil {
+		return false
+	}
+	if n.op == op {
+		return true
+	}
+	for _, k := range n.kids {
+		if hasOp(k, op) {
+			return true
+		}
+	}
+	return false
+}
+
 // Residual renders what is left to evaluate per record ("*" for All,
 // "NOT *" for None), for explain output and tests.
 func (tp *TemplatePlan) Residual() string {

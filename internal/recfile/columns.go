@@ -251,6 +251,11 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 		if err := d.finish(&rec, kinds, residue); err != nil {
 			return out[:start], err
 		}
+		if d.rowDone != nil {
+			if err := d.rowDone(&rec, kinds); err != nil {
+				return out[:start], err
+			}
+		}
 		out[start+int(pos[i])] = rec
 	}
 	return out, nil

@@ -99,6 +99,12 @@ type decoder struct {
 	n    [MaxSlots]int64
 	has  [MaxSlots]uint8 // bit 1 p, 2 n, 4 b
 	more [][]byte
+	// rowDone, when set, sees each record after its line is rendered, with
+	// the row's kinds; bounds then holds where each parameter item's text
+	// starts in the line (one entry per item that is not covered) and where
+	// the last piece starts (DecodeRows).
+	rowDone func(rec *Record, kinds string) error
+	bounds  []int
 }
 
 // finish renders rec's line from the decoder's slot values.
@@ -129,6 +135,14 @@ func (d *decoder) intern(b []byte) string {
 	return s
 }
 
+// MissingTemplateError: a record names a template version the caller's
+// Templates lack.
+type MissingTemplateError struct{ Key Key }
+
+func (e *MissingTemplateError) Error() string {
+	return fmt.Sprintf("template %d version %d not given", e.Key.ID, e.Key.Version)
+}
+
 // render appends the record's line to dst.
 func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) ([]byte, error) {
 	k := Key{rec.TemplateID, rec.TemplateVersion}
@@ -136,7 +150,7 @@ func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) 
 	if !ok {
 		text, found := d.tpl[k]
 		if !found {
-			return nil, fmt.Errorf("records wal %d index %d: template %d version %d not given", rec.WALSeq, rec.Index, k.ID, k.Version)
+			return nil, fmt.Errorf("records wal %d index %d: %w", rec.WALSeq, rec.Index, &MissingTemplateError{Key: k})
 		}
 		pieces = strings.Split(text, Wildcard)
 		d.infos[k] = pieces
@@ -159,6 +173,9 @@ func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) 
 			continue
 		}
 		dst = append(dst, pieces[j]...)
+		if d.bounds != nil {
+			d.bounds = append(d.bounds, len(dst))
+		}
 		var k int
 		var need uint8
 		switch s.kind {
@@ -214,6 +231,9 @@ func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) 
 	}
 	if len(more) != 0 {
 		return nil, fmt.Errorf("%w: record wal %d index %d: %d values left in more", ErrCorrupt, rec.WALSeq, rec.Index, len(more))
+	}
+	if d.bounds != nil {
+		d.bounds = append(d.bounds, len(dst))
 	}
 	return append(dst, pieces[len(pieces)-1]...), nil
 }

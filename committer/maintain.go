@@ -1,0 +1,381 @@
+package committer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/quarrylake/quarry/internal/backoff"
+	"github.com/quarrylake/quarry/internal/crashpoint"
+	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/recfile"
+)
+
+// Crash points of maintenance (internal/crashpoint).
+const (
+	// CrashCompactBeforeCommit: a compaction's new files are written, its
+	// commit is not.
+	CrashCompactBeforeCommit = "committer.compact-before-commit"
+	// CrashCompactAfterCommit: the compaction's commit is written.
+	CrashCompactAfterCommit = "committer.compact-after-commit"
+)
+
+// ErrLeaseHeld: a manual compaction found the lease held by a running
+// committer, which compacts in the background itself.
+var ErrLeaseHeld = errors.New("the committer lease is held by a running committer")
+
+// errStale: a maintenance commit would remove a file that is no longer
+// live (a retention or compaction commit since it was planned).
+var errStale = errors.New("maintenance plan is stale")
+
+// job is one maintenance commit of the records table: removes and adds,
+// no txn (the high-water stays).
+type job struct {
+	op      string         // commitInfo operation: "OPTIMIZE" or "DELETE"
+	params  map[string]any // commitInfo operationParameters
+	actions []delta.Action // removes, then adds
+	done    chan error     // the term's answer
+}
+
+func (j *job) counts() (removes, adds int) {
+	for _, a := range j.actions {
+		if a.Remove != nil {
+			removes++
+		} else if a.Add != nil {
+			adds++
+		}
+	}
+	return removes, adds
+}
+
+// commitJob commits j as st's next version under lease l when every file
+// it removes is still live in st, and updates st. It returns errStale when
+// one is not (nothing written), errLeaseLost or errFenced like a high-water
+// commit.
+func commitJob(ctx context.Context, st *tableState, l *lease, name string, timeout time.Duration, j *job) error {
+	for _, a := range j.actions {
+		if a.Remove != nil && !st.paths[a.Remove.Path] {
+			return fmt.Errorf("%w: %s is not live", errStale, a.Remove.Path)
+		}
+	}
+	version := st.version + 1
+	q := map[string]any{"committer": name, "lease_revision": l.revision()}
+	if st.txn >= 0 {
+		q["high_water"] = st.txn
+	}
+	actions := append([]delta.Action{{CommitInfo: delta.CommitInfo{
+		"operation": j.op, "operationParameters": j.params, "engineInfo": "quarry-committer", "quarry": q,
+	}}}, j.actions...)
+	if !l.valid() {
+		return fmt.Errorf("%w: before committing %s version %d (%s)", errLeaseLost, st.name, version, j.op)
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	err := st.t.Commit(cctx, version, actions)
+	cancel()
+	if errors.Is(err, delta.ErrVersionExists) {
+		return fmt.Errorf("%w: %s version %d (%s) written by another writer", errFenced, st.name, version, j.op)
+	}
+	if err != nil {
+		return fmt.Errorf("commit %s version %d (%s): %w", st.name, version, j.op, err)
+	}
+	st.version = version
+	for _, a := range j.actions {
+		switch {
+		case a.Remove != nil:
+			delete(st.paths, a.Remove.Path)
+		case a.Add != nil:
+			st.paths[a.Add.Path] = true
+		}
+	}
+	return nil
+}
+
+// maintainer plans and prepares the lake's maintenance: retention and
+// compaction. It never commits itself: submit hands a job to the holder
+// of the lease.
+type maintainer struct {
+	cfg     Config
+	log     *slog.Logger
+	records *delta.Table
+	rw      *rewriter
+	now     func() time.Time
+	jobs    chan *job // to the active term (background runs)
+}
+
+func newMaintainer(cfg Config, store objstore.Store, log *slog.Logger, now func() time.Time) *maintainer {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	lk := lake.Open(store)
+	return &maintainer{
+		cfg: cfg, log: log, records: lk.Records(), now: now, jobs: make(chan *job),
+		rw: &rewriter{lake: lk, records: lk.Records(), token: hex.EncodeToString(b[:])},
+	}
+}
+
+// PassResult is what one maintenance pass did.
+type PassResult struct {
+	Expired    int // files removed by retention
+	Compacted  int // files removed by compaction
+	Written    int // files compaction wrote and committed
+	Partitions int // partitions compacted
+	Skipped    int // partitions whose rewrite failed (logged)
+}
+
+// pass runs retention (when retain) and compaction (when compact) once,
+// for the partitions only matches.
+func (m *maintainer) pass(ctx context.Context, only Partition, retain, compact bool, submit func(context.Context, *job) error) (PassResult, error) {
+	var res PassResult
+	now := m.now()
+	if retain && m.cfg.Retention.Enabled() {
+		snap, err := m.records.Snapshot(ctx)
+		if err != nil {
+			return res, fmt.Errorf("records snapshot: %w", err)
+		}
+		var acts []delta.Action
+		hw := int64(-1)
+		if v, ok := snap.Txns[AppID]; ok {
+			hw = v
+		}
+		for _, a := range retentionPlan(snap, m.cfg.Retention, hw, now) {
+			if only.match(Partition{a.Remove.PartitionValues["tenant"], a.Remove.PartitionValues["date"]}) {
+				acts = append(acts, a)
+			}
+		}
+		if len(acts) > 0 {
+			j := &job{op: "DELETE", params: map[string]any{"predicate": "retention", "files": len(acts)}, actions: acts}
+			if err := submit(ctx, j); err != nil {
+				return res, fmt.Errorf("retention commit: %w", err)
+			}
+			res.Expired = len(acts)
+			m.log.Info("retention removed expired partitions", "files", len(acts))
+		}
+	}
+	if !compact {
+		return res, nil
+	}
+	snap, err := m.records.Snapshot(ctx)
+	if err != nil {
+		return res, fmt.Errorf("records snapshot: %w", err)
+	}
+	hw := int64(-1)
+	if v, ok := snap.Txns[AppID]; ok {
+		hw = v
+	}
+	m.rw.texts = map[string]recfile.Templates{} // templates change between passes
+	for _, g := range compactionPlan(snap, hw, m.cfg.Compaction, only, now) {
+		j, err := m.prepare(ctx, snap.Version, g, now)
+		if err != nil {
+			if ctx.Err() != nil {
+				return res, context.Cause(ctx)
+			}
+			// One partition that cannot be rewritten (a template missing,
+			// a damaged file) does not hold up the others.
+			m.log.Warn("compaction skipped a partition", "tenant", g.part.Tenant, "date", g.part.Date, "err", err)
+			res.Skipped++
+			continue
+		}
+		crashpoint.Hit(CrashCompactBeforeCommit)
+		err = submit(ctx, j)
+		if errors.Is(err, errStale) {
+			m.log.Warn("compaction plan went stale, its files are left for vacuum", "tenant", g.part.Tenant, "date", g.part.Date, "err", err)
+			continue
+		}
+		if err != nil {
+			return res, fmt.Errorf("compaction commit of %s/%s: %w", g.part.Tenant, g.part.Date, err)
+		}
+		crashpoint.Hit(CrashCompactAfterCommit)
+		removed, added := j.counts()
+		res.Compacted += removed
+		res.Written += added
+		res.Partitions++
+		m.log.Info("partition compacted", "tenant", g.part.Tenant, "date", g.part.Date, "files_removed", removed, "files_written", added)
+	}
+	return res, nil
+}
+
+// prepare writes a group's new files and returns its commit.
+func (m *maintainer) prepare(ctx context.Context, base int64, g compactGroup, now time.Time) (*job, error) {
+	var removes, adds []delta.Action
+	ms := now.UnixMilli()
+	for i, bin := range g.bins {
+		add, err := m.rw.rewrite(ctx, base, i, g.part, bin, now)
+		if err != nil {
+			return nil, err
+		}
+		adds = append(adds, delta.Action{Add: &add})
+		for _, f := range bin {
+			removes = append(removes, delta.Action{Remove: &delta.Remove{
+				Path: f.Path, DeletionTimestamp: ms, DataChange: false, ExtendedFileMetadata: true,
+				PartitionValues: f.PartitionValues, Size: f.Size, Tags: f.Tags,
+			}})
+		}
+	}
+	return &job{
+		op:      "OPTIMIZE",
+		params:  map[string]any{"predicate": fmt.Sprintf("tenant = '%s' AND date = '%s'", g.part.Tenant, g.part.Date), "targetSize": m.cfg.Compaction.TargetBytes},
+		actions: append(removes, adds...),
+	}, nil
+}
+
+// loop runs a pass every Compaction.Interval until ctx ends, handing its
+// commits to the active term; done sees each finished pass.
+func (m *maintainer) loop(ctx context.Context, done func(PassResult, error)) {
+	for backoff.Sleep(ctx, m.cfg.Compaction.Interval) {
+		res, err := m.pass(ctx, Partition{}, true, m.cfg.Compaction.enabled(), m.submit)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			m.log.Warn("maintenance pass", "err", err)
+		}
+		done(res, err)
+	}
+}
+
+// submit hands j to the active term and waits for its commit.
+func (m *maintainer) submit(ctx context.Context, j *job) error {
+	j.done = make(chan error, 1)
+	select {
+	case m.jobs <- j:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	select {
+	case err := <-j.done:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// startMaintenance runs the maintainer for one term; stop ends it and
+// waits.
+func (c *Committer) startMaintenance(ctx context.Context) (stop func()) {
+	if !c.cfg.Compaction.enabled() && !c.cfg.Retention.Enabled() {
+		return func() {}
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		c.maint.loop(mctx, func(res PassResult, err error) {
+			c.m.maintFiles.WithLabelValues("compacted").Add(float64(res.Compacted))
+			c.m.maintFiles.WithLabelValues("written").Add(float64(res.Written))
+			c.m.maintFiles.WithLabelValues("expired").Add(float64(res.Expired))
+			switch {
+			case err != nil:
+				c.m.maintPasses.WithLabelValues("error").Inc()
+			case res.Skipped > 0:
+				c.m.maintPasses.WithLabelValues("skipped").Inc()
+			default:
+				c.m.maintPasses.WithLabelValues("ok").Inc()
+			}
+		})
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// maintenanceCommits commits the maintenance jobs waiting, in the term's
+// goroutine (the only writer of ts), between high-water advances.
+func (c *Committer) maintenanceCommits(ctx context.Context, ts *termState) error {
+	for {
+		select {
+		case j := <-c.maint.jobs:
+			before := ts.rec.version
+			err := commitJob(ctx, ts.rec, ts.l, c.cfg.Name, 3*c.cfg.OpTimeout, j)
+			j.done <- err
+			if errors.Is(err, errLeaseLost) || errors.Is(err, errFenced) {
+				return err
+			}
+			if err == nil {
+				c.cp.committed(ts.rec, before)
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+// CompactOptions say what a manual run (Compact) does.
+type CompactOptions struct {
+	// Only limits the run to matching partitions (empty fields match all).
+	Only Partition
+	// Retention also removes the partitions past cfg.Retention.
+	Retention bool
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// Compact runs one maintenance pass by hand (quarry compact): it takes the
+// committer lease when no committer holds it, so it never races a commit
+// (a committer that starts meanwhile waits as a standby until it is
+// done), and returns ErrLeaseHeld when one does: that committer compacts
+// in the background (committer.compaction.enabled). The lease is renewed
+// while the pass runs and released at the end.
+func Compact(ctx context.Context, cfg Config, deps Deps, o CompactOptions) (PassResult, error) {
+	c, err := New(cfg, deps)
+	if err != nil {
+		return PassResult{}, err
+	}
+	if o.Now != nil {
+		c.maint.now = o.Now
+	}
+	kvs, err := c.buckets(ctx)
+	if err != nil {
+		return PassResult{}, err
+	}
+	l, err := c.tryAcquire(ctx, kvs.state, &standbyObs{})
+	if err != nil {
+		return PassResult{}, err
+	}
+	if l == nil {
+		c.mu.Lock()
+		status := c.status
+		c.mu.Unlock()
+		return PassResult{}, fmt.Errorf("%w (%s); it compacts in the background", ErrLeaseHeld, status)
+	}
+	workCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	renewCtx, stopRenew := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { c.renew(renewCtx, kvs.state, l, cancel) })
+	defer func() {
+		stopRenew()
+		wg.Wait()
+		c.release(kvs.state, l)
+	}()
+	snap, err := c.records.Snapshot(workCtx)
+	if err != nil {
+		return PassResult{}, fmt.Errorf("records snapshot: %w", err)
+	}
+	if snap.Version < 0 {
+		return PassResult{}, fmt.Errorf("%w: %s", lake.ErrNoTable, c.records.LogDir())
+	}
+	if err := snap.Writable(); err != nil {
+		return PassResult{}, fmt.Errorf("table %s: %w", lake.RecordsTable, err)
+	}
+	st := &tableState{name: lake.RecordsTable, t: c.records, version: snap.Version, txn: -1, paths: map[string]bool{}}
+	if v, ok := snap.Txns[AppID]; ok {
+		st.txn = v
+	}
+	for _, f := range snap.Files {
+		st.paths[f.Path] = true
+	}
+	submit := func(ctx context.Context, j *job) error {
+		return commitJob(ctx, st, l, c.cfg.Name, 3*c.cfg.OpTimeout, j)
+	}
+	res, err := c.maint.pass(workCtx, o.Only, o.Retention, true, submit)
+	if err != nil && context.Cause(workCtx) != nil && !errors.Is(context.Cause(workCtx), context.Canceled) {
+		err = context.Cause(workCtx) // the lease was lost
+	}
+	return res, err
+}

@@ -1,0 +1,159 @@
+package committer
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/quarrylake/quarry/internal/delta"
+)
+
+// Retention says how long each tenant's records are kept. A date partition
+// D of a tenant whose retention is R is removed (one commit of remove
+// actions with dataChange=true, the data is gone) once D is on or before
+// the UTC date of (start of today - R): "30d" keeps today and the 29 dates
+// before it. The files stay in the store until `quarry vacuum` deletes them
+// after its grace period, so time travel and running readers keep working.
+type Retention struct {
+	// Default applies to tenants not in Tenants; 0 (unset, or "none")
+	// keeps records for ever.
+	Default Age `yaml:"default"`
+	// Tenants overrides Default per tenant; "none" keeps that tenant's
+	// records for ever.
+	Tenants map[string]Age `yaml:"tenants"`
+}
+
+// Age is a duration that also reads as whole days ("30d") and "none" (0).
+type Age time.Duration
+
+// ParseAge reads whole days ("30d"), a Go duration ("36h") or "none" / "" (0).
+func ParseAge(s string) (Age, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "" || s == "none" || s == "0":
+		return 0, nil
+	case strings.HasSuffix(s, "d"):
+		n, err := strconv.Atoi(strings.TrimSuffix(s, "d"))
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("age %q: want <days>d, a Go duration or none", s)
+		}
+		return Age(time.Duration(n) * 24 * time.Hour), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("age %q: want <days>d, a Go duration or none", s)
+	}
+	return Age(d), nil
+}
+
+// UnmarshalYAML reads an Age from a scalar.
+func (a *Age) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	v, err := ParseAge(s)
+	if err != nil {
+		return err
+	}
+	*a = v
+	return nil
+}
+
+// MarshalYAML writes an Age as whole days when it is, else as a duration.
+func (a Age) MarshalYAML() (any, error) { return a.String(), nil }
+
+func (a Age) String() string {
+	d := time.Duration(a)
+	switch {
+	case d == 0:
+		return "none"
+	case d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
+}
+
+// Validate reports every problem with r: a retention below one day would
+// remove today's partition.
+func (r Retention) Validate() error {
+	var errs []error
+	check := func(key string, a Age) {
+		if a != 0 && time.Duration(a) < 24*time.Hour {
+			errs = append(errs, fmt.Errorf("committer.retention.%s %s: must be none or at least 1d", key, a))
+		}
+	}
+	check("default", r.Default)
+	for t, a := range r.Tenants {
+		if t == "" {
+			errs = append(errs, errors.New("committer.retention.tenants: empty tenant name"))
+		}
+		check("tenants."+t, a)
+	}
+	return errors.Join(errs...)
+}
+
+// Enabled reports whether any tenant has a retention.
+func (r Retention) Enabled() bool {
+	if r.Default != 0 {
+		return true
+	}
+	for _, a := range r.Tenants {
+		if a != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// of is tenant's retention, 0 for ever.
+func (r Retention) of(tenant string) time.Duration {
+	if a, ok := r.Tenants[tenant]; ok {
+		return time.Duration(a)
+	}
+	return time.Duration(r.Default)
+}
+
+// expired reports whether the date partition date of tenant is past its
+// retention at now.
+func (r Retention) expired(tenant, date string, now time.Time) bool {
+	ret := r.of(tenant)
+	if ret <= 0 {
+		return false
+	}
+	d, err := time.Parse(time.DateOnly, date)
+	if err != nil {
+		return false // not a date: never removed
+	}
+	today := now.UTC().Truncate(24 * time.Hour)
+	last := today.Add(-ret).Truncate(24 * time.Hour)
+	return !d.After(last)
+}
+
+// retentionPlan is the remove actions of every live records file in a date
+// partition past its tenant's retention, sorted by path. A file with WAL
+// sequences above the high-water hw waits for a later pass: its report
+// may still own batches the barrier has not passed.
+func retentionPlan(snap *delta.Snapshot, r Retention, hw int64, now time.Time) []delta.Action {
+	var out []delta.Action
+	ms := now.UnixMilli()
+	for _, f := range snap.Files {
+		if !r.expired(f.PartitionValues["tenant"], f.PartitionValues["date"], now) {
+			continue
+		}
+		if _, hi, ok := walRange(f); ok && hi > hw {
+			continue
+		}
+		out = append(out, delta.Action{Remove: &delta.Remove{
+			Path: f.Path, DeletionTimestamp: ms, DataChange: true, ExtendedFileMetadata: true,
+			PartitionValues: f.PartitionValues, Size: f.Size, Tags: f.Tags,
+		}})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Remove.Path < out[j].Remove.Path })
+	return out
+}

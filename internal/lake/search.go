@@ -1,0 +1,788 @@
+package lake
+
+import (
+	"bytes"
+	"cmp"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/query"
+	"github.com/quarrylake/quarry/internal/recfile"
+)
+
+// SearchOptions narrow a search beyond its query. Zero fields narrow
+// nothing.
+type SearchOptions struct {
+	// Tenant limits the search to one tenant (as tenant:NAME does).
+	Tenant string
+	// TemplateID limits the search to a template and the templates merged
+	// into it (as template:N does).
+	TemplateID uint64
+	// Since is inclusive, Until exclusive (record time); they intersect
+	// the query's own time range.
+	Since, Until time.Time
+	// Limit stops a line search after this many records (0: the query's
+	// | limit, else unlimited). The smaller of both wins.
+	Limit int
+	// After resumes a line search after this record: only records whose
+	// (wal_seq, record_index) is greater are returned (paging).
+	After *Position
+	// LineOnly leaves Record.Params nil (the line, time, template and
+	// source are set): what raw output needs, without splitting every line
+	// into its parameters.
+	LineOnly bool
+	// Workers decode files in parallel (0: GOMAXPROCS).
+	Workers int
+}
+
+// Position is a record's place in WAL order.
+type Position struct {
+	WALSeq uint64 `json:"wal_seq"`
+	Index  uint32 `json:"index"`
+}
+
+func (p *Position) before(seq int64, idx int32) bool {
+	return p == nil || uint64(seq) > p.WALSeq || uint64(seq) == p.WALSeq && uint32(idx) > p.Index
+}
+
+// ErrAggregate is returned by Search for a query with a count or top pipe
+// (use Aggregate) and by Aggregate for one without.
+var ErrAggregate = errors.New("query aggregation mismatch")
+
+// Search calls fn for every committed record q selects, in (wal_seq,
+// record_index) order, like Query. Before reading rows it prunes
+// partitions and files by q.Bounds() and opts (tenant, date, the ts and
+// template_id stats), plans q over each tenant's templates
+// (query.PlanTemplates) and skips files that hold no template the plan may
+// match. Rows of templates the plan settles false are skipped, rows of
+// templates it settles true are taken without evaluation, and only the
+// others are evaluated (TemplatePlan.Match). Files are decoded in parallel
+// (opts.Workers) a bounded window ahead of the ordered merge. A record of a
+// template version the templates table lacks is ErrTemplateMissing, as in
+// Query (a file its stats prune is not read). An error from fn stops the
+// search and is returned.
+func (l *Lake) Search(ctx context.Context, q *query.Query, opts SearchOptions, fn func(Record) error) error {
+	if q.Aggregates() {
+		return fmt.Errorf("search %q: %w: the query counts; use Aggregate", q.Source(), ErrAggregate)
+	}
+	s, err := l.prepare(ctx, q, opts)
+	if err != nil || s == nil {
+		return err
+	}
+	limit := q.Limit()
+	if opts.Limit > 0 && (limit == 0 || opts.Limit < limit) {
+		limit = opts.Limit
+	}
+	return s.lines(ctx, limit, fn)
+}
+
+// Aggregate runs a query with a count or top pipe and returns its rows
+// (query.Aggregator.Rows order; a bare | count always returns one row, 0
+// when nothing matches), pruning and planning as Search does. When
+// the plan and the keys need no column but template_id and ts (a count by
+// template or by a time bucket of a query its templates settle, or of a
+// time range), only those columns are read: no parameter, no line.
+func (l *Lake) Aggregate(ctx context.Context, q *query.Query, opts SearchOptions) ([]query.Row, error) {
+	agg := q.NewAggregator()
+	if agg == nil {
+		return nil, fmt.Errorf("aggregate %q: %w: the query returns lines; use Search", q.Source(), ErrAggregate)
+	}
+	opts.LineOnly = false // keys may need the parameters
+	s, err := l.prepare(ctx, q, opts)
+	if err != nil {
+		return nil, err
+	}
+	if s != nil {
+		aggs, err := s.aggregate(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range aggs {
+			agg.Merge(a)
+		}
+	}
+	rows := agg.Rows()
+	if len(rows) == 0 && len(agg.Header()) == 1 {
+		rows = []query.Row{{Count: 0}} // a bare count of nothing is 0, not no answer
+	}
+	return rows, nil
+}
+
+// searchFile is a records file the search reads.
+type searchFile struct {
+	add    delta.Add
+	tenant string
+	lo     int64
+	plan   *tenantPlan
+}
+
+// tenantPlan is the query planned over one tenant's templates.
+type tenantPlan struct {
+	plan *query.Plan
+	ids  []int64 // Plan.IDs (within opts.TemplateID's family), sorted: for pruning by stats
+	// narrow: every column the plan reads is template_id or ts, so the
+	// file's other columns are not read.
+	narrow bool
+	// residual: the columns the Scan templates' residuals read (Plan.Columns
+	// adds what the output needs, which SearchOptions.LineOnly narrows).
+	residual query.Column
+}
+
+// search is one prepared search: the files to read and their plans.
+type search struct {
+	l       *Lake
+	q       *query.Query
+	opts    SearchOptions
+	since   time.Time
+	until   time.Time
+	files   []searchFile
+	family  map[int64]bool // opts.TemplateID's family
+	tpls    templateSet
+	texts   recfile.Templates
+	workers int
+}
+
+// prepare takes the snapshots, loads templates, plans per tenant and prunes
+// files; nil when nothing can match.
+func (l *Lake) prepare(ctx context.Context, q *query.Query, opts SearchOptions) (*search, error) {
+	b := q.Bounds()
+	tenant := opts.Tenant
+	if b.Tenant != "" {
+		if tenant != "" && tenant != b.Tenant {
+			return nil, nil
+		}
+		tenant = b.Tenant
+	}
+	s := &search{l: l, q: q, opts: opts, since: later(b.Since, opts.Since), until: earlier(b.Until, opts.Until)}
+	if !s.since.IsZero() && !s.until.IsZero() && !s.since.Before(s.until) {
+		return nil, nil
+	}
+	// Records first, templates second (see Query).
+	snap, err := l.records.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("records snapshot: %w", err)
+	}
+	if s.tpls, err = l.loadTemplates(ctx, tenant); err != nil {
+		return nil, err
+	}
+	s.texts = s.tpls.texts()
+	if opts.TemplateID != 0 {
+		s.family = s.tpls.family(int64(opts.TemplateID))
+	}
+	plans := map[string]*tenantPlan{}
+	agg := q.NewAggregator()
+	for _, a := range snap.Files {
+		tn := a.PartitionValues["tenant"]
+		if tenant != "" && tn != tenant {
+			continue
+		}
+		st, _ := delta.ParseStats(a.Stats)
+		if !s.keepDate(a.PartitionValues["date"]) || !s.keepTS(st) {
+			continue
+		}
+		if opts.After != nil {
+			if _, hi, ok := fileSeqRange(a); ok && uint64(hi) < opts.After.WALSeq {
+				continue
+			}
+		}
+		tp, ok := plans[tn]
+		if !ok {
+			tp = s.plan(tn, agg)
+			plans[tn] = tp
+		}
+		if lo, hi, ok := statIntRange(st, "template_id"); ok && !anyIn(tp.ids, lo, hi) {
+			continue
+		}
+		lo, _, ok := fileSeqRange(a)
+		if !ok {
+			lo = -1 << 63
+		}
+		s.files = append(s.files, searchFile{add: a, tenant: tn, lo: lo, plan: tp})
+	}
+	sort.SliceStable(s.files, func(i, j int) bool { return s.files[i].lo < s.files[j].lo })
+	s.workers = opts.Workers
+	if s.workers <= 0 {
+		s.workers = runtime.GOMAXPROCS(0)
+	}
+	return s, nil
+}
+
+// plan plans the query over a tenant's templates, merges included.
+func (s *search) plan(tenant string, agg *query.Aggregator) *tenantPlan {
+	var tpls []query.Template
+	for k, r := range s.tpls.rows {
+		if r.Tenant != tenant {
+			continue
+		}
+		t := query.Template{ID: uint64(k.id), Version: uint32(k.version), Text: r.Template}
+		if c := s.tpls.canonical(k.id); c != k.id {
+			t.Canonical = uint64(c)
+		}
+		tpls = append(tpls, t)
+	}
+	slices.SortFunc(tpls, func(a, b query.Template) int {
+		return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Version, b.Version))
+	})
+	p := s.q.PlanTemplates(tenant, tpls)
+	tp := &tenantPlan{plan: p}
+	for _, id := range p.IDs() {
+		if s.family == nil || s.family[int64(id)] {
+			tp.ids = append(tp.ids, int64(id))
+		}
+	}
+	tp.narrow = agg != nil && p.Columns&^(query.ColTemplate|query.ColTS) == 0
+	for _, t := range p.Templates() {
+		if t.Decision == query.Scan {
+			tp.residual |= t.Columns
+		}
+	}
+	return tp
+}
+
+func later(a, b time.Time) time.Time {
+	if a.IsZero() || b.After(a) {
+		return b
+	}
+	return a
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// keepDate prunes a date partition (a UTC day) by the time range.
+func (s *search) keepDate(d string) bool {
+	if d == "" {
+		return true
+	}
+	day, err := time.Parse(time.DateOnly, d)
+	if err != nil {
+		return true
+	}
+	if !s.since.IsZero() && !day.Add(24*time.Hour).After(s.since) {
+		return false
+	}
+	return s.until.IsZero() || day.Before(s.until)
+}
+
+// keepTS prunes a file by its ts stats.
+func (s *search) keepTS(st delta.Stats) bool {
+	lo, ok1 := statTime(st.MinValues["ts"])
+	hi, ok2 := statTime(st.MaxValues["ts"])
+	if !ok1 || !ok2 {
+		return true
+	}
+	if !s.since.IsZero() && hi.Add(time.Millisecond).Before(s.since) {
+		return false
+	}
+	return s.until.IsZero() || lo.Before(s.until)
+}
+
+// statTime reads a timestamp statistic. Delta writes them in RFC 3339 with
+// millisecond precision: a minimum is at or below the true value, a maximum
+// may lie up to a millisecond below it (keepTS widens it).
+func statTime(v any) (time.Time, bool) {
+	str, ok := v.(string)
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, str)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+func statIntRange(st delta.Stats, col string) (lo, hi int64, ok bool) {
+	lo, ok1 := asInt(st.MinValues[col])
+	hi, ok2 := asInt(st.MaxValues[col])
+	return lo, hi, ok1 && ok2
+}
+
+// anyIn reports whether the sorted ids hold one in [lo, hi].
+func anyIn(ids []int64, lo, hi int64) bool {
+	i, _ := slices.BinarySearch(ids, lo)
+	return i < len(ids) && ids[i] <= hi
+}
+
+// keepTS64 applies the time range every row must meet (the plan may have
+// settled a template without looking at ts; opts' range is the reader's).
+func (s *search) keepTS64(tsMicro int64) bool {
+	if !s.since.IsZero() && tsMicro < s.since.UnixMicro() {
+		return false
+	}
+	return s.until.IsZero() || tsMicro < s.until.UnixMicro()
+}
+
+// keepRow applies the options' row filters.
+func (s *search) keepRow(tsMicro, templateID, seq int64, idx int32) bool {
+	return s.keepTS64(tsMicro) && (s.family == nil || s.family[templateID]) && s.opts.After.before(seq, idx)
+}
+
+// fileResult is one decoded, filtered file.
+type fileResult struct {
+	recs []Record
+	err  error
+	done chan struct{}
+}
+
+// lines decodes files a window ahead of the ordered merge and calls fn.
+func (s *search) lines(ctx context.Context, limit int, fn func(Record) error) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // runs first: stops the dispatcher and workers before wg.Wait
+	results := make([]*fileResult, len(s.files))
+	for i := range results {
+		results[i] = &fileResult{done: make(chan struct{})}
+	}
+	window := 2 * s.workers
+	slots := make(chan struct{}, window)
+	jobs := make(chan int)
+	for range s.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				r := results[i]
+				r.recs, r.err = s.readFile(ctx, s.files[i])
+				close(r.done)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() { // dispatch in merge order, at most window files ahead
+		defer wg.Done()
+		defer close(jobs)
+		for i := range s.files {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case jobs <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	h := &recHeap{}
+	next, n := 0, 0
+	open := func(i int) error {
+		r := results[i]
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		<-slots
+		if r.err != nil {
+			return r.err
+		}
+		if len(r.recs) > 0 {
+			heap.Push(h, &recCursor{recs: r.recs})
+		}
+		results[i] = nil
+		return nil
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		for next < len(s.files) && (h.Len() == 0 || s.files[next].lo <= int64((*h)[0].recs[0].WALSeq)) {
+			if err := open(next); err != nil {
+				return err
+			}
+			next++
+		}
+		if h.Len() == 0 {
+			return nil
+		}
+		c := (*h)[0]
+		if err := fn(c.recs[0]); err != nil {
+			return err
+		}
+		if n++; limit > 0 && n >= limit {
+			return nil
+		}
+		c.recs[0] = Record{}
+		c.recs = c.recs[1:]
+		if len(c.recs) > 0 {
+			heap.Fix(h, 0)
+		} else {
+			heap.Pop(h)
+		}
+	}
+}
+
+type recCursor struct{ recs []Record }
+
+type recHeap []*recCursor
+
+func recLess(a, b *Record) bool {
+	if a.WALSeq != b.WALSeq {
+		return a.WALSeq < b.WALSeq
+	}
+	return a.Index < b.Index
+}
+
+func (h recHeap) Len() int           { return len(h) }
+func (h recHeap) Less(i, j int) bool { return recLess(&h[i].recs[0], &h[j].recs[0]) }
+func (h recHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *recHeap) Push(x any)        { *h = append(*h, x.(*recCursor)) }
+func (h *recHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}
+
+// readFile decodes one file and returns the records the plan selects, in
+// WAL order. A records v3 file is decoded column by column
+// (recfile.DecodeProjected) and only for the template versions the plan may
+// match; a v2 file is streamed as Query does.
+func (s *search) readFile(ctx context.Context, f searchFile) ([]Record, error) {
+	src, err := s.openFile(ctx, f, true)
+	if err != nil {
+		return nil, err
+	}
+	defer src.close()
+	if v3, ok := src.(*v3Source); ok {
+		return s.readV3(f, v3.recs)
+	}
+	var out []Record
+	buf := make([]fileRow, cursorBatch)
+	var prev fileRow
+	started := false
+	var qr query.Record
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n, err := src.read(buf)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", f.add.Path, err)
+		}
+		if n == 0 {
+			return out, nil
+		}
+		for i := range buf[:n] {
+			row := &buf[i]
+			if started && less(*row, prev) {
+				return nil, fmt.Errorf("records file %s is not sorted by (wal_seq, record_index): (%d,%d) after (%d,%d)",
+					f.add.Path, row.WALSeq, row.Index, prev.WALSeq, prev.Index)
+			}
+			started, prev = true, *row
+			rec, ok, err := s.match(row, f, &qr)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, rec)
+			}
+			*row = fileRow{}
+		}
+	}
+}
+
+// readV3 selects from a decoded v3 file's records (in WAL order, of the
+// versions the plan may match).
+func (s *search) readV3(f searchFile, recs []recfile.Record) ([]Record, error) {
+	out := make([]Record, 0, len(recs))
+	var qr query.Record
+	var row fileRow
+	for i := range recs {
+		r := &recs[i]
+		row = fileRow{WALSeq: int64(r.WALSeq), Index: int32(r.Index), TS: floorDiv(r.TS, 1000), TemplateID: int64(r.TemplateID),
+			TemplateVersion: int32(r.TemplateVersion), Source: r.Source, Line: r.Line, v3: true}
+		if len(r.Attrs) > 0 {
+			row.Attrs = make(map[string]string, len(r.Attrs))
+			for _, a := range r.Attrs {
+				row.Attrs[a.Key] = a.Value
+			}
+		}
+		rec, ok, err := s.match(&row, f, &qr)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+// openFile opens a records file of either version for the search; lines
+// false reads no parameter and renders no line (v3 only; a v2 file is read
+// whole).
+func (s *search) openFile(ctx context.Context, f searchFile, lines bool) (rowSource, error) {
+	key := s.l.records.FileKey(f.add.Path)
+	data, err := readObject(ctx, s.l, key)
+	if err != nil {
+		return nil, err
+	}
+	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	if err != nil {
+		return nil, fmt.Errorf("parquet %s: %w", key, err)
+	}
+	v, err := RecordsFileVersion(pf)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	if v == 2 {
+		r := parquet.NewGenericReader[RecordRow](pf)
+		return &v2Source{r: r, closeFn: r.Close}, nil
+	}
+	var missing *recfile.Key
+	keep := func(k recfile.Key) bool {
+		if s.family != nil && !s.family[int64(k.ID)] {
+			return false
+		}
+		tp := f.plan.plan.Template(k.ID, k.Version)
+		if tp == nil {
+			if missing == nil {
+				missing = &k
+			}
+			return false
+		}
+		return tp.Decision != query.None
+	}
+	c := f.plan.residual
+	if agg := s.q.NewAggregator(); agg != nil {
+		c |= agg.Columns()
+	}
+	recs, err := recfile.DecodeProjected(data, s.texts, recfile.Projection{Keep: keep, Lines: lines,
+		Source: c&query.ColSource != 0 || !s.opts.LineOnly, Attrs: c&query.ColAttrs != 0 || !s.opts.LineOnly})
+	var mt *recfile.MissingTemplateError
+	if errors.As(err, &mt) {
+		return nil, fmt.Errorf("records file %s: template %d version %d: %w", f.add.Path, mt.Key.ID, mt.Key.Version, ErrTemplateMissing)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("records file %s: %w", f.add.Path, err)
+	}
+	if missing != nil {
+		return nil, fmt.Errorf("records file %s: template %d version %d: %w", f.add.Path, missing.ID, missing.Version, ErrTemplateMissing)
+	}
+	return &v3Source{recs: recs}, nil
+}
+
+// readObject reads a whole object.
+func readObject(ctx context.Context, l *Lake, key string) ([]byte, error) {
+	ra, size, err := l.store.Open(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", key, err)
+	}
+	defer ra.Close()
+	data := make([]byte, size)
+	if _, err := ra.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && int64(len(data)) == size) {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	return data, nil
+}
+
+// match decides one row and, when it matches, builds its Record.
+func (s *search) match(row *fileRow, f searchFile, qr *query.Record) (Record, bool, error) {
+	if !s.keepRow(row.TS, row.TemplateID, row.WALSeq, row.Index) {
+		return Record{}, false, nil
+	}
+	tp := f.plan.plan.Template(uint64(row.TemplateID), uint32(row.TemplateVersion))
+	if tp == nil {
+		return Record{}, false, fmt.Errorf("record (%d,%d) in %s: template %d version %d: %w",
+			row.WALSeq, row.Index, f.add.Path, row.TemplateID, row.TemplateVersion, ErrTemplateMissing)
+	}
+	if tp.Decision == query.None {
+		return Record{}, false, nil
+	}
+	text := tp.Template.Text
+	var line string
+	var params []string
+	if row.v3 {
+		line = unsafe.String(unsafe.SliceData(row.Line), len(row.Line)) // the decoder never reuses a line's bytes
+	} else {
+		var err error
+		if line, err = render(text, row.Params); err != nil {
+			return Record{}, false, fmt.Errorf("record (%d,%d) in %s: %w", row.WALSeq, row.Index, f.add.Path, err)
+		}
+		params = row.Params
+	}
+	ts := time.UnixMicro(row.TS).UTC()
+	if tp.Decision == query.Scan {
+		if row.v3 && tp.ReadsParams() {
+			params = splitParams(text, line)
+		}
+		*qr = query.Record{Tenant: f.tenant, Source: row.Source, TS: ts, TemplateID: uint64(row.TemplateID),
+			TemplateVersion: uint32(row.TemplateVersion), Template: text, Params: params, Attrs: row.Attrs}
+		if row.v3 {
+			qr.Line = row.Line
+		}
+		if !tp.Match(qr) {
+			return Record{}, false, nil
+		}
+	}
+	if !s.opts.LineOnly && params == nil {
+		params = splitParams(text, line)
+	}
+	if s.opts.LineOnly {
+		params = nil
+	}
+	return Record{
+		WALSeq: uint64(row.WALSeq), Index: uint32(row.Index), Tenant: f.tenant, TS: ts,
+		TemplateID: uint64(row.TemplateID), TemplateVersion: uint32(row.TemplateVersion), Params: params,
+		Attrs: row.Attrs, Source: row.Source, Line: line,
+	}, true, nil
+}
+
+// narrowRow is the projection a count by template or time bucket reads.
+type narrowRow struct {
+	WALSeq          int64 `parquet:"wal_seq"`
+	RecordIndex     int32 `parquet:"record_index"`
+	TS              int64 `parquet:"ts,timestamp(microsecond:utc)"`
+	TemplateID      int64 `parquet:"template_id"`
+	TemplateVersion int32 `parquet:"template_version"`
+}
+
+// aggregate counts every file with a worker pool, one aggregator each.
+func (s *search) aggregate(ctx context.Context) ([]*query.Aggregator, error) {
+	jobs := make(chan int)
+	aggs := make([]*query.Aggregator, s.workers)
+	errs := make([]error, s.workers)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := range s.workers {
+		aggs[w] = s.q.NewAggregator()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if err := s.aggregateFile(ctx, s.files[i], aggs[w]); err != nil {
+					errs[w] = err
+					cancel()
+					for range jobs {
+					}
+					return
+				}
+			}
+		}()
+	}
+	for i := range s.files {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return aggs, ctx.Err()
+}
+
+func (s *search) aggregateFile(ctx context.Context, f searchFile, agg *query.Aggregator) error {
+	if f.plan.narrow {
+		return s.aggregateNarrow(ctx, f, agg)
+	}
+	recs, err := s.readFile(ctx, f)
+	if err != nil {
+		return err
+	}
+	var qr query.Record
+	for i := range recs {
+		r := &recs[i]
+		qr = query.Record{Tenant: r.Tenant, Source: r.Source, TS: r.TS, TemplateID: r.TemplateID,
+			TemplateVersion: r.TemplateVersion, Params: r.Params, Attrs: r.Attrs}
+		if tp := f.plan.plan.Template(r.TemplateID, r.TemplateVersion); tp != nil {
+			qr.Template = tp.Template.Text
+		}
+		agg.Add(&qr)
+	}
+	return nil
+}
+
+// aggregateNarrow counts a file reading only wal_seq, record_index, ts,
+// template_id and template_version (and source and attrs for a v3 file when
+// the plan needs them, which narrow excludes).
+func (s *search) aggregateNarrow(ctx context.Context, f searchFile, agg *query.Aggregator) error {
+	src, err := s.openFile(ctx, f, false)
+	if err != nil {
+		return err
+	}
+	defer src.close()
+	if v3, ok := src.(*v3Source); ok {
+		var qr query.Record
+		for i := range v3.recs {
+			r := &v3.recs[i]
+			ts := floorDiv(r.TS, 1000)
+			if !s.keepRow(ts, int64(r.TemplateID), int64(r.WALSeq), int32(r.Index)) {
+				continue
+			}
+			tp := f.plan.plan.Template(r.TemplateID, r.TemplateVersion) // not nil: openFile kept only planned versions
+			qr = query.Record{Tenant: f.tenant, TS: time.UnixMicro(ts).UTC(), TemplateID: r.TemplateID, TemplateVersion: r.TemplateVersion}
+			if tp.Decision == query.Scan && !tp.Match(&qr) {
+				continue
+			}
+			agg.Add(&qr)
+		}
+		return nil
+	}
+	src.close()
+	r, closeFn, err := openParquet[narrowRow](ctx, s.l.records, f.add.Path)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	buf := make([]narrowRow, 4096)
+	var qr query.Record
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, rerr := r.Read(buf)
+		for i := range buf[:n] {
+			row := &buf[i]
+			if !s.keepRow(row.TS, row.TemplateID, row.WALSeq, row.RecordIndex) {
+				continue
+			}
+			tp := f.plan.plan.Template(uint64(row.TemplateID), uint32(row.TemplateVersion))
+			if tp == nil {
+				return fmt.Errorf("record (%d,%d) in %s: template %d version %d: %w",
+					row.WALSeq, row.RecordIndex, f.add.Path, row.TemplateID, row.TemplateVersion, ErrTemplateMissing)
+			}
+			if tp.Decision == query.None {
+				continue
+			}
+			qr = query.Record{Tenant: f.tenant, TS: time.UnixMicro(row.TS).UTC(), TemplateID: uint64(row.TemplateID),
+				TemplateVersion: uint32(row.TemplateVersion)}
+			if tp.Decision == query.Scan && !tp.Match(&qr) {
+				continue
+			}
+			agg.Add(&qr)
+		}
+		if errors.Is(rerr, io.EOF) {
+			return nil
+		}
+		if rerr != nil {
+			return fmt.Errorf("read %s: %w", f.add.Path, rerr)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+}

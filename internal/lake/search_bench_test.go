@@ -1,0 +1,57 @@
+package lake_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/objstore"
+	quarryql "github.com/quarrylake/quarry/internal/query"
+)
+
+// BenchmarkSearch searches the lake at $QUARRY_BENCH_LAKE (scripts/bench.sh
+// builds one with `quarry run --lines N`): a full render, a selective term
+// and a count by template. Skipped without the variable.
+func BenchmarkSearch(b *testing.B) {
+	dir := os.Getenv("QUARRY_BENCH_LAKE")
+	if dir == "" {
+		b.Skip("QUARRY_BENCH_LAKE not set")
+	}
+	term := os.Getenv("QUARRY_BENCH_TERM")
+	if term == "" {
+		term = "IllegalStateException"
+	}
+	ctx := context.Background()
+	store, err := objstore.Open(ctx, dir, objstore.S3Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := lake.Open(store)
+	for _, bc := range []struct{ name, q string }{
+		{"all", ""},
+		{"term", `"` + term + `"`},
+		{"count-by-template", "| count by template"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			q := quarryql.MustCompile(bc.q)
+			n := 0
+			for b.Loop() {
+				n = 0
+				if q.Aggregates() {
+					rows, err := l.Aggregate(ctx, q, lake.SearchOptions{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					n = len(rows)
+					continue
+				}
+				err := l.Search(ctx, q, lake.SearchOptions{LineOnly: true}, func(r lake.Record) error { n++; return nil })
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n), "results")
+		})
+	}
+}

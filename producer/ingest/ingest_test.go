@@ -1,0 +1,92 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quarrylake/quarry/producer"
+	"github.com/quarrylake/quarry/streams"
+)
+
+func TestParseTokens(t *testing.T) {
+	got, err := ParseTokens(" a=acme,b=globex\nc=acme ")
+	if err != nil || len(got) != 3 || got["a"] != "acme" || got["b"] != "globex" || got["c"] != "acme" {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"notoken", "=acme", "t=bad.tenant"} {
+		if _, err := ParseTokens(bad); err == nil || !strings.Contains(err.Error(), TokensEnv) {
+			t.Fatalf("%q: err %v", bad, err)
+		}
+	}
+	if got, err := ParseTokens(""); err != nil || len(got) != 0 {
+		t.Fatalf("empty: %v %v", got, err)
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	open := &Hub{}
+	if ten, ok := open.Authenticate(""); !ok || ten != "" {
+		t.Fatal("no tokens: every request allowed")
+	}
+	h := &Hub{deps: Deps{Tokens: map[string]string{"s3cret": "acme"}}}
+	for tok, want := range map[string]bool{"": false, "s3cre": false, "s3cret": true, "s3cret2": false} {
+		if ten, ok := h.Authenticate(tok); ok != want || (ok && ten != "acme") {
+			t.Fatalf("%q: %q %v", tok, ten, ok)
+		}
+	}
+}
+
+func TestCheckLimits(t *testing.T) {
+	h := &Hub{rc: producer.ReceiversConfig{MaxLineBytes: 10, MaxAttrs: 2, MaxAttrBytes: 8}}
+	for _, tc := range []struct {
+		e   producer.Entry
+		bad string
+	}{
+		{producer.Entry{Text: "ok", Attrs: []streams.Attr{{Key: "a", Value: "1"}}}, ""},
+		{producer.Entry{Text: "01234567890"}, "max_line_bytes"},
+		{producer.Entry{Text: "x", Attrs: []streams.Attr{{Key: "a"}, {Key: "b"}, {Key: "c"}}}, "max_attrs"},
+		{producer.Entry{Text: "x", Attrs: []streams.Attr{{Key: "abcd", Value: "efghi"}}}, "max_attr_bytes"},
+		{producer.Entry{Text: "x", Bad: "already"}, "already"},
+	} {
+		h.Check(&tc.e)
+		if (tc.bad == "") != (tc.e.Bad == "") || !strings.Contains(tc.e.Bad, tc.bad) {
+			t.Fatalf("%+v: bad %q, want %q", tc.e, tc.e.Bad, tc.bad)
+		}
+	}
+}
+
+// The in-flight bound: never above n, except one request alone; a waiter
+// gets room when it is released, or gives up at ctx's end or the stop.
+func TestWeighted(t *testing.T) {
+	w := newWeighted(10)
+	if !w.tryAcquire(20) { // alone: granted though above the bound
+		t.Fatal("a lone large request was refused")
+	}
+	if w.tryAcquire(1) {
+		t.Fatal("granted above the bound")
+	}
+	got := make(chan error, 1)
+	go func() { got <- w.acquire(context.Background(), 5, nil) }()
+	select {
+	case err := <-got:
+		t.Fatalf("acquired while full: %v", err)
+	default:
+	}
+	w.release(20)
+	if err := <-got; err != nil || w.inUse() != 5 {
+		t.Fatalf("after release: %v, in use %d", err, w.inUse())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := w.acquire(ctx, 6, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v", err)
+	}
+	stop := make(chan struct{})
+	close(stop)
+	if err := w.acquire(context.Background(), 6, stop); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err %v", err)
+	}
+}
