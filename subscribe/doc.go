@@ -37,8 +37,11 @@
 // a quiet stream) it looks at the log every PollInterval. A notice only
 // says when and where to read: correctness never depends on it.
 //
-// A file that a commit added and a later commit removed (retention) before
-// the subscriber reached it, and that has been vacuumed, is skipped with a
-// warning: its rows are gone from the lake. Any other unreadable file is an
+// A file removed by a later commit and vacuumed before the subscriber
+// reached it is found through that commit: a compaction (removes with
+// dataChange=false) moved its rows into the files it added, and the
+// subscriber reads them there, selected by the file's WAL sequences (its
+// quarry.seqs tag); a retention removal (dataChange=true) took its rows
+// away, and it is skipped with a warning. Any other unreadable file is an
 // error from Next, and the cursor stays before it.
 package subscribe

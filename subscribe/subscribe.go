@@ -1,12 +1,16 @@
 package subscribe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -249,7 +253,7 @@ func (s *Subscription) Next(ctx context.Context) (Record, error) {
 			continue
 		}
 		if !s.loaded {
-			recs, err := s.readFile(ctx, add)
+			recs, err := s.readFile(ctx, c.Version, add)
 			if err != nil {
 				return Record{}, err
 			}
@@ -284,25 +288,117 @@ func (s *Subscription) match(r *Record) bool {
 	})
 }
 
-// readFile reads an added file's records. A file that is gone from the
-// store and from the table (removed by a later commit, then vacuumed) has
-// no rows left to deliver.
-func (s *Subscription) readFile(ctx context.Context, add streams.NoticeFile) ([]lake.Record, error) {
+// readFile reads the records of add, added by commit version. A file gone
+// from the store was removed by a later commit and vacuumed: a compaction
+// (remove with dataChange=false) moved its rows into the files it added,
+// where they are read; a retention removal (dataChange=true) took them
+// away, and there is nothing left to deliver.
+func (s *Subscription) readFile(ctx context.Context, version int64, add streams.NoticeFile) ([]lake.Record, error) {
 	recs, err := s.files.Read(ctx, add.Path, add.Tenant)
 	if err == nil || !errors.Is(err, objstore.ErrNotFound) {
 		return recs, err
 	}
-	snap, serr := s.lk.Records().Snapshot(ctx)
-	if serr != nil {
-		return nil, errors.Join(err, serr)
+	seqs, perr := parseRanges(add.WAL)
+	if perr != nil || len(seqs) == 0 {
+		return nil, fmt.Errorf("%w (and its WAL sequences %q are unknown, so its rows cannot be found elsewhere)", err, add.WAL)
 	}
-	for _, f := range snap.Files {
-		if f.Path == add.Path {
-			return nil, err // still in the table: a real loss, not ours to skip
+	recs, found, merr := s.movedRows(ctx, version, add, seqs, 0)
+	if merr != nil {
+		return nil, merr
+	}
+	if !found {
+		return nil, err // still in the table, or removed by nothing: a real loss
+	}
+	return recs, nil
+}
+
+// maxMoves bounds how many compactions deep movedRows follows a file.
+const maxMoves = 16
+
+// movedRows finds the commit after version that removed file f and returns
+// the rows with WAL sequences in seqs from the files that commit added in
+// f's partition, in (wal_seq, record_index) order, following those files
+// into later compactions when they are gone too. found is false when no
+// commit removed f.
+func (s *Subscription) movedRows(ctx context.Context, version int64, f streams.NoticeFile, seqs map[uint64]bool, depth int) (recs []lake.Record, found bool, err error) {
+	snap, err := s.lk.Records().Snapshot(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("records snapshot: %w", err)
+	}
+	for v := version + 1; v <= snap.Version; v++ {
+		n, err := s.readCommit(ctx, v)
+		if err != nil {
+			return nil, false, err
+		}
+		i := slices.IndexFunc(n.Removes, func(r streams.NoticeFile) bool { return r.Path == f.Path })
+		if i < 0 {
+			continue
+		}
+		if n.Removes[i].DataChange {
+			s.log.Warn("records file removed by retention before it was read, its rows are gone", "path", f.Path, "version", v)
+			return nil, true, nil
+		}
+		for _, a := range n.Adds {
+			if a.DataChange || a.Tenant != f.Tenant || a.Date != f.Date {
+				continue
+			}
+			rs, err := s.files.Read(ctx, a.Path, a.Tenant)
+			if errors.Is(err, objstore.ErrNotFound) && depth < maxMoves {
+				var ok bool
+				if rs, ok, err = s.movedRows(ctx, v, a, seqs, depth+1); err == nil && !ok {
+					err = fmt.Errorf("compacted file %s: %w", a.Path, objstore.ErrNotFound)
+				}
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			for _, r := range rs {
+				if seqs[r.WALSeq] {
+					recs = append(recs, r)
+				}
+			}
+		}
+		slices.SortStableFunc(recs, func(a, b lake.Record) int {
+			if a.WALSeq != b.WALSeq {
+				return cmp.Compare(a.WALSeq, b.WALSeq)
+			}
+			return cmp.Compare(a.Index, b.Index)
+		})
+		s.log.Info("records file compacted and vacuumed before it was read, its rows read from the compaction", "path", f.Path, "version", v)
+		return recs, true, nil
+	}
+	return nil, false, nil
+}
+
+// parseRanges reads a "quarry.seqs" value ("5-9,12") into a set.
+func parseRanges(s string) (map[uint64]bool, error) {
+	out := map[uint64]bool{}
+	if s == "" {
+		return out, nil
+	}
+	for part := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.ParseUint(lo, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("WAL ranges %q: %w", s, err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseUint(hi, 10, 64); err != nil {
+				return nil, fmt.Errorf("WAL ranges %q: %w", s, err)
+			}
+		}
+		if b < a || b-a > 1<<24 {
+			return nil, fmt.Errorf("WAL ranges %q: bad range %q", s, part)
+		}
+		for x := a; ; x++ {
+			out[x] = true
+			if x == b {
+				break
+			}
 		}
 	}
-	s.log.Warn("records file removed from the table before it was read, skipped", "path", add.Path)
-	return nil, nil
+	return out, nil
 }
 
 // readCommit reads version v from the Delta log as a notice.
