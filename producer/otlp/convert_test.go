@@ -20,8 +20,12 @@ import (
 func str(s string) *commonpb.AnyValue {
 	return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: s}}
 }
-func i64(n int64) *commonpb.AnyValue { return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: n}} }
-func kv(k string, v *commonpb.AnyValue) *commonpb.KeyValue { return &commonpb.KeyValue{Key: k, Value: v} }
+func i64(n int64) *commonpb.AnyValue {
+	return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: n}}
+}
+func kv(k string, v *commonpb.AnyValue) *commonpb.KeyValue {
+	return &commonpb.KeyValue{Key: k, Value: v}
+}
 func kvlist(kvs ...*commonpb.KeyValue) *commonpb.AnyValue {
 	return &commonpb.AnyValue{Value: &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{Values: kvs}}}
 }
@@ -152,7 +156,7 @@ func TestUnmarshalJSON(t *testing.T) {
 				"resource.service.name", "svc", "scope.name", "my.lib", "scope.version", "1.0.0",
 				"int.attribute", "10", "double.attribute", "637.704", "array.attribute", `["many","values"]`, "map.attribute.some.map.key", "some value")}}},
 		{name: "proto field names, base64 ids, enum name",
-			doc: `{"resource_logs":[{"scope_logs":[{"log_records":[{"trace_id":"AQIDBAUGBwgJCgsMDQ4PEA==","span_id":"","severity_number":"SEVERITY_NUMBER_WARN","body":{"string_value":"w"}}]}]}]}`,
+			doc:  `{"resource_logs":[{"scope_logs":[{"log_records":[{"trace_id":"AQIDBAUGBwgJCgsMDQ4PEA==","span_id":"","severity_number":"SEVERITY_NUMBER_WARN","body":{"string_value":"w"}}]}]}]}`,
 			want: []producer.Entry{{Text: "w", Attrs: attrs("severity_number", "13", "trace_id", "0102030405060708090a0b0c0d0e0f10")}}},
 		{name: "empty request", doc: `{}`, want: []producer.Entry{}},
 		{name: "bad hex id", doc: `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"traceId":"zz8EFFF798038103D269B633813FC60C"}]}]}]}`, bad: "want 32 hex digits"},
