@@ -191,7 +191,7 @@ func TestDocExamples(t *testing.T) {
 // The receivers' config examples in docs/sources load and validate, and a
 // misspelt receivers key is an error naming it.
 func TestReceiversDocExamples(t *testing.T) {
-	for _, doc := range []string{"syslog.md", "http.md"} {
+	for _, doc := range []string{"syslog.md", "http.md", "otlp.md"} {
 		b, err := os.ReadFile(filepath.Join("..", "docs", "sources", doc))
 		if err != nil {
 			t.Fatal(err)

@@ -9,7 +9,8 @@ import (
 
 // ReceiversConfig is the producer's receivers section (key
 // producer.receivers): network endpoints that shippers send lines to
-// (packages producer/ingest, producer/syslog, producer/httpin). Secrets
+// (packages producer/ingest, producer/syslog, producer/httpin,
+// producer/otlp). Secrets
 // never come from the file: bearer tokens are read from the environment
 // (QUARRY_INGEST_TOKENS).
 type ReceiversConfig struct {
@@ -22,6 +23,12 @@ type ReceiversConfig struct {
 	// ListenHTTP serves /_bulk, /<tenant>/_bulk and /jsonline; with
 	// TLSCert and TLSKey it serves HTTPS.
 	ListenHTTP string `yaml:"listen_http"`
+	// ListenOTLP serves OTLP logs over HTTP (POST /v1/logs, protobuf and
+	// JSON); with TLSCert and TLSKey it serves HTTPS.
+	ListenOTLP string `yaml:"listen_otlp"`
+	// ListenOTLPGRPC serves OTLP logs over gRPC (LogsService/Export);
+	// with TLSCert and TLSKey over TLS.
+	ListenOTLPGRPC string `yaml:"listen_otlp_grpc"`
 	// TLSCert and TLSKey are PEM files of the receivers' server
 	// certificate; TLSClientCA, when set, requires client certificates
 	// signed by it (mTLS) on the TLS endpoints.
@@ -32,8 +39,9 @@ type ReceiversConfig struct {
 	// of a JSON line or _bulk document (default message, log, msg); the
 	// other fields become attributes.
 	MessageFields []string `yaml:"message_fields"`
-	// MaxBodyBytes bounds an HTTP request body (default 32 MiB): a larger
-	// one is refused with 413.
+	// MaxBodyBytes bounds an HTTP request body or OTLP gRPC message
+	// (default 32 MiB): a larger one is refused with 413
+	// (RESOURCE_EXHAUSTED over gRPC).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// MaxLineBytes bounds one syslog message or JSON line (default 1 MiB):
 	// a longer one is dead-lettered (its first 64 KiB) with the reason.
@@ -92,7 +100,8 @@ func (c ReceiversConfig) Defaults() ReceiversConfig {
 
 // Enabled reports whether any receiver listens.
 func (c ReceiversConfig) Enabled() bool {
-	return c.ListenSyslog != "" || c.ListenSyslogTLS != "" || c.ListenHTTP != ""
+	return c.ListenSyslog != "" || c.ListenSyslogTLS != "" || c.ListenHTTP != "" ||
+		c.ListenOTLP != "" || c.ListenOTLPGRPC != ""
 }
 
 // Validate reports every problem with c (after Defaults).
@@ -100,6 +109,7 @@ func (c ReceiversConfig) Validate() error {
 	var errs []error
 	for _, a := range []struct{ key, addr string }{
 		{"listen_syslog", c.ListenSyslog}, {"listen_syslog_tls", c.ListenSyslogTLS}, {"listen_http", c.ListenHTTP},
+		{"listen_otlp", c.ListenOTLP}, {"listen_otlp_grpc", c.ListenOTLPGRPC},
 	} {
 		if a.addr == "" {
 			continue

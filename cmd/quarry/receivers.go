@@ -15,13 +15,14 @@ import (
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/producer/httpin"
 	"github.com/quarrylake/quarry/producer/ingest"
+	"github.com/quarrylake/quarry/producer/otlp"
 	"github.com/quarrylake/quarry/producer/syslog"
 )
 
 // receiverFlags are the receivers' listen flags of `quarry producer` and
 // `quarry run`; set, they override producer.receivers in --config.
 type receiverFlags struct {
-	syslog, syslogTLS, http *string
+	syslog, syslogTLS, http, otlp, otlpGRPC *string
 }
 
 func registerReceivers(fs *flag.FlagSet) *receiverFlags {
@@ -29,6 +30,8 @@ func registerReceivers(fs *flag.FlagSet) *receiverFlags {
 		syslog:    fs.String("listen-syslog", "", "receive syslog on ADDR over TCP and UDP (producer.receivers.listen_syslog)"),
 		syslogTLS: fs.String("listen-syslog-tls", "", "receive syslog over TLS on ADDR (producer.receivers.listen_syslog_tls; needs tls_cert and tls_key)"),
 		http:      fs.String("listen-http", "", "serve /_bulk, /<tenant>/_bulk and /jsonline?tenant=T on ADDR (producer.receivers.listen_http)"),
+		otlp:      fs.String("listen-otlp", "", "receive OTLP logs over HTTP (POST /v1/logs) on ADDR (producer.receivers.listen_otlp)"),
+		otlpGRPC:  fs.String("listen-otlp-grpc", "", "receive OTLP logs over gRPC on ADDR (producer.receivers.listen_otlp_grpc)"),
 	}
 }
 
@@ -43,6 +46,12 @@ func (r *receiverFlags) apply(fs *flag.FlagSet, cfg *producer.Config) {
 	if set["listen-http"] {
 		cfg.Receivers.ListenHTTP = *r.http
 	}
+	if set["listen-otlp"] {
+		cfg.Receivers.ListenOTLP = *r.otlp
+	}
+	if set["listen-otlp-grpc"] {
+		cfg.Receivers.ListenOTLPGRPC = *r.otlpGRPC
+	}
 }
 
 // receivers are the network receivers of one process over one ingest hub.
@@ -50,6 +59,7 @@ type receivers struct {
 	hub    *ingest.Hub
 	syslog *syslog.Server
 	http   *httpin.Server
+	otlp   *otlp.Server
 }
 
 // listenReceivers opens the listeners of cfg.Receivers (nil, nil when
@@ -86,14 +96,33 @@ func listenReceivers(cfg producer.Config, getenv func(string) string, js jetstre
 	}
 	if rc.ListenHTTP != "" {
 		if r.http, err = httpin.Listen(rc.ListenHTTP, tc, hub); err != nil {
-			if r.syslog != nil {
-				r.syslog.Close()
-			}
+			r.close()
 			return nil, err
 		}
 		fmt.Fprintf(stderr, "quarry: http ingest on %s (/_bulk, /<tenant>/_bulk, /jsonline)\n", r.http.Addr())
 	}
+	if rc.ListenOTLP != "" || rc.ListenOTLPGRPC != "" {
+		if r.otlp, err = otlp.Listen(otlp.Config{HTTPAddr: rc.ListenOTLP, GRPCAddr: rc.ListenOTLPGRPC, TLS: tc}, hub); err != nil {
+			r.close()
+			return nil, err
+		}
+		h, g := r.otlp.Addrs()
+		if h != nil {
+			fmt.Fprintf(stderr, "quarry: otlp logs over http on %s (/v1/logs)\n", h)
+		}
+		if g != nil {
+			fmt.Fprintf(stderr, "quarry: otlp logs over grpc on %s\n", g)
+		}
+	}
 	return r, nil
+}
+
+// close closes the syslog listeners opened so far, when a later one
+// fails (httpin.Server has no Close: its listener goes with the process).
+func (r *receivers) close() {
+	if r.syslog != nil {
+		r.syslog.Close()
+	}
 }
 
 // Run serves until ctx ends: the servers stop taking input and answer
@@ -104,7 +133,7 @@ func (r *receivers) Run(ctx context.Context) error {
 	hubDone := make(chan error, 1)
 	go func() { hubDone <- r.hub.Run(hctx) }()
 	var wg sync.WaitGroup
-	errs := make([]error, 2)
+	errs := make([]error, 3)
 	if r.syslog != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[0] = r.syslog.Run(ctx) }()
@@ -112,6 +141,10 @@ func (r *receivers) Run(ctx context.Context) error {
 	if r.http != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[1] = r.http.Run(ctx) }()
+	}
+	if r.otlp != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[2] = r.otlp.Run(ctx) }()
 	}
 	wg.Wait()
 	hcancel()

@@ -177,7 +177,7 @@ func runProducer(ctx context.Context, e *env, args []string) error {
 	case cfg.Receivers.Enabled():
 	default:
 		r.nc.Close()
-		return errUsage{"want --input FILE|-, --subject, --generate N or a receiver (--listen-syslog, --listen-syslog-tls, --listen-http)"}
+		return errUsage{"want --input FILE|-, --subject, --generate N or a receiver (--listen-syslog, --listen-syslog-tls, --listen-http, --listen-otlp, --listen-otlp-grpc)"}
 	}
 	if err != nil {
 		r.nc.Close()

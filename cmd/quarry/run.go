@@ -87,7 +87,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	}
 	rf.apply(fs, &cfg.Producer)
 	if cfg.Producer.Receivers.Enabled() && !*follow {
-		return errUsage{"the receivers (--listen-syslog, --listen-syslog-tls, --listen-http, producer.receivers) need --follow"}
+		return errUsage{"the receivers (--listen-syslog, --listen-syslog-tls, --listen-http, --listen-otlp, --listen-otlp-grpc, producer.receivers) need --follow"}
 	}
 	cfg, err = checked(cfg)
 	if err != nil {
