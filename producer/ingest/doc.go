@@ -28,7 +28,7 @@
 // Each tenant's source resumes its offsets after the WAL's frames (as
 // NewSubject), so frame ids never repeat.
 //
-// Adding a receiver (OTLP is next): a package per protocol that turns a
+// Adding a receiver (syslog, httpin and otlp are the examples): a package per protocol that turns a
 // request into []producer.Entry (text, attributes, event time; Bad with a
 // reason for what does not decode), applies Hub.Check, and calls
 // Hub.Ingest (request/response protocols: map ErrBusy to 429 or gRPC
