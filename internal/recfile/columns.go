@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"slices"
 
 	"github.com/parquet-go/parquet-go"
@@ -47,8 +48,9 @@ func (cv *colVals) seek(i int) int {
 // readColumns reads the leaf columns of rg that need selects (every one
 // when need is nil) into per-row arrays in out, which has one entry per
 // column; the others keep only their column. Byte array values are copied
-// into arena-backed slices, so they outlive the pages.
-func readColumns(rg parquet.RowGroup, cols []column, need []bool, out []colVals) error {
+// into arena-backed slices, so they outlive the pages; those of the rows
+// skip marks are left empty (skip nil marks none).
+func readColumns(rg parquet.RowGroup, cols []column, need []bool, out []colVals, skip []bool) error {
 	nrows := int(rg.NumRows())
 	chunks := rg.ColumnChunks()
 	if len(chunks) != len(cols) {
@@ -104,7 +106,7 @@ func readColumns(rg parquet.RowGroup, cols []column, need []bool, out []colVals)
 							pages.Close()
 							return fmt.Errorf("%w: column %d has more rows than the row group", ErrCorrupt, ci)
 						}
-						if !v.IsNull() && v.DefinitionLevel() == c.maxDef {
+						if !v.IsNull() && v.DefinitionLevel() == c.maxDef && (skip == nil || !skip[row]) {
 							start := len(arena)
 							arena = append(arena, v.ByteArray()...)
 							cv.lists[row] = append(cv.lists[row], arena[start:len(arena):len(arena)])
@@ -127,7 +129,9 @@ func readColumns(rg parquet.RowGroup, cols []column, need []bool, out []colVals)
 					}
 					var s []byte
 					var n int64
-					if bytesCol {
+					if bytesCol && skip != nil && skip[row] {
+						// not copied: the row is dropped
+					} else if bytesCol {
 						b := v.ByteArray()
 						if cap(arena)-len(arena) < len(b) {
 							arena = make([]byte, 0, max(64<<10, len(b)))
@@ -206,7 +210,7 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 	for i, c := range cols {
 		need[i] = c.kind == cTemplateID || c.kind == cVersion
 	}
-	if err := readColumns(rg, cols, need, vals); err != nil {
+	if err := readColumns(rg, cols, need, vals, nil); err != nil {
 		return out, err
 	}
 	nrows := int(rg.NumRows())
@@ -232,7 +236,17 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 			need[i] = true
 		}
 	}
-	if err := readColumns(rg, cols, need, vals); err != nil {
+	var skip []bool
+	if kept != nil {
+		skip = make([]bool, nrows)
+		for i := range skip {
+			skip[i] = true
+		}
+		for _, i := range kept {
+			skip[i] = false
+		}
+	}
+	if err := readColumns(rg, cols, need, vals, skip); err != nil {
 		return out, err
 	}
 	var slots []*colVals
@@ -256,7 +270,8 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 		if kept != nil {
 			i = int(kept[x])
 		}
-		var rec Record
+		rec := &out[start+int(pos[x])]
+		*rec = Record{}
 		rec.WALSeq = uint64(base[cWALSeq].ints[i])
 		rec.Index = uint32(base[cIndex].ints[i])
 		rec.TS = base[cTS].ints[i] * base[cTS].c.unit
@@ -309,16 +324,15 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 			if c := base[cMore]; c != nil {
 				d.more = append(d.more, c.lists[i]...)
 			}
-			if err := d.finish(&rec, kinds, residue); err != nil {
+			if err := d.finish(rec, kinds, residue); err != nil {
 				return out[:start], err
 			}
 			if d.rowDone != nil {
-				if err := d.rowDone(&rec, kinds); err != nil {
+				if err := d.rowDone(rec, kinds); err != nil {
 					return out[:start], err
 				}
 			}
 		}
-		out[start+int(pos[x])] = rec
 	}
 	return out, nil
 }
@@ -396,6 +410,28 @@ func walPositions(seqs, idxs []int64, rows []int32) []int32 {
 	}
 	if sorted {
 		return order
+	}
+	// Packed into one uint64 when they fit, (wal_seq - min, record_index,
+	// x) sort as plain integers, much faster than through a comparison.
+	minSeq, maxSeq, maxIdx := uint64(seqs[row(0)]), uint64(0), uint32(0)
+	for x := range n {
+		a := row(int32(x))
+		minSeq, maxSeq, maxIdx = min(minSeq, uint64(seqs[a])), max(maxSeq, uint64(seqs[a])), max(maxIdx, uint32(idxs[a]))
+	}
+	xb, ib := bits.Len(uint(n)), bits.Len32(maxIdx)
+	if bits.Len64(maxSeq-minSeq)+ib+xb <= 64 {
+		keys := make([]uint64, n)
+		for x := range n {
+			a := row(int32(x))
+			keys[x] = (uint64(seqs[a])-minSeq)<<(ib+xb) | uint64(uint32(idxs[a]))<<xb | uint64(x)
+		}
+		slices.Sort(keys)
+		pos := order // reused: order is the identity no longer needed
+		mask := uint64(1)<<xb - 1
+		for p, k := range keys {
+			pos[k&mask] = int32(p)
+		}
+		return pos
 	}
 	slices.SortFunc(order, func(x, y int32) int {
 		a, b := row(x), row(y)
