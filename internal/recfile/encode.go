@@ -138,9 +138,10 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	e.nv = make([]int64, 0, nparams)
 	e.sj = make([]int32, 0, nparams)
 	e.nj = make([]int32, 0, nparams)
+	// enc is in write order: enc[x] is rows[order[x]].
 	enc := make([]encoded, len(rows))
-	for _, i := range order {
-		if err := e.classify(&rows[i], &enc[i]); err != nil {
+	for x, i := range order {
+		if err := e.classify(&rows[i], &enc[x]); err != nil {
 			return File{}, err
 		}
 	}
@@ -430,21 +431,23 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	}
 	w := parquet.NewWriter(&buf, opts...)
 	// Column by column: each column's values for a batch of whole rows.
-	const batch = 4096
-	var vals []parquet.Value
+	// enc is in write order, so are the batches.
+	const batch = 16384
+	vals := make([]parquet.Value, 0, min(len(order), batch)+64)
 	cws := w.ColumnWriters()
 	for ci, c := range cols {
 		for lo := 0; lo < len(order); lo += batch {
 			vals = vals[:0]
-			part := order[lo:min(lo+batch, len(order))]
+			hi := min(lo+batch, len(order))
+			part, pe := order[lo:hi], enc[lo:hi]
 			switch c.kind {
 			case cP, cN, cB:
-				vals = e.appendSlot(vals, c, ci, rows, enc, part)
+				vals = e.appendSlot(vals, c, ci, pe)
 			case cWALSeq, cIndex, cTS, cTSSource, cTemplateID, cVersion:
-				vals = appendRequired(vals, c.kind, ci, rows, part, e.u.tsMillis)
+				vals = appendRequired(vals, c.kind, rows, part, e.u.tsMillis)
 			default:
-				for _, i := range part {
-					vals = e.appendCell(vals, c, ci, &rows[i], &enc[i])
+				for x, i := range part {
+					vals = e.appendCell(vals, c, ci, &rows[i], &pe[x])
 				}
 			}
 			if _, err := cws[ci].WriteRowValues(vals); err != nil {
@@ -577,13 +580,13 @@ func atoiSlot(s string) int {
 
 // appendSlot appends the values of slot column c (p, n or b) for the rows
 // part: the hot loop, many cells are null.
-func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, rows []Row, enc []encoded, part []int32) []parquet.Value {
+func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, enc []encoded) []parquet.Value {
 	null := parquet.NullValue().Level(0, 0, ci)
 	k := int32(c.slot)
 	switch c.kind {
 	case cN:
-		for _, i := range part {
-			if en := &enc[i]; k < en.n.cnt {
+		for x := range enc {
+			if en := &enc[x]; k < en.n.cnt {
 				vals = append(vals, parquet.Int64Value(e.nv[en.n.off+k]).Level(0, c.maxDef, ci))
 			} else {
 				vals = append(vals, null)
@@ -594,8 +597,8 @@ func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, rows []Row,
 		if c.kind == cB {
 			strs = e.bvals
 		}
-		for _, i := range part {
-			en := &enc[i]
+		for x := range enc {
+			en := &enc[x]
 			sp := en.s
 			if c.kind == cB {
 				sp = en.b
@@ -670,16 +673,17 @@ func (e *encoder) demote(rows int) {
 }
 
 // appendRequired appends the values of a required integer column for the
-// rows part.
-func appendRequired(vals []parquet.Value, kind, ci int, rows []Row, part []int32, millis bool) []parquet.Value {
+// rows part. The values carry no levels or column index: a required
+// column's buffer reads only the value (WriteRowValues).
+func appendRequired(vals []parquet.Value, kind int, rows []Row, part []int32, millis bool) []parquet.Value {
 	switch kind {
 	case cWALSeq:
 		for _, i := range part {
-			vals = append(vals, parquet.Int64Value(int64(rows[i].WALSeq)).Level(0, 0, ci))
+			vals = append(vals, parquet.Int64Value(int64(rows[i].WALSeq)))
 		}
 	case cIndex:
 		for _, i := range part {
-			vals = append(vals, parquet.Int32Value(int32(rows[i].Index)).Level(0, 0, ci))
+			vals = append(vals, parquet.Int32Value(int32(rows[i].Index)))
 		}
 	case cTS:
 		unit := int64(1000)
@@ -687,19 +691,19 @@ func appendRequired(vals []parquet.Value, kind, ci int, rows []Row, part []int32
 			unit = 1e6
 		}
 		for _, i := range part {
-			vals = append(vals, parquet.Int64Value(floorDiv(rows[i].TS, unit)).Level(0, 0, ci))
+			vals = append(vals, parquet.Int64Value(floorDiv(rows[i].TS, unit)))
 		}
 	case cTSSource:
 		for _, i := range part {
-			vals = append(vals, parquet.Int32Value(int32(rows[i].TSSource)).Level(0, 0, ci))
+			vals = append(vals, parquet.Int32Value(int32(rows[i].TSSource)))
 		}
 	case cTemplateID:
 		for _, i := range part {
-			vals = append(vals, parquet.Int64Value(int64(rows[i].TemplateID)).Level(0, 0, ci))
+			vals = append(vals, parquet.Int64Value(int64(rows[i].TemplateID)))
 		}
 	case cVersion:
 		for _, i := range part {
-			vals = append(vals, parquet.Int32Value(int32(rows[i].TemplateVersion)).Level(0, 0, ci))
+			vals = append(vals, parquet.Int32Value(int32(rows[i].TemplateVersion)))
 		}
 	}
 	return vals
@@ -720,9 +724,9 @@ func (e *encoder) appendCell(vals []parquet.Value, c column, ci int, r *Row, en 
 		case cVersion:
 			vals = append(vals, parquet.Int32Value(int32(r.TemplateVersion)).Level(0, 0, ci))
 		case cSource:
-			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(r.Source)).Level(0, 0, ci))
+			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(r.Source)))
 		case cKinds:
-			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(en.kinds)).Level(0, 0, ci))
+			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(en.kinds)))
 		case cResidue:
 			if len(en.residue) > 0 {
 				vals = append(vals, parquet.ByteArrayValue(en.residue).Level(0, c.maxDef, ci))
