@@ -99,22 +99,28 @@ type encoder struct {
 	parser *eventtime.Parser
 	line   []byte
 	offs   []int
-	tsbuf  []byte
-	kbuf   []byte
-	svals  []string // string values
-	bvals  []string // bytes values
-	sj     []int32  // parameter index of each string value
-	nj     []int32  // parameter index of each number
-	bj     []int32  // parameter index of each bytes value
-	items  []item   // scratch: a row's items of more
+	tsbuf  []byte // Render of tsMicros, tsLayout, tsRes when tsValid
+	// the timestamp tsbuf holds
+	tsValid  bool
+	tsMicros int64
+	tsLayout eventtime.LayoutID
+	tsRes    []byte
+	kbuf     []byte
+	svals    []string // string values
+	bvals    []string // bytes values
+	sj       []int32  // parameter index of each string value
+	nj       []int32  // parameter index of each number
+	bj       []int32  // parameter index of each bytes value
+	items    []item   // scratch: a row's items of more
 
-	lastKey  Key
-	lastInfo *tplInfo
-	arena    []byte  // text of string values that are not parameters
-	midx     []int32 // parameter index of each value in more
-	nv       []int64 // numeric values
-	resbuf   []byte
-	u        usage
+	lastKey   Key
+	lastKinds string
+	lastInfo  *tplInfo
+	arena     []byte  // text of string values that are not parameters
+	midx      []int32 // parameter index of each value in more
+	nv        []int64 // numeric values
+	resbuf    []byte
+	u         usage
 }
 
 func encode(rows []Row, tpl Templates, o *options) (File, error) {
@@ -338,12 +344,16 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 	if len(r.Attrs) > 0 {
 		e.u.attrs = true
 	}
-	k, ok := e.kinds[string(e.kbuf)]
-	if !ok {
-		k = string(e.kbuf)
-		e.kinds[k] = k
+	// Rows come sorted by template: most have the kinds of the row before.
+	if e.lastKinds != string(e.kbuf) {
+		k, ok := e.kinds[string(e.kbuf)]
+		if !ok {
+			k = string(e.kbuf)
+			e.kinds[k] = k
+		}
+		e.lastKinds = k
 	}
-	out.kinds = k
+	out.kinds = e.lastKinds
 	return nil
 }
 
@@ -394,7 +404,11 @@ func (e *encoder) findTime(r *Row, t *tplInfo) (first, last int, layout eventtim
 	if first < 0 || last < 0 || inner[0] > maxInner {
 		return -1, -1, 0, nil, [2]int{}
 	}
-	e.tsbuf = eventtime.Render(e.tsbuf[:0], time.UnixMicro(floorDiv(r.TS, 1000)), m.Layout, res)
+	// Neighbouring rows often share a timestamp: render it once.
+	if us := floorDiv(r.TS, 1000); !e.tsValid || us != e.tsMicros || m.Layout != e.tsLayout || !bytes.Equal(res, e.tsRes) {
+		e.tsbuf = eventtime.Render(e.tsbuf[:0], time.UnixMicro(us), m.Layout, res)
+		e.tsValid, e.tsMicros, e.tsLayout, e.tsRes = true, us, m.Layout, append(e.tsRes[:0], res...)
+	}
 	if !bytes.Equal(e.tsbuf, e.line[m.Start:m.End]) {
 		return -1, -1, 0, nil, [2]int{}
 	}
