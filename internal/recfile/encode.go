@@ -187,8 +187,14 @@ func sortRows(rows []Row, byTpl bool) []int32 {
 	if walOrdered {
 		// A counting sort on the templates' ranks keeps WAL order within one.
 		rank := map[Key]int32{}
+		var last Key
 		for i := range rows {
-			rank[Key{rows[i].TemplateID, rows[i].TemplateVersion}] = 0
+			// Neighbouring lines often share a template: one map write for
+			// a run of them.
+			if k := (Key{rows[i].TemplateID, rows[i].TemplateVersion}); i == 0 || k != last {
+				rank[k] = 0
+				last = k
+			}
 		}
 		keys := make([]Key, 0, len(rank))
 		for k := range rank {
@@ -205,8 +211,11 @@ func sortRows(rows []Row, byTpl bool) []int32 {
 			rank[k] = int32(i)
 		}
 		ranks := make([]int32, len(rows))
+		var r int32
 		for i := range rows {
-			r := rank[Key{rows[i].TemplateID, rows[i].TemplateVersion}]
+			if k := (Key{rows[i].TemplateID, rows[i].TemplateVersion}); i == 0 || k != last {
+				r, last = rank[k], k
+			}
 			ranks[i] = r
 			start[r+1]++
 		}
