@@ -468,6 +468,14 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 				vals = e.appendSlot(vals, c, ci, pe)
 			case cWALSeq, cIndex, cTS, cTSSource, cTemplateID, cVersion:
 				vals = appendRequired(vals, c.kind, rows, part, e.u.tsMillis)
+			case cSource:
+				for _, i := range part {
+					vals = append(vals, parquet.ByteArrayValue(unsafeBytes(rows[i].Source)))
+				}
+			case cKinds:
+				for x := range pe {
+					vals = append(vals, parquet.ByteArrayValue(unsafeBytes(pe[x].kinds)))
+				}
 			default:
 				for x, i := range part {
 					vals = e.appendCell(vals, c, ci, &rows[i], &pe[x])
