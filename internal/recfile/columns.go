@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"slices"
 
 	"github.com/parquet-go/parquet-go"
@@ -34,20 +35,35 @@ func (cv *colVals) at(i int) int {
 	return -1
 }
 
-// readColumns reads every leaf column of rg into per-row arrays. Byte array
-// values are copied into arena-backed slices, so they outlive the pages.
-func readColumns(rg parquet.RowGroup, cols []column) ([]colVals, error) {
+// seek returns the optional column's value index for row i, skipping the
+// values of rows before i; -1 when the row has none. Rows are taken in
+// ascending order, not necessarily every one.
+func (cv *colVals) seek(i int) int {
+	for cv.next < len(cv.rows) && int(cv.rows[cv.next]) < i {
+		cv.next++
+	}
+	return cv.at(i)
+}
+
+// readColumns reads the leaf columns of rg that need selects (every one
+// when need is nil) into per-row arrays in out, which has one entry per
+// column; the others keep only their column. Byte array values are copied
+// into arena-backed slices, so they outlive the pages; those of the rows
+// skip marks are left empty (skip nil marks none).
+func readColumns(rg parquet.RowGroup, cols []column, need []bool, out []colVals, skip []bool) error {
 	nrows := int(rg.NumRows())
 	chunks := rg.ColumnChunks()
 	if len(chunks) != len(cols) {
-		return nil, fmt.Errorf("%w: %d column chunks for %d columns", ErrCorrupt, len(chunks), len(cols))
+		return fmt.Errorf("%w: %d column chunks for %d columns", ErrCorrupt, len(chunks), len(cols))
 	}
-	out := make([]colVals, len(cols))
 	var buf []parquet.Value
-	arena := make([]byte, 0, 64<<10)
+	var arena []byte
 	for ci, c := range cols {
 		cv := &out[ci]
 		cv.c = c
+		if need != nil && !need[ci] {
+			continue
+		}
 		repeated := c.kind == cMore || c.kind == cAttrKey || c.kind == cAttrValue
 		optional := !repeated && c.maxDef > 0
 		bytesCol := isBytes(c.kind)
@@ -72,7 +88,7 @@ func readColumns(rg parquet.RowGroup, cols []column) ([]colVals, error) {
 			}
 			if err != nil {
 				pages.Close()
-				return nil, fmt.Errorf("read records column %d: %w", ci, err)
+				return fmt.Errorf("read records column %d: %w", ci, err)
 			}
 			vr := p.Values()
 			for {
@@ -88,9 +104,9 @@ func readColumns(rg parquet.RowGroup, cols []column) ([]colVals, error) {
 						if row < 0 || row >= nrows {
 							parquet.Release(p)
 							pages.Close()
-							return nil, fmt.Errorf("%w: column %d has more rows than the row group", ErrCorrupt, ci)
+							return fmt.Errorf("%w: column %d has more rows than the row group", ErrCorrupt, ci)
 						}
-						if !v.IsNull() && v.DefinitionLevel() == c.maxDef {
+						if !v.IsNull() && v.DefinitionLevel() == c.maxDef && (skip == nil || !skip[row]) {
 							start := len(arena)
 							arena = append(arena, v.ByteArray()...)
 							cv.lists[row] = append(cv.lists[row], arena[start:len(arena):len(arena)])
@@ -100,20 +116,22 @@ func readColumns(rg parquet.RowGroup, cols []column) ([]colVals, error) {
 					if row >= nrows {
 						parquet.Release(p)
 						pages.Close()
-						return nil, fmt.Errorf("%w: column %d has more rows than the row group", ErrCorrupt, ci)
+						return fmt.Errorf("%w: column %d has more rows than the row group", ErrCorrupt, ci)
 					}
 					if v.IsNull() {
 						if !optional {
 							parquet.Release(p)
 							pages.Close()
-							return nil, fmt.Errorf("%w: null in required column %d", ErrCorrupt, ci)
+							return fmt.Errorf("%w: null in required column %d", ErrCorrupt, ci)
 						}
 						row++
 						continue
 					}
 					var s []byte
 					var n int64
-					if bytesCol {
+					if bytesCol && skip != nil && skip[row] {
+						// not copied: the row is dropped
+					} else if bytesCol {
 						b := v.ByteArray()
 						if cap(arena)-len(arena) < len(b) {
 							arena = make([]byte, 0, max(64<<10, len(b)))
@@ -144,7 +162,7 @@ func readColumns(rg parquet.RowGroup, cols []column) ([]colVals, error) {
 					if !errors.Is(rerr, io.EOF) {
 						parquet.Release(p)
 						pages.Close()
-						return nil, fmt.Errorf("read records column %d: %w", ci, rerr)
+						return fmt.Errorf("read records column %d: %w", ci, rerr)
 					}
 					break
 				}
@@ -156,10 +174,10 @@ func readColumns(rg parquet.RowGroup, cols []column) ([]colVals, error) {
 		}
 		pages.Close()
 		if !repeated && row != nrows {
-			return nil, fmt.Errorf("%w: column %d has %d of %d rows", ErrCorrupt, ci, row, nrows)
+			return fmt.Errorf("%w: column %d has %d of %d rows", ErrCorrupt, ci, row, nrows)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func isBytes(kind int) bool {
@@ -170,23 +188,15 @@ func isBytes(kind int) bool {
 	return false
 }
 
-// rowGroup decodes the records of one row group, appending them to out.
+// rowGroup decodes the records of one row group that d.proj keeps (every
+// one when it is nil), appending them to out in WAL order.
 func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]Record, error) {
-	vals, err := readColumns(rg, cols)
-	if err != nil {
-		return out, err
-	}
+	p := d.proj
+	vals := make([]colVals, len(cols))
 	var base [cAttrValue + 1]*colVals
-	var slots []*colVals
-	for i := range vals {
-		cv := &vals[i]
-		switch k := cv.c.kind; k {
-		case cP, cN, cB:
-			if cv.c.slot < MaxSlots {
-				slots = append(slots, cv)
-			}
-		default:
-			base[k] = cv
+	for i := range cols {
+		if k := cols[i].kind; k != cP && k != cN && k != cB {
+			base[k] = &vals[i]
 		}
 	}
 	for _, k := range []int{cWALSeq, cIndex, cTS, cTemplateID, cVersion, cSource, cKinds} {
@@ -194,88 +204,245 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 			return out, fmt.Errorf("%w: a required column is missing", ErrCorrupt)
 		}
 	}
+	lines, source, attrs := p == nil || p.Lines, p == nil || p.Source, p == nil || p.Attrs
+	need := make([]bool, len(cols))
+	// The template of each row first: it decides which rows are kept.
+	for i, c := range cols {
+		need[i] = c.kind == cTemplateID || c.kind == cVersion
+	}
+	if err := readColumns(rg, cols, need, vals, nil); err != nil {
+		return out, err
+	}
 	nrows := int(rg.NumRows())
+	ids, vers := base[cTemplateID].ints, base[cVersion].ints
+	kept, err := d.keep(ids, vers, lines)
+	if err != nil {
+		return out, err
+	}
+	if kept != nil && len(kept) == 0 {
+		return out, nil
+	}
+	for i, c := range cols {
+		switch c.kind {
+		case cTemplateID, cVersion:
+			need[i] = false // read
+		case cSource:
+			need[i] = source
+		case cAttrKey, cAttrValue:
+			need[i] = attrs
+		case cKinds, cResidue, cP, cN, cB, cMore:
+			need[i] = lines
+		default:
+			need[i] = true
+		}
+	}
+	var skip []bool
+	if kept != nil {
+		skip = make([]bool, nrows)
+		for i := range skip {
+			skip[i] = true
+		}
+		for _, i := range kept {
+			skip[i] = false
+		}
+	}
+	if err := readColumns(rg, cols, need, vals, skip); err != nil {
+		return out, err
+	}
+	var slots []*colVals
+	if lines {
+		for i := range vals {
+			if cv := &vals[i]; (cv.c.kind == cP || cv.c.kind == cN || cv.c.kind == cB) && cv.c.slot < MaxSlots {
+				slots = append(slots, cv)
+			}
+		}
+	}
+	n := nrows
+	if kept != nil {
+		n = len(kept)
+	}
 	// Each record goes straight to its place in WAL order.
-	pos := walPositions(base[cWALSeq].ints, base[cIndex].ints)
+	pos := walPositions(base[cWALSeq].ints, base[cIndex].ints, kept)
 	start := len(out)
-	out = slices.Grow(out, nrows)[:start+nrows]
-	for i := 0; i < nrows; i++ {
-		var rec Record
+	out = slices.Grow(out, n)[:start+n]
+	for x := 0; x < n; x++ {
+		i := x
+		if kept != nil {
+			i = int(kept[x])
+		}
+		rec := &out[start+int(pos[x])]
+		*rec = Record{}
 		rec.WALSeq = uint64(base[cWALSeq].ints[i])
 		rec.Index = uint32(base[cIndex].ints[i])
 		rec.TS = base[cTS].ints[i] * base[cTS].c.unit
-		rec.TemplateID = uint64(base[cTemplateID].ints[i])
-		rec.TemplateVersion = uint32(base[cVersion].ints[i])
+		rec.TemplateID = uint64(ids[i])
+		rec.TemplateVersion = uint32(vers[i])
 		if c := base[cTSSource]; c != nil {
 			rec.TSSource = streams.TSSource(c.ints[i])
 		}
-		rec.Source = d.intern(base[cSource].strs[i])
-		kinds := d.intern(base[cKinds].strs[i])
-		var residue []byte
-		if c := base[cResidue]; c != nil {
-			if j := c.at(i); j >= 0 {
-				residue = c.strs[j]
+		if source {
+			rec.Source = d.intern(base[cSource].strs[i])
+		}
+		if attrs {
+			if ck, cv := base[cAttrKey], base[cAttrValue]; ck != nil || cv != nil {
+				if ck == nil || cv == nil || len(ck.lists[i]) != len(cv.lists[i]) {
+					return out[:start], fmt.Errorf("%w: attribute keys and values do not pair", ErrCorrupt)
+				}
+				for j := range ck.lists[i] {
+					rec.Attrs = append(rec.Attrs, streams.Attr{Key: string(ck.lists[i][j]), Value: string(cv.lists[i][j])})
+				}
 			}
 		}
-		d.has = [MaxSlots]uint8{}
-		for _, cv := range slots {
-			j := cv.at(i)
-			if j < 0 {
-				continue
+		if lines {
+			kinds := d.intern(base[cKinds].strs[i])
+			var residue []byte
+			if c := base[cResidue]; c != nil {
+				if j := c.seek(i); j >= 0 {
+					residue = c.strs[j]
+				}
 			}
-			k := cv.c.slot
-			switch cv.c.kind {
-			case cP:
-				d.p[k] = cv.strs[j]
-				d.has[k] |= 1
-			case cN:
-				d.n[k] = cv.ints[j]
-				d.has[k] |= 2
-			case cB:
-				d.b[k] = cv.strs[j]
-				d.has[k] |= 4
+			d.has = [MaxSlots]uint8{}
+			for _, cv := range slots {
+				j := cv.seek(i)
+				if j < 0 {
+					continue
+				}
+				k := cv.c.slot
+				switch cv.c.kind {
+				case cP:
+					d.p[k] = cv.strs[j]
+					d.has[k] |= 1
+				case cN:
+					d.n[k] = cv.ints[j]
+					d.has[k] |= 2
+				case cB:
+					d.b[k] = cv.strs[j]
+					d.has[k] |= 4
+				}
 			}
-		}
-		d.more = d.more[:0]
-		if c := base[cMore]; c != nil {
-			d.more = append(d.more, c.lists[i]...)
-		}
-		if ck, cv := base[cAttrKey], base[cAttrValue]; ck != nil || cv != nil {
-			if ck == nil || cv == nil || len(ck.lists[i]) != len(cv.lists[i]) {
-				return out, fmt.Errorf("%w: attribute keys and values do not pair", ErrCorrupt)
+			d.more = d.more[:0]
+			if c := base[cMore]; c != nil {
+				d.more = append(d.more, c.lists[i]...)
 			}
-			for j := range ck.lists[i] {
-				rec.Attrs = append(rec.Attrs, streams.Attr{Key: string(ck.lists[i][j]), Value: string(cv.lists[i][j])})
-			}
-		}
-		if err := d.finish(&rec, kinds, residue); err != nil {
-			return out[:start], err
-		}
-		if d.rowDone != nil {
-			if err := d.rowDone(&rec, kinds); err != nil {
+			if err := d.finish(rec, kinds, residue); err != nil {
 				return out[:start], err
 			}
+			if d.rowDone != nil {
+				if err := d.rowDone(rec, kinds); err != nil {
+					return out[:start], err
+				}
+			}
 		}
-		out[start+int(pos[i])] = rec
 	}
 	return out, nil
 }
 
-// walPositions returns each row's index in (wal_seq, record_index) order.
-func walPositions(seqs, idxs []int64) []int32 {
-	order := make([]int32, len(seqs))
-	for i := range order {
-		order[i] = int32(i)
+// keep returns the rows of a row group d.proj keeps, ascending, or nil for
+// every row. Keep is asked once per template version. A kept version whose
+// text d.tpl lacks is a MissingTemplateError when lines are not rendered
+// (rendering reports it otherwise, at the row).
+func (d *decoder) keep(ids, vers []int64, lines bool) ([]int32, error) {
+	filter := d.proj != nil && d.proj.Keep != nil
+	if !filter && lines {
+		return nil, nil
 	}
-	slices.SortFunc(order, func(a, b int32) int {
+	if d.kept == nil {
+		d.kept = map[Key]bool{}
+	}
+	var out []int32
+	if filter {
+		out = make([]int32, 0, len(ids))
+	}
+	var last Key
+	lastOK, have := false, false
+	for i := range ids {
+		k := Key{uint64(ids[i]), uint32(vers[i])}
+		if !have || k != last {
+			ok, seen := d.kept[k]
+			if !seen {
+				ok = !filter || d.proj.Keep(k)
+				d.kept[k] = ok
+				if ok && !lines {
+					if err := d.known(k); err != nil {
+						return nil, err
+					}
+				}
+			}
+			last, lastOK, have = k, ok, true
+		}
+		if filter && lastOK {
+			out = append(out, int32(i))
+		}
+	}
+	return out, nil
+}
+
+// known reports a MissingTemplateError when d.tpl lacks k's text.
+func (d *decoder) known(k Key) error {
+	if _, ok := d.tpl[k]; !ok {
+		return &MissingTemplateError{Key: k}
+	}
+	return nil
+}
+
+// walPositions returns each row's index in (wal_seq, record_index) order:
+// of every row, or, when rows is not nil, of those rows (pos[x] for
+// rows[x]).
+func walPositions(seqs, idxs []int64, rows []int32) []int32 {
+	n := len(seqs)
+	if rows != nil {
+		n = len(rows)
+	}
+	order := make([]int32, n)
+	for x := range order {
+		order[x] = int32(x)
+	}
+	row := func(x int32) int32 {
+		if rows != nil {
+			return rows[x]
+		}
+		return x
+	}
+	sorted := true
+	for x := 1; x < n && sorted; x++ {
+		a, b := row(int32(x-1)), row(int32(x))
+		sorted = uint64(seqs[a]) < uint64(seqs[b]) || (seqs[a] == seqs[b] && uint32(idxs[a]) <= uint32(idxs[b]))
+	}
+	if sorted {
+		return order
+	}
+	// Packed into one uint64 when they fit, (wal_seq - min, record_index,
+	// x) sort as plain integers, much faster than through a comparison.
+	minSeq, maxSeq, maxIdx := uint64(seqs[row(0)]), uint64(0), uint32(0)
+	for x := range n {
+		a := row(int32(x))
+		minSeq, maxSeq, maxIdx = min(minSeq, uint64(seqs[a])), max(maxSeq, uint64(seqs[a])), max(maxIdx, uint32(idxs[a]))
+	}
+	xb, ib := bits.Len(uint(n)), bits.Len32(maxIdx)
+	if bits.Len64(maxSeq-minSeq)+ib+xb <= 64 {
+		keys := make([]uint64, n)
+		for x := range n {
+			a := row(int32(x))
+			keys[x] = (uint64(seqs[a])-minSeq)<<(ib+xb) | uint64(uint32(idxs[a]))<<xb | uint64(x)
+		}
+		slices.Sort(keys)
+		pos := order // reused: order is the identity no longer needed
+		mask := uint64(1)<<xb - 1
+		for p, k := range keys {
+			pos[k&mask] = int32(p)
+		}
+		return pos
+	}
+	slices.SortFunc(order, func(x, y int32) int {
+		a, b := row(x), row(y)
 		if c := cmp.Compare(uint64(seqs[a]), uint64(seqs[b])); c != 0 {
 			return c
 		}
 		return cmp.Compare(uint32(idxs[a]), uint32(idxs[b]))
 	})
-	pos := make([]int32, len(seqs))
-	for p, i := range order {
-		pos[i] = int32(p)
+	pos := make([]int32, n)
+	for p, x := range order {
+		pos[x] = int32(p)
 	}
 	return pos
 }

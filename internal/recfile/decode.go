@@ -89,6 +89,8 @@ func walOrder(recs []Record) []Record {
 
 type decoder struct {
 	tpl   Templates
+	proj  *Projection  // what to decode; nil for everything
+	kept  map[Key]bool // proj.Keep's answers
 	infos map[Key][]string
 	kinds map[string][]slot
 	strs  map[string]string

@@ -99,22 +99,28 @@ type encoder struct {
 	parser *eventtime.Parser
 	line   []byte
 	offs   []int
-	tsbuf  []byte
-	kbuf   []byte
-	svals  []string // string values
-	bvals  []string // bytes values
-	sj     []int32  // parameter index of each string value
-	nj     []int32  // parameter index of each number
-	bj     []int32  // parameter index of each bytes value
-	items  []item   // scratch: a row's items of more
+	tsbuf  []byte // Render of tsMicros, tsLayout, tsRes when tsValid
+	// the timestamp tsbuf holds
+	tsValid  bool
+	tsMicros int64
+	tsLayout eventtime.LayoutID
+	tsRes    []byte
+	kbuf     []byte
+	svals    []string // string values
+	bvals    []string // bytes values
+	sj       []int32  // parameter index of each string value
+	nj       []int32  // parameter index of each number
+	bj       []int32  // parameter index of each bytes value
+	items    []item   // scratch: a row's items of more
 
-	lastKey  Key
-	lastInfo *tplInfo
-	arena    []byte  // text of string values that are not parameters
-	midx     []int32 // parameter index of each value in more
-	nv       []int64 // numeric values
-	resbuf   []byte
-	u        usage
+	lastKey   Key
+	lastKinds string
+	lastInfo  *tplInfo
+	arena     []byte  // text of string values that are not parameters
+	midx      []int32 // parameter index of each value in more
+	nv        []int64 // numeric values
+	resbuf    []byte
+	u         usage
 }
 
 func encode(rows []Row, tpl Templates, o *options) (File, error) {
@@ -138,9 +144,10 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	e.nv = make([]int64, 0, nparams)
 	e.sj = make([]int32, 0, nparams)
 	e.nj = make([]int32, 0, nparams)
+	// enc is in write order: enc[x] is rows[order[x]].
 	enc := make([]encoded, len(rows))
-	for _, i := range order {
-		if err := e.classify(&rows[i], &enc[i]); err != nil {
+	for x, i := range order {
+		if err := e.classify(&rows[i], &enc[x]); err != nil {
 			return File{}, err
 		}
 	}
@@ -180,8 +187,14 @@ func sortRows(rows []Row, byTpl bool) []int32 {
 	if walOrdered {
 		// A counting sort on the templates' ranks keeps WAL order within one.
 		rank := map[Key]int32{}
+		var last Key
 		for i := range rows {
-			rank[Key{rows[i].TemplateID, rows[i].TemplateVersion}] = 0
+			// Neighbouring lines often share a template: one map write for
+			// a run of them.
+			if k := (Key{rows[i].TemplateID, rows[i].TemplateVersion}); i == 0 || k != last {
+				rank[k] = 0
+				last = k
+			}
 		}
 		keys := make([]Key, 0, len(rank))
 		for k := range rank {
@@ -198,8 +211,11 @@ func sortRows(rows []Row, byTpl bool) []int32 {
 			rank[k] = int32(i)
 		}
 		ranks := make([]int32, len(rows))
+		var r int32
 		for i := range rows {
-			r := rank[Key{rows[i].TemplateID, rows[i].TemplateVersion}]
+			if k := (Key{rows[i].TemplateID, rows[i].TemplateVersion}); i == 0 || k != last {
+				r, last = rank[k], k
+			}
 			ranks[i] = r
 			start[r+1]++
 		}
@@ -337,12 +353,16 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 	if len(r.Attrs) > 0 {
 		e.u.attrs = true
 	}
-	k, ok := e.kinds[string(e.kbuf)]
-	if !ok {
-		k = string(e.kbuf)
-		e.kinds[k] = k
+	// Rows come sorted by template: most have the kinds of the row before.
+	if e.lastKinds != string(e.kbuf) {
+		k, ok := e.kinds[string(e.kbuf)]
+		if !ok {
+			k = string(e.kbuf)
+			e.kinds[k] = k
+		}
+		e.lastKinds = k
 	}
-	out.kinds = k
+	out.kinds = e.lastKinds
 	return nil
 }
 
@@ -393,7 +413,11 @@ func (e *encoder) findTime(r *Row, t *tplInfo) (first, last int, layout eventtim
 	if first < 0 || last < 0 || inner[0] > maxInner {
 		return -1, -1, 0, nil, [2]int{}
 	}
-	e.tsbuf = eventtime.Render(e.tsbuf[:0], time.UnixMicro(floorDiv(r.TS, 1000)), m.Layout, res)
+	// Neighbouring rows often share a timestamp: render it once.
+	if us := floorDiv(r.TS, 1000); !e.tsValid || us != e.tsMicros || m.Layout != e.tsLayout || !bytes.Equal(res, e.tsRes) {
+		e.tsbuf = eventtime.Render(e.tsbuf[:0], time.UnixMicro(us), m.Layout, res)
+		e.tsValid, e.tsMicros, e.tsLayout, e.tsRes = true, us, m.Layout, append(e.tsRes[:0], res...)
+	}
 	if !bytes.Equal(e.tsbuf, e.line[m.Start:m.End]) {
 		return -1, -1, 0, nil, [2]int{}
 	}
@@ -430,21 +454,31 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	}
 	w := parquet.NewWriter(&buf, opts...)
 	// Column by column: each column's values for a batch of whole rows.
-	const batch = 4096
-	var vals []parquet.Value
+	// enc is in write order, so are the batches.
+	const batch = 16384
+	vals := make([]parquet.Value, 0, min(len(order), batch)+64)
 	cws := w.ColumnWriters()
 	for ci, c := range cols {
 		for lo := 0; lo < len(order); lo += batch {
 			vals = vals[:0]
-			part := order[lo:min(lo+batch, len(order))]
+			hi := min(lo+batch, len(order))
+			part, pe := order[lo:hi], enc[lo:hi]
 			switch c.kind {
 			case cP, cN, cB:
-				vals = e.appendSlot(vals, c, ci, rows, enc, part)
+				vals = e.appendSlot(vals, c, ci, pe)
 			case cWALSeq, cIndex, cTS, cTSSource, cTemplateID, cVersion:
-				vals = appendRequired(vals, c.kind, ci, rows, part, e.u.tsMillis)
-			default:
+				vals = appendRequired(vals, c.kind, rows, part, e.u.tsMillis)
+			case cSource:
 				for _, i := range part {
-					vals = e.appendCell(vals, c, ci, &rows[i], &enc[i])
+					vals = append(vals, parquet.ByteArrayValue(unsafeBytes(rows[i].Source)))
+				}
+			case cKinds:
+				for x := range pe {
+					vals = append(vals, parquet.ByteArrayValue(unsafeBytes(pe[x].kinds)))
+				}
+			default:
+				for x, i := range part {
+					vals = e.appendCell(vals, c, ci, &rows[i], &pe[x])
 				}
 			}
 			if _, err := cws[ci].WriteRowValues(vals); err != nil {
@@ -577,13 +611,13 @@ func atoiSlot(s string) int {
 
 // appendSlot appends the values of slot column c (p, n or b) for the rows
 // part: the hot loop, many cells are null.
-func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, rows []Row, enc []encoded, part []int32) []parquet.Value {
+func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, enc []encoded) []parquet.Value {
 	null := parquet.NullValue().Level(0, 0, ci)
 	k := int32(c.slot)
 	switch c.kind {
 	case cN:
-		for _, i := range part {
-			if en := &enc[i]; k < en.n.cnt {
+		for x := range enc {
+			if en := &enc[x]; k < en.n.cnt {
 				vals = append(vals, parquet.Int64Value(e.nv[en.n.off+k]).Level(0, c.maxDef, ci))
 			} else {
 				vals = append(vals, null)
@@ -594,8 +628,8 @@ func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, rows []Row,
 		if c.kind == cB {
 			strs = e.bvals
 		}
-		for _, i := range part {
-			en := &enc[i]
+		for x := range enc {
+			en := &enc[x]
 			sp := en.s
 			if c.kind == cB {
 				sp = en.b
@@ -670,16 +704,17 @@ func (e *encoder) demote(rows int) {
 }
 
 // appendRequired appends the values of a required integer column for the
-// rows part.
-func appendRequired(vals []parquet.Value, kind, ci int, rows []Row, part []int32, millis bool) []parquet.Value {
+// rows part. The values carry no levels or column index: a required
+// column's buffer reads only the value (WriteRowValues).
+func appendRequired(vals []parquet.Value, kind int, rows []Row, part []int32, millis bool) []parquet.Value {
 	switch kind {
 	case cWALSeq:
 		for _, i := range part {
-			vals = append(vals, parquet.Int64Value(int64(rows[i].WALSeq)).Level(0, 0, ci))
+			vals = append(vals, parquet.Int64Value(int64(rows[i].WALSeq)))
 		}
 	case cIndex:
 		for _, i := range part {
-			vals = append(vals, parquet.Int32Value(int32(rows[i].Index)).Level(0, 0, ci))
+			vals = append(vals, parquet.Int32Value(int32(rows[i].Index)))
 		}
 	case cTS:
 		unit := int64(1000)
@@ -687,19 +722,19 @@ func appendRequired(vals []parquet.Value, kind, ci int, rows []Row, part []int32
 			unit = 1e6
 		}
 		for _, i := range part {
-			vals = append(vals, parquet.Int64Value(floorDiv(rows[i].TS, unit)).Level(0, 0, ci))
+			vals = append(vals, parquet.Int64Value(floorDiv(rows[i].TS, unit)))
 		}
 	case cTSSource:
 		for _, i := range part {
-			vals = append(vals, parquet.Int32Value(int32(rows[i].TSSource)).Level(0, 0, ci))
+			vals = append(vals, parquet.Int32Value(int32(rows[i].TSSource)))
 		}
 	case cTemplateID:
 		for _, i := range part {
-			vals = append(vals, parquet.Int64Value(int64(rows[i].TemplateID)).Level(0, 0, ci))
+			vals = append(vals, parquet.Int64Value(int64(rows[i].TemplateID)))
 		}
 	case cVersion:
 		for _, i := range part {
-			vals = append(vals, parquet.Int32Value(int32(rows[i].TemplateVersion)).Level(0, 0, ci))
+			vals = append(vals, parquet.Int32Value(int32(rows[i].TemplateVersion)))
 		}
 	}
 	return vals
@@ -720,9 +755,9 @@ func (e *encoder) appendCell(vals []parquet.Value, c column, ci int, r *Row, en 
 		case cVersion:
 			vals = append(vals, parquet.Int32Value(int32(r.TemplateVersion)).Level(0, 0, ci))
 		case cSource:
-			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(r.Source)).Level(0, 0, ci))
+			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(r.Source)))
 		case cKinds:
-			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(en.kinds)).Level(0, 0, ci))
+			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(en.kinds)))
 		case cResidue:
 			if len(en.residue) > 0 {
 				vals = append(vals, parquet.ByteArrayValue(en.residue).Level(0, c.maxDef, ci))

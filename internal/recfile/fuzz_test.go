@@ -1,6 +1,7 @@
 package recfile
 
 import (
+	"bytes"
 	"testing"
 )
 
@@ -68,11 +69,27 @@ func FuzzDecode(f *testing.F) {
 	f.Add(file.Data[:len(file.Data)-1])
 	f.Fuzz(func(t *testing.T, data []byte) {
 		recs, err := Decode(data, tpl)
-		if err != nil {
-			return
-		}
 		for _, r := range recs {
 			_ = r.Line
+		}
+		if err == nil {
+			// What Decode reads, the full projection reads alike.
+			all, perr := DecodeProjected(data, tpl, Projection{Lines: true, Source: true, Attrs: true})
+			if perr != nil || len(all) != len(recs) {
+				t.Fatalf("DecodeProjected: %d records, %v; Decode: %d", len(all), perr, len(recs))
+			}
+			for i := range all {
+				if !bytes.Equal(all[i].Line, recs[i].Line) {
+					t.Fatalf("record %d: line %q, Decode %q", i, all[i].Line, recs[i].Line)
+				}
+			}
+		}
+		for m := 0; m < 8; m++ {
+			p := Projection{Keep: func(k Key) bool { return k.ID == 1 }, Lines: m&1 != 0, Source: m&2 != 0, Attrs: m&4 != 0}
+			if m&1 == 0 {
+				p.Keep = nil
+			}
+			_, _ = DecodeProjected(data, tpl, p)
 		}
 	})
 }

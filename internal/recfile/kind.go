@@ -89,7 +89,9 @@ func parseKinds(dst []slot, kinds string) ([]slot, error) {
 // and, for the numeric kinds, its value. Only canonical text is numeric: the
 // value renders back to exactly p.
 func classify(p string) (kind byte, digits uint8, v int64) {
-	if len(p) == 0 || len(p) > 20 {
+	// Every numeric kind starts with a digit, '-' or a lowercase hex
+	// letter.
+	if len(p) == 0 || len(p) > 20 || !numStart[p[0]] {
 		if !utf8.ValidString(p) {
 			return kindBytes, 0, 0
 		}
@@ -112,6 +114,14 @@ func classify(p string) (kind byte, digits uint8, v int64) {
 	}
 	return kindString, 0, 0
 }
+
+// numStart marks the bytes a numeric parameter (i, f, a, x) may start with.
+var numStart = func() (t [256]bool) {
+	for _, c := range []byte("-0123456789abcdef") {
+		t[c] = true
+	}
+	return t
+}()
 
 // canonicalInt parses "0" or an optional "-" and digits without a leading
 // zero that fit an int64 ("-0", "+5", "007" are not canonical).

@@ -1,5 +1,12 @@
 package recfile
 
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/parquet-go/parquet-go"
+)
+
 // Projection chooses what DecodeProjected returns.
 type Projection struct {
 	// Keep is asked once per template version of the file; the rows of a
@@ -16,38 +23,24 @@ type Projection struct {
 // With p = Projection{Lines: true, Source: true, Attrs: true} it returns
 // what Decode returns.
 //
-// It decodes the whole file (Decode's column-wise reader) and drops what p
-// does not ask for; reading only the asked-for columns of the current
-// layout (per-kind slots, kind u, more) is left to do.
+// It reads template_id and template_version first, then only the columns
+// the kept rows need: wal_seq, record_index, ts and ts_source always;
+// source with p.Source; attrs with p.Attrs; kinds, ts_residue, the slot
+// columns and more with p.Lines. It renders the lines of kept rows only.
+// A kept version whose text tpl lacks is a MissingTemplateError, lines or
+// not; a rejected one needs no text.
 func DecodeProjected(data []byte, tpl Templates, p Projection) ([]Record, error) {
-	recs, err := Decode(data, tpl)
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open records file: %w", err)
 	}
-	keep := map[Key]bool{}
-	out := recs[:0]
-	for _, r := range recs {
-		if p.Keep != nil {
-			k := Key{r.TemplateID, r.TemplateVersion}
-			ok, seen := keep[k]
-			if !seen {
-				ok = p.Keep(k)
-				keep[k] = ok
-			}
-			if !ok {
-				continue
-			}
+	cols := columnsOf(f.Schema())
+	d := decoder{tpl: tpl, proj: &p, infos: map[Key][]string{}, kinds: map[string][]slot{}, strs: map[string]string{}}
+	var out []Record
+	for _, rg := range f.RowGroups() {
+		if out, err = d.rowGroup(out, rg, cols); err != nil {
+			return nil, err
 		}
-		if !p.Lines {
-			r.Line = nil
-		}
-		if !p.Source {
-			r.Source = ""
-		}
-		if !p.Attrs {
-			r.Attrs = nil
-		}
-		out = append(out, r)
 	}
-	return out, nil
+	return walOrder(out), nil
 }
