@@ -138,45 +138,32 @@ func recordsSuperset() string {
 	return string(b)
 }
 
+// schemaUpdate returns md with current when md has the older schema old.
+func schemaUpdate(md delta.Metadata, old, current string) (delta.Metadata, bool) {
+	if md.SchemaString != old {
+		return md, false
+	}
+	md.SchemaString = current
+	return md, true
+}
+
 // RecordsSchemaUpdate returns the records table's metadata with
 // RecordsSchemaString when md still has an older quarry schema
 // (RecordsSchemaV2String), so a table created before records v3 is
 // upgraded by one metaData action before v3 files are added. ok is false
 // when md needs no change (it is current, or not a schema quarry wrote).
 func RecordsSchemaUpdate(md delta.Metadata) (delta.Metadata, bool) {
-	if md.SchemaString != RecordsSchemaV2String {
-		return md, false
-	}
-	md.SchemaString = RecordsSchemaString
-	return md, true
+	return schemaUpdate(md, RecordsSchemaV2String, RecordsSchemaString)
 }
-
-// TemplatesSchemaV1String is the templates table's schema before the kinds
-// column.
-const TemplatesSchemaV1String = `{"type":"struct","fields":[` +
-	`{"name":"template_id","type":"long","nullable":false,"metadata":{}},` +
-	`{"name":"tenant","type":"string","nullable":false,"metadata":{}},` +
-	`{"name":"version","type":"integer","nullable":false,"metadata":{}},` +
-	`{"name":"template","type":"string","nullable":false,"metadata":{}},` +
-	`{"name":"kind","type":"string","nullable":false,"metadata":{}},` +
-	`{"name":"previous","type":"string","nullable":false,"metadata":{}},` +
-	`{"name":"merged_into","type":"long","nullable":false,"metadata":{}},` +
-	`{"name":"wal_seq","type":"long","nullable":false,"metadata":{}}]}`
 
 // TemplatesSchemaUpdate is RecordsSchemaUpdate for the templates table: a
 // table created before the kinds column gets TemplatesSchemaString.
 func TemplatesSchemaUpdate(md delta.Metadata) (delta.Metadata, bool) {
-	if md.SchemaString != TemplatesSchemaV1String {
-		return md, false
-	}
-	md.SchemaString = TemplatesSchemaString
-	return md, true
+	return schemaUpdate(md, TemplatesSchemaV1String, TemplatesSchemaString)
 }
 
-// TemplatesSchemaString is the Delta schemaString of the templates table.
-// kinds (nullable: null in files written before it) names, per wildcard,
-// the mask that made it ("" for a parameter the miner found itself).
-const TemplatesSchemaString = `{"type":"struct","fields":[` +
+// templatesFieldsV1 are the templates table's columns before kinds.
+const templatesFieldsV1 = `{"type":"struct","fields":[` +
 	`{"name":"template_id","type":"long","nullable":false,"metadata":{}},` +
 	`{"name":"tenant","type":"string","nullable":false,"metadata":{}},` +
 	`{"name":"version","type":"integer","nullable":false,"metadata":{}},` +
@@ -184,7 +171,16 @@ const TemplatesSchemaString = `{"type":"struct","fields":[` +
 	`{"name":"kind","type":"string","nullable":false,"metadata":{}},` +
 	`{"name":"previous","type":"string","nullable":false,"metadata":{}},` +
 	`{"name":"merged_into","type":"long","nullable":false,"metadata":{}},` +
-	`{"name":"wal_seq","type":"long","nullable":false,"metadata":{}},` +
+	`{"name":"wal_seq","type":"long","nullable":false,"metadata":{}}`
+
+// TemplatesSchemaV1String is the templates table's schema before the kinds
+// column.
+const TemplatesSchemaV1String = templatesFieldsV1 + `]}`
+
+// TemplatesSchemaString is the Delta schemaString of the templates table.
+// kinds (nullable: null in files written before it) names, per wildcard,
+// the mask that made it ("" for a parameter the miner found itself).
+const TemplatesSchemaString = templatesFieldsV1 + `,` +
 	`{"name":"kinds","type":{"type":"array","elementType":"string","containsNull":false},"nullable":true,"metadata":{}}]}`
 
 // Date is the value of the date partition for a record time (UTC).
