@@ -57,6 +57,7 @@ type lineSource interface {
 // emitter hands lines from the reader goroutine to the framer in batches.
 type emitter struct {
 	ch    chan []line
+	free  chan []line // batches to reuse (nil: always allocate)
 	buf   []line
 	stamp *stamper
 	pace  *pacer // nil: as fast as the source reads
@@ -119,7 +120,12 @@ func (e *emitter) flush(ctx context.Context) error {
 	}
 	select {
 	case e.ch <- e.buf:
-		e.buf = make([]line, 0, emitBatch)
+		select {
+		case b := <-e.free:
+			e.buf = b
+		default:
+			e.buf = make([]line, 0, emitBatch)
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -15,6 +15,7 @@ import (
 // the loop in batches.
 type reader struct {
 	batches chan []line
+	free    chan []line     // batches the framer is done with, for the reader to reuse
 	done    chan readResult // the read's end, sent before batches closes
 	cancel  context.CancelFunc
 }
@@ -26,9 +27,9 @@ type readResult struct {
 
 func (l *Lines) startReader(ctx context.Context) *reader {
 	rctx, cancel := context.WithCancel(ctx)
-	rd := &reader{batches: make(chan []line, 4), done: make(chan readResult, 1), cancel: cancel}
+	rd := &reader{batches: make(chan []line, 4), free: make(chan []line, 8), done: make(chan readResult, 1), cancel: cancel}
 	go func() {
-		e := &emitter{ch: rd.batches, buf: make([]line, 0, emitBatch), stamp: l.stamp}
+		e := &emitter{ch: rd.batches, free: rd.free, buf: make([]line, 0, emitBatch), stamp: l.stamp}
 		if l.cfg.Rate > 0 {
 			e.pace = &pacer{rate: l.cfg.Rate}
 		}
@@ -65,6 +66,14 @@ func (l *Lines) loop(ctx context.Context, rd *reader) error {
 				if err := l.add(octx, &b[i]); err != nil {
 					return err
 				}
+			}
+			// Hand the batch back: a reader that flushes before every
+			// blocking read (a pipe, a follower) would otherwise allocate
+			// a full batch for every few lines.
+			clear(b)
+			select {
+			case rd.free <- b[:0]:
+			default:
 			}
 		case <-l.lingerC:
 			l.lingerC = nil
