@@ -27,27 +27,9 @@ import (
 func TestRunFollowOTLP(t *testing.T) {
 	data := t.TempDir()
 	httpAddr, grpcAddr := freeAddr(t), freeAddr(t)
-	var out, errb syncBuf
-	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel, done, errb := startFollow(t, "otlp logs over grpc on", "run", "--follow", "--data", data, "--tenant", "def", "--encoders", "1",
+		"--listen-otlp", httpAddr, "--listen-otlp-grpc", grpcAddr)
 	defer cancel()
-	done := make(chan int, 1)
-	go func() {
-		done <- runMain(ctx, e, []string{"run", "--follow", "--data", data, "--tenant", "def", "--encoders", "1",
-			"--listen-otlp", httpAddr, "--listen-otlp-grpc", grpcAddr})
-	}()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(errb.String(), "otlp logs over grpc on") {
-		select {
-		case code := <-done:
-			t.Fatalf("run exited %d:\n%s", code, errb.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("receivers not listening:\n%s", errb.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 
 	var want []string
 	for _, c := range []struct {
@@ -89,7 +71,7 @@ func TestRunFollowOTLP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		got, err := laketest.Lines(context.Background(), store)
 		if err == nil && len(got) >= len(want) {

@@ -45,24 +45,17 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// `quarry run --follow --listen-syslog --listen-http`: lines sent by
-// logger over TCP and posted to /jsonline and /_bulk reach the lake
-// exactly once, each in its tenant (--tenant for syslog, the path or query
-// for HTTP), with the syslog app searchable as an attribute.
-func TestRunFollowReceivers(t *testing.T) {
-	data := t.TempDir()
-	sysAddr, httpAddr := freeAddr(t), freeAddr(t)
+// startFollow runs quarry with args in the background until the returned
+// cancel, and waits until its log says ready (a receiver listening).
+func startFollow(t *testing.T, ready string, args ...string) (context.Context, context.CancelFunc, chan int, *syncBuf) {
+	t.Helper()
 	var out, errb syncBuf
 	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	done := make(chan int, 1)
-	go func() {
-		done <- runMain(ctx, e, []string{"run", "--follow", "--data", data, "--tenant", "sys", "--encoders", "1",
-			"--listen-syslog", sysAddr, "--listen-http", httpAddr})
-	}()
+	go func() { done <- runMain(ctx, e, args) }()
 	deadline := time.Now().Add(2 * time.Minute)
-	for !strings.Contains(errb.String(), "http ingest on") {
+	for !strings.Contains(errb.String(), ready) {
 		select {
 		case code := <-done:
 			t.Fatalf("run exited %d:\n%s", code, errb.String())
@@ -73,6 +66,19 @@ func TestRunFollowReceivers(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return ctx, cancel, done, &errb
+}
+
+// `quarry run --follow --listen-syslog --listen-http`: lines sent by
+// logger over TCP and posted to /jsonline and /_bulk reach the lake
+// exactly once, each in its tenant (--tenant for syslog, the path or query
+// for HTTP), with the syslog app searchable as an attribute.
+func TestRunFollowReceivers(t *testing.T) {
+	data := t.TempDir()
+	sysAddr, httpAddr := freeAddr(t), freeAddr(t)
+	_, cancel, done, errb := startFollow(t, "http ingest on", "run", "--follow", "--data", data, "--tenant", "sys", "--encoders", "1",
+		"--listen-syslog", sysAddr, "--listen-http", httpAddr)
+	defer cancel()
 
 	var want []string
 	// HTTP: JSON lines and _bulk, acknowledged only once durable.
@@ -125,7 +131,7 @@ func TestRunFollowReceivers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		got, err := laketest.Lines(context.Background(), store)
 		if err == nil && len(got) >= len(want) {
