@@ -15,9 +15,6 @@ import (
 	"go.opentelemetry.io/otel/log"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 	"go.opentelemetry.io/otel/sdk/resource"
-
-	"github.com/quarrylake/quarry/internal/laketest"
-	"github.com/quarrylake/quarry/internal/objstore"
 )
 
 // `quarry run --follow --listen-otlp --listen-otlp-grpc`: records sent by
@@ -67,26 +64,7 @@ func TestRunFollowOTLP(t *testing.T) {
 		}
 	}
 
-	store, err := objstore.Open(context.Background(), filepath.Join(data, "lake"), objstore.S3Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		got, err := laketest.Lines(context.Background(), store)
-		if err == nil && len(got) >= len(want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lake holds %d lines of %d (err %v):\n%s", len(got), len(want), err, errb.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	cancel()
-	if code := <-done; code != 0 {
-		t.Fatalf("run exited %d:\n%s", code, errb.String())
-	}
-	laketest.ExactlyOnce(t, store, want)
+	stopWhenCommitted(t, filepath.Join(data, "lake"), want, cancel, done, errb)
 	jl, _ := runCLI(t, "", "query", "--lake", filepath.Join(data, "lake"), "--tenant", "otel", "--format", "jsonl")
 	if n := strings.Count(jl, `"resource.service.name":"checkout"`); n != 600 {
 		t.Fatalf("%d records carry resource.service.name=checkout, want 600", n)

@@ -69,6 +69,32 @@ func startFollow(t *testing.T, ready string, args ...string) (context.Context, c
 	return ctx, cancel, done, &errb
 }
 
+// stopWhenCommitted waits until the lake holds as many lines as want,
+// stops the run started by startFollow, and checks want exactly once.
+func stopWhenCommitted(t *testing.T, lakeDir string, want []string, cancel context.CancelFunc, done chan int, errb *syncBuf) {
+	t.Helper()
+	store, err := objstore.Open(context.Background(), lakeDir, objstore.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		got, err := laketest.Lines(context.Background(), store)
+		if err == nil && len(got) >= len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lake holds %d lines of %d (err %v):\n%s", len(got), len(want), err, errb.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("run exited %d:\n%s", code, errb.String())
+	}
+	laketest.ExactlyOnce(t, store, want)
+}
+
 // `quarry run --follow --listen-syslog --listen-http`: lines sent by
 // logger over TCP and posted to /jsonline and /_bulk reach the lake
 // exactly once, each in its tenant (--tenant for syslog, the path or query
@@ -127,26 +153,7 @@ func TestRunFollowReceivers(t *testing.T) {
 		}
 	}
 
-	store, err := objstore.Open(context.Background(), filepath.Join(data, "lake"), objstore.S3Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		got, err := laketest.Lines(context.Background(), store)
-		if err == nil && len(got) >= len(want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lake holds %d lines of %d (err %v):\n%s", len(got), len(want), err, errb.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	cancel()
-	if code := <-done; code != 0 {
-		t.Fatalf("run exited %d:\n%s", code, errb.String())
-	}
-	laketest.ExactlyOnce(t, store, want)
+	stopWhenCommitted(t, filepath.Join(data, "lake"), want, cancel, done, errb)
 	if raw, _ := runCLI(t, "", "query", "--lake", filepath.Join(data, "lake"), "--tenant", "web", "--format", "raw"); strings.Count(raw, "\n") != 600 {
 		t.Fatalf("tenant web holds %d lines, want 600", strings.Count(raw, "\n"))
 	}
