@@ -152,6 +152,14 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 		}
 	}
 	e.demote(len(rows))
+	e.u.rows = len(rows)
+	if o.rawBytes > 0 {
+		e.u.textBytes = map[string]int{}
+		for x, i := range order {
+			e.u.textBytes[colSource] += len(rows[i].Source) + 4
+			e.u.textBytes[colKinds] += len(enc[x].kinds) + 4
+		}
+	}
 	if o.tsMillis {
 		e.u.tsMillis = true
 		for i := range rows {
@@ -440,6 +448,7 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 		parquet.Compression(codec(e.o.level)),
 		parquet.PageBufferSize(e.pageBuffer(len(rows))),
 		parquet.DataPageStatistics(!e.o.noPageStats),
+		parquet.DataPageVersion(e.o.pageVersion),
 		parquet.CreatedBy("quarry", "", ""),
 		parquet.KeyValueMetadata("quarry.records.version", "3"),
 	}
@@ -492,7 +501,7 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	if !e.o.trimFooter {
 		return buf.Bytes(), nil
 	}
-	return trimFooter(buf.Bytes(), statsColumns)
+	return trimFooter(buf.Bytes(), statsColumns, e.o.slimStats)
 }
 
 // pageBuffer is the writer's page buffer: o.pageBuffer, or less when the

@@ -14,7 +14,7 @@ import (
 // statistics. The data pages are kept as they are; readers that find no
 // page index read the pages in order, as they do for files written before
 // page indexes existed.
-func trimFooter(data []byte, keepStats map[string]bool) ([]byte, error) {
+func trimFooter(data []byte, keepStats map[string]bool, slim bool) ([]byte, error) {
 	n := len(data)
 	if n < 12 || string(data[n-4:]) != "PAR1" {
 		return nil, fmt.Errorf("trim footer: not a parquet file")
@@ -43,6 +43,11 @@ func trimFooter(data []byte, keepStats map[string]bool) ([]byte, error) {
 			m := &c.MetaData
 			if len(m.PathInSchema) != 1 || !keepStats[m.PathInSchema[0]] {
 				m.Statistics = format.Statistics{}
+			} else if slim {
+				// min_value and max_value say the same with a defined
+				// sort order; the deprecated min and max are for readers
+				// older than that.
+				m.Statistics.Min, m.Statistics.Max = nil, nil
 			}
 			m.EncodingStats = nil
 			m.SizeStatistics = format.SizeStatistics{}
@@ -69,5 +74,5 @@ func TrimFooter(data []byte, keepStats ...string) ([]byte, error) {
 	for _, c := range keepStats {
 		keep[c] = true
 	}
-	return trimFooter(data, keep)
+	return trimFooter(data, keep, false)
 }
