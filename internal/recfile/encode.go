@@ -501,7 +501,11 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	if !e.o.trimFooter {
 		return buf.Bytes(), nil
 	}
-	return trimFooter(buf.Bytes(), statsColumns, e.o.slimStats)
+	data, err := trimFooter(buf.Bytes(), statsColumns)
+	if err != nil || !e.o.noCRC {
+		return data, err
+	}
+	return dropChecksums(data)
 }
 
 // pageBuffer is the writer's page buffer: o.pageBuffer, or less when the

@@ -56,12 +56,11 @@ func TestSizeLevers(t *testing.T) {
 		{"raw below 128 B", func(o *options) { o.rawBytes = 128 }},
 		{"raw below 256 B", func(o *options) { o.rawBytes = 256 }},
 		{"page v1", func(o *options) { o.pageVersion = 1 }},
-		{"slim stats", func(o *options) { o.slimStats = true }},
-		{"all small", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion, o.slimStats = 16, 128, 1, true }},
 		{"v1 dict64 raw64", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 64, 64, 1 }},
 		{"v1 dict16 raw64", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 16, 64, 1 }},
 		{"v1 dict256 raw64", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 256, 64, 1 }},
 		{"v1 dict64 raw32", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 64, 32, 1 }},
+		{"with page CRCs", func(o *options) { o.noCRC = false }},
 		{"v1 dict64 raw16", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 64, 16, 1 }},
 		{"v1 dict64 raw0", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 64, 0, 1 }},
 	}
@@ -141,7 +140,7 @@ func TestSizeTemplates(t *testing.T) {
 			continue
 		}
 		today := c.templatesFile(t)
-		todayTrimmed, terr := trimFooter(today, nil, false)
+		todayTrimmed, terr := trimFooter(today, nil)
 		if terr != nil {
 			t.Fatal(terr)
 		}
@@ -152,7 +151,7 @@ func TestSizeTemplates(t *testing.T) {
 			}
 		}
 		sl := writeGeneric(t, rows)
-		trimmed, err := trimFooter(sl, nil, false)
+		trimmed, err := trimFooter(sl, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -87,7 +87,7 @@ type options struct {
 	dictRows    int     // source, kinds, ts_source dictionary-encoded only from this many rows (PLAIN below)
 	rawBytes    int     // a column whose values take fewer bytes than this is not compressed
 	pageVersion int     // data page header version, 1 or 2
-	slimStats   bool    // trimmed footer: only min_value/max_value (not the deprecated min/max), no page CRCs
+	noCRC       bool    // page headers without their CRC
 }
 
 // statsColumns keep their chunk statistics in a trimmed footer: the columns
@@ -95,7 +95,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true}
 
 func defaultOptions() options {
-	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32}
+	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
