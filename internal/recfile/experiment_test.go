@@ -61,6 +61,8 @@ func TestSizeLevers(t *testing.T) {
 		{"v1 dict256 raw64", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 256, 64, 1 }},
 		{"v1 dict64 raw32", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 64, 32, 1 }},
 		{"with page CRCs", func(o *options) { o.noCRC = false }},
+		{"p zstd better", func(o *options) { o.pLevel = zstd.SpeedBetterCompression }},
+		{"p zstd best", func(o *options) { o.pLevel = zstd.SpeedBestCompression }},
 		{"v1 dict64 raw16", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 64, 16, 1 }},
 		{"v1 dict64 raw0", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 64, 0, 1 }},
 	}

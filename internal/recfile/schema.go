@@ -76,18 +76,19 @@ type options struct {
 	pageBuffer  int
 	sortByTpl   bool
 	noPageStats bool
-	indexPlain  bool    // record_index PLAIN instead of DELTA_BINARY_PACKED
-	trimFooter  bool    // no page index, chunk statistics only for statsColumns
-	innerTime   bool    // a timestamp inside a parameter is cut out of it (kind u)
-	slotMin     float64 // slot columns used by fewer rows than this share go to more
-	tsMillis    bool    // ts TIMESTAMP(MILLIS) when every ts is whole milliseconds
-	tsDelta     bool    // ts DELTA_BINARY_PACKED
-	walDelta    bool    // wal_seq DELTA_BINARY_PACKED
-	untyped     bool    // every parameter s or b (measurement only)
-	dictRows    int     // source, kinds, ts_source dictionary-encoded only from this many rows (PLAIN below)
-	rawBytes    int     // a column whose values take fewer bytes than this is not compressed
-	pageVersion int     // data page header version, 1 or 2
-	noCRC       bool    // page headers without their CRC
+	indexPlain  bool       // record_index PLAIN instead of DELTA_BINARY_PACKED
+	trimFooter  bool       // no page index, chunk statistics only for statsColumns
+	innerTime   bool       // a timestamp inside a parameter is cut out of it (kind u)
+	slotMin     float64    // slot columns used by fewer rows than this share go to more
+	tsMillis    bool       // ts TIMESTAMP(MILLIS) when every ts is whole milliseconds
+	tsDelta     bool       // ts DELTA_BINARY_PACKED
+	walDelta    bool       // wal_seq DELTA_BINARY_PACKED
+	untyped     bool       // every parameter s or b (measurement only)
+	dictRows    int        // source, kinds, ts_source dictionary-encoded only from this many rows (PLAIN below)
+	rawBytes    int        // a column whose values take fewer bytes than this is not compressed
+	pageVersion int        // data page header version, 1 or 2
+	noCRC       bool       // page headers without their CRC
+	pLevel      zstd.Level // p<j> columns' zstd level when set
 }
 
 // statsColumns keep their chunk statistics in a trimmed footer: the columns
@@ -137,6 +138,9 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 	for j := 0; j < MaxSlots; j++ {
 		if u.p[j].n > 0 {
 			g[slotName('p', j)] = parquet.Optional(stringNode(&u.p[j], o.strings))
+			if o.pLevel != 0 {
+				g[slotName('p', j)] = parquet.Compressed(g[slotName('p', j)], codec(o.pLevel))
+			}
 		}
 		if u.n[j] > 0 {
 			n := parquet.Leaf(parquet.Int64Type)
