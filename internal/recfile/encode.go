@@ -696,10 +696,10 @@ func (e *encoder) moreItems(r *Row, en *encoded) []item {
 // their values go to more. Writing a column costs every row a value, null
 // or not; a column of a few values costs more than the list.
 func (e *encoder) demote(rows int) {
-	if e.o.slotMin <= 0 {
+	if e.o.slotMin <= 0 && e.o.slotRows <= 0 {
 		return
 	}
-	min := max(1, int(float64(rows)*e.o.slotMin))
+	min := max(1, e.o.slotRows, int(float64(rows)*e.o.slotMin))
 	for k := range MaxSlots {
 		if n := e.u.p[k].n; n > 0 && n < min {
 			e.u.p[k] = strStats{}

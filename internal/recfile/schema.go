@@ -88,6 +88,7 @@ type options struct {
 	rawBytes    int        // a column whose values take fewer bytes than this is not compressed
 	pageVersion int        // data page header version, 1 or 2
 	noCRC       bool       // page headers without their CRC
+	slotRows    int        // slot columns used by fewer rows than this go to more
 	pLevel      zstd.Level // p<j> columns' zstd level when set
 }
 
@@ -96,7 +97,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true}
 
 func defaultOptions() options {
-	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true}
+	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional

@@ -47,9 +47,11 @@ func smallRows(n int) ([]Row, Templates) {
 
 // TestSmallFileLayout: a file of a few rows (a date partition of a sparse
 // log) is written for its fixed cost: version 1 data pages without CRCs, no dictionary
-// for source, kinds and ts_source, and columns of fewer than 32 bytes not
-// compressed (a zstd frame costs more than it saves there); a larger file
-// keeps the dictionaries and compression. Both read back exactly.
+// for source, kinds and ts_source, columns of fewer than 32 bytes not
+// compressed (a zstd frame costs more than it saves there), and no slot
+// column used by fewer than 16 rows (its parameters are in more); a larger
+// file keeps the dictionaries, compression and slot columns. Both read back
+// exactly.
 func TestSmallFileLayout(t *testing.T) {
 	for _, n := range []int{3, 200} {
 		rows, tpl := smallRows(n)
@@ -71,10 +73,17 @@ func TestSmallFileLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		slots, more := 0, false
 		for _, c := range pf.Metadata().RowGroups[0].Columns {
 			m := c.MetaData
 			name := m.PathInSchema[0]
 			dict := m.DictionaryPageOffset != 0
+			if name == colMore {
+				more = true
+			}
+			if name[0] == 'p' || name[0] == 'n' {
+				slots++
+			}
 			switch name {
 			case colSource, colKinds, colTSSource:
 				if dict != (n >= 64) {
@@ -86,6 +95,11 @@ func TestSmallFileLayout(t *testing.T) {
 			} else if n == 200 && (name == colTS || name == colWALSeq) && m.Codec != format.Zstd {
 				t.Errorf("%d rows: %s compressed with %v (small %v)", n, name, m.Codec, small)
 			}
+		}
+		// A slot column fewer than 16 rows use costs more than the list
+		// item: a file of 3 rows has its parameters in more.
+		if (n == 3) != (slots == 0 && more) {
+			t.Errorf("%d rows: %d slot columns, more %v", n, slots, more)
 		}
 		// Every data page is a version 1 page (its header is smaller).
 		for _, c := range pf.Metadata().RowGroups[0].Columns {
