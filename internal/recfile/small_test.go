@@ -51,7 +51,8 @@ func smallRows(n int) ([]Row, Templates) {
 // compressed (a zstd frame costs more than it saves there), and no slot
 // column used by fewer than 16 rows (its parameters are in more); a larger
 // file keeps the dictionaries, compression and slot columns. Both read back
-// exactly.
+// exactly. The footer's schema has no type_length or INT annotation on
+// integer columns.
 func TestSmallFileLayout(t *testing.T) {
 	for _, n := range []int{3, 200} {
 		rows, tpl := smallRows(n)
@@ -94,6 +95,17 @@ func TestSmallFileLayout(t *testing.T) {
 				t.Errorf("%d rows: %s (%d bytes) compressed with %v", n, name, m.TotalUncompressedSize, m.Codec)
 			} else if n == 200 && (name == colTS || name == colWALSeq) && m.Codec != format.Zstd {
 				t.Errorf("%d rows: %s compressed with %v (small %v)", n, name, m.Codec, small)
+			}
+		}
+		// The schema says no more than a reader needs: integer columns
+		// without a type_length or an INT annotation of their own width.
+		md := pf.Metadata()
+		if md.CreatedBy != "quarry" {
+			t.Errorf("created_by %q", md.CreatedBy)
+		}
+		for _, e := range md.Schema {
+			if _, isInt := e.LogicalType.Value.(*format.IntType); e.TypeLength.Valid || isInt {
+				t.Errorf("%d rows: schema element %s has type_length %v, logical type %v", n, e.Name, e.TypeLength, e.LogicalType.Value)
 			}
 		}
 		// A slot column fewer than 16 rows use costs more than the list
