@@ -279,12 +279,16 @@ func nonNil(m map[string]string) map[string]string {
 // It returns the number of actions read.
 func (t *Table) readCheckpoint(ctx context.Context, version int64) (st *state, actions int64, err error) {
 	key := t.CheckpointKey(version)
-	ra, size, err := t.store.Open(ctx, key)
+	// One read of the whole object: a Parquet reader over a ranged reader
+	// makes a read per page of each of the checkpoint's ~50 columns (a
+	// request each on S3), and a checkpoint is one Parquet file of
+	// metadata, far smaller than the table. Page indexes and bloom filters
+	// are not used.
+	data, err := t.store.Get(ctx, key)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read checkpoint %s: %w", key, err)
 	}
-	defer ra.Close()
-	f, err := parquet.OpenFile(ra, size)
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		return nil, 0, fmt.Errorf("checkpoint %s: %v: %w", key, err, ErrCorrupt)
 	}
