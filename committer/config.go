@@ -54,6 +54,13 @@ type Config struct {
 	// checkpoint of that table is written in the background (never holding
 	// up the high-water). Default 100.
 	CheckpointInterval int `yaml:"checkpoint_interval"`
+	// LogRetention is how long the JSON commits and checkpoints of a
+	// table's _delta_log are kept (Delta's delta.logRetentionDuration,
+	// whose default is the same): after each checkpoint, the log entries
+	// older than it that the newest checkpoint covers are deleted
+	// (delta.Table.CleanupLog), so time travel reaches back at least this
+	// far. Default 720h (30 days).
+	LogRetention time.Duration `yaml:"log_retention"`
 	// ProgressInterval is the least time between two commits of the
 	// progress table (each removes the previous file and adds a new one);
 	// commitInfo carries the progress of every commit regardless.
@@ -69,6 +76,10 @@ type Config struct {
 	// (see Retention).
 	Retention Retention `yaml:"retention"`
 }
+
+// DefaultLogRetention is Config.LogRetention's default: 30 days, as Delta's
+// delta.logRetentionDuration.
+const DefaultLogRetention = 30 * 24 * time.Hour
 
 // Defaults returns c with unset fields set to their defaults.
 func (c Config) Defaults() Config {
@@ -98,6 +109,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = 100
+	}
+	if c.LogRetention == 0 {
+		c.LogRetention = DefaultLogRetention
 	}
 	c.Compaction = c.Compaction.Defaults()
 	if c.ProgressInterval == 0 {
@@ -145,6 +159,9 @@ func (c Config) Validate() error {
 	}
 	if c.CheckpointInterval < 1 || c.CheckpointInterval > 1_000_000 {
 		errs = append(errs, fmt.Errorf("committer.checkpoint_interval %d: must be 1 to 1000000", c.CheckpointInterval))
+	}
+	if c.LogRetention < time.Hour {
+		errs = append(errs, fmt.Errorf("committer.log_retention %s: must be at least 1h", c.LogRetention))
 	}
 	errs = append(errs, c.Compaction.Validate(), c.Retention.Validate())
 	if c.ProgressInterval < 0 || c.ProgressInterval > 24*time.Hour {
