@@ -31,11 +31,16 @@ type Config struct {
 	// PurgeWAL purges streams.WALStream below min(high-water, oldest stored
 	// miner snapshot sequence)+1 after each advance: the miner falls back to
 	// an older snapshot when the newest is corrupt. It never purges at or
-	// above a producer's WAL floor (see FloorMaxAge). Default false.
-	PurgeWAL bool `yaml:"purge_wal"`
+	// above a producer's WAL floor (see FloorMaxAge). Default true: every
+	// frame it purges is committed and covered by every snapshot the miner
+	// may restore (docs/architecture.md, crash matrix), and without it the
+	// WAL keeps every frame ever written.
+	PurgeWAL *bool `yaml:"purge_wal"`
 	// PurgeReports purges the prefix of streams.ReportStream whose reports
-	// cover only batches at or below the high-water. Default false.
-	PurgeReports bool `yaml:"purge_reports"`
+	// cover only batches at or below the high-water. Default true: a
+	// rebuild needs only the Delta log and the reports above the
+	// high-water, and without it the stream keeps every report.
+	PurgeReports *bool `yaml:"purge_reports"`
 	// FloorMaxAge bounds how long a producer's WAL floor (streams.FloorKey)
 	// holds back the WAL purge after it was last updated: a producer that is
 	// down longer than this may, when it comes back, republish frames whose
@@ -92,6 +97,12 @@ func (c Config) Defaults() Config {
 	if c.CommitInterval == 0 {
 		c.CommitInterval = time.Second
 	}
+	if c.PurgeWAL == nil {
+		c.PurgeWAL = ptrTrue()
+	}
+	if c.PurgeReports == nil {
+		c.PurgeReports = ptrTrue()
+	}
 	if c.FloorMaxAge == 0 {
 		c.FloorMaxAge = 24 * time.Hour
 	}
@@ -119,6 +130,12 @@ func (c Config) Defaults() Config {
 	}
 	return c
 }
+
+func ptrTrue() *bool { t := true; return &t }
+
+// purgeWAL and purgeReports read the options, unset meaning the default.
+func (c Config) purgeWAL() bool     { return c.PurgeWAL == nil || *c.PurgeWAL }
+func (c Config) purgeReports() bool { return c.PurgeReports == nil || *c.PurgeReports }
 
 func defaultName() string {
 	host, err := os.Hostname()
