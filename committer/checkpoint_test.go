@@ -171,3 +171,14 @@ func TestCommitterLogCleanup(t *testing.T) {
 	}
 	e.exactlyOnce(1, 2, 3, 4, 5, 6)
 }
+
+func TestLogRetentionConfig(t *testing.T) {
+	if got := (Config{}).Defaults().LogRetention; got != 30*24*time.Hour {
+		t.Errorf("default log_retention %s, want 720h", got)
+	}
+	cfg := testConfig("c").Defaults()
+	cfg.LogRetention = 30 * time.Minute
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "committer.log_retention") {
+		t.Errorf("log_retention 30m: %v", err)
+	}
+}
