@@ -35,9 +35,14 @@ type arbiter struct {
 	// pending are accepted reports whose files are not yet in the records
 	// table, in acceptance order.
 	pending []*accepted
-	// committed holds the ids of reports whose files are in the records table
-	// (from the "quarry.report" tags and from our own commits).
-	committed map[string]bool
+	// committed holds the ids of reports whose files are in the records
+	// table: from the "quarry.report" tags when the term rebuilt its state
+	// (value 0; as many as the table's files and tombstones name), and from
+	// this term's commits (value: the report stream sequence of the last
+	// message of the report seen). The latter are forgotten once the report
+	// stream is purged past that message (purged), so a term that runs for
+	// months keeps only the reports since the purge point.
+	committed map[string]uint64
 	// paths maps "<table>/<path>" of every accepted file (committed or not)
 	// to its report id.
 	paths map[string]string
@@ -59,7 +64,7 @@ func newArbiter(hw uint64) *arbiter {
 		trackSeen: true,
 		owner:     map[uint64]string{},
 		next:      map[uint64]uint64{},
-		committed: map[string]bool{},
+		committed: map[string]uint64{},
 		paths:     map[string]string{},
 		verdicts:  map[string]streams.Verdict{},
 		maxSeqOf:  map[string]uint64{},
@@ -73,7 +78,7 @@ func (a *arbiter) loadCommitted(table, filePath, reportID string, seqs []uint64)
 	if reportID == "" {
 		return
 	}
-	a.committed[reportID] = true
+	a.markCommitted(reportID)
 	for _, s := range seqs {
 		if s > a.hw {
 			a.owner[s] = reportID
@@ -104,7 +109,7 @@ func (a *arbiter) decide(r *streams.Report) decision {
 	if v, ok := a.verdicts[r.ID]; ok {
 		return decision{verdict: v, final: true, known: true}
 	}
-	if a.committed[r.ID] {
+	if _, ok := a.committed[r.ID]; ok {
 		return decision{verdict: streams.Verdict{ReportID: r.ID, Accepted: true}, final: true}
 	}
 	var reasons []string
@@ -183,7 +188,10 @@ func (a *arbiter) apply(r *streams.Report, streamSeq uint64, v streams.Verdict) 
 		a.maxSeqOf[r.ID] = maxSeq
 		return nil
 	}
-	committed := a.committed[r.ID]
+	at, committed := a.committed[r.ID]
+	if committed && at != 0 {
+		a.committed[r.ID] = max(at, streamSeq) // a later copy of the report
+	}
 	if !committed {
 		var bad []uint64
 		for _, b := range r.Batches {
@@ -250,13 +258,40 @@ func (a *arbiter) purgeBefore() uint64 {
 	return a.seen[i-1].streamSeq + 1
 }
 
-// purged forgets processed messages below streamSeq.
+// purged forgets processed messages below streamSeq, and the reports this
+// term committed whose messages all lay below it (with their files' paths):
+// the stream no longer holds them. A copy of such a report published later
+// (an encoder's publish retry whose first attempt had landed) finds its
+// verdict stored and is dead-lettered if it conflicts; its files stay
+// committed.
 func (a *arbiter) purged(streamSeq uint64) {
 	i := 0
 	for i < len(a.seen) && a.seen[i].streamSeq < streamSeq {
 		i++
 	}
 	a.seen = slices.Delete(a.seen, 0, i)
+	dropped := map[string]bool{}
+	for id, at := range a.committed {
+		if at != 0 && at < streamSeq {
+			delete(a.committed, id)
+			dropped[id] = true
+		}
+	}
+	if len(dropped) == 0 {
+		return
+	}
+	for p, id := range a.paths {
+		if dropped[id] {
+			delete(a.paths, p)
+		}
+	}
+}
+
+// markCommitted records a report found committed in the Delta log.
+func (a *arbiter) markCommitted(id string) {
+	if _, ok := a.committed[id]; !ok {
+		a.committed[id] = 0
+	}
 }
 
 // advance follows the chain of accepted batches from the high-water and
@@ -301,7 +336,7 @@ func (a *arbiter) committedUpTo(w uint64, reps []*accepted) {
 	done := map[string]bool{}
 	for _, r := range reps {
 		done[r.id] = true
-		a.committed[r.id] = true
+		a.committed[r.id] = max(a.committed[r.id], r.streamSeq)
 		delete(a.verdicts, r.id)
 		delete(a.maxSeqOf, r.id)
 	}

@@ -252,3 +252,40 @@ func FuzzParseSeqs(f *testing.F) {
 		}
 	})
 }
+
+// TestArbiterForgetsPurgedCommits: a report this term committed is
+// remembered (a copy of it is accepted) while the report stream holds its
+// message, and forgotten with its file paths once the stream is purged past
+// it; reports found committed in the Delta log at rebuild stay.
+func TestArbiterForgetsPurgedCommits(t *testing.T) {
+	a := newArbiter(0)
+	a.loadCommitted(streams.TableRecords, "old.parquet", "r0", nil)
+	r1 := rep("r1", 1, 0)
+	r1.Files = []streams.FileInfo{{Table: streams.TableRecords, Path: "f1.parquet"}}
+	if err := a.apply(r1, 10, streams.Verdict{ReportID: "r1", Accepted: true}); err != nil {
+		t.Fatal(err)
+	}
+	a.track(10, 1)
+	a.committedUpTo(a.advance(), a.commitSet())
+	if d := a.decide(r1); !d.verdict.Accepted {
+		t.Fatalf("a copy of a committed report before the purge: %+v", d.verdict)
+	}
+	// A copy at stream sequence 12 moves the report's last message on.
+	if err := a.apply(r1, 12, streams.Verdict{ReportID: "r1", Accepted: true}); err != nil {
+		t.Fatal(err)
+	}
+	a.purged(11)
+	if _, ok := a.committed["r1"]; !ok {
+		t.Fatal("r1 forgotten while its copy at 12 is above the purge point 11")
+	}
+	a.purged(13)
+	if _, ok := a.committed["r1"]; ok {
+		t.Fatal("r1 remembered after the stream was purged past every message of it")
+	}
+	if _, ok := a.paths[streams.TableRecords+"/f1.parquet"]; ok {
+		t.Fatal("the path of a forgotten report is still held")
+	}
+	if _, ok := a.committed["r0"]; !ok {
+		t.Fatal("a report the Delta log names was forgotten")
+	}
+}

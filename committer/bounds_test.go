@@ -30,8 +30,8 @@ import (
 // The default run is 1,000 commits (checked at half and at the end: the
 // bound does not move); QUARRY_BOUNDS_COMMITS=604800 is a week at the
 // default commit interval (about an hour). The miner's snapshot object store
-// is outside the bound: each deleted snapshot leaves a delete marker under
-// its unique name (see docs/architecture.md), so it is only logged.
+// is bounded too: the miner drops the delete marker each deleted snapshot
+// leaves under its unique name (streams.DropSnapshotDeleteMarkers).
 func TestNATSStateBoundedOverAWeek(t *testing.T) {
 	commits := 1000
 	if s := os.Getenv("QUARRY_BOUNDS_COMMITS"); s != "" {
@@ -52,9 +52,8 @@ func TestNATSStateBoundedOverAWeek(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := testConfig("bounds")
-	cfg.PurgeReports, cfg.PurgeWAL = true, true
-	c, err := New(cfg, Deps{JS: js, Store: store})
+	// The defaults: purge_reports and purge_wal are on unless turned off.
+	c, err := New(testConfig("bounds"), Deps{JS: js, Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +84,8 @@ func TestNATSStateBoundedOverAWeek(t *testing.T) {
 		streams.ProgressStream:         {16 * sources, 16 * sources << 10},
 		"KV_" + streams.StateBucket:    {2, 2 << 10},
 		"KV_" + streams.ProgressBucket: {sources, sources << 10},
+		// Two kept snapshots of one chunk and one meta message each.
+		"OBJ_" + streams.SnapshotBucket: {4, 4 << 10},
 	}
 	check := func(at int) {
 		t.Helper()
@@ -109,7 +110,9 @@ func TestNATSStateBoundedOverAWeek(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := streams.Report{ID: fmt.Sprintf("e1.%d", i), Encoder: "e1", Batches: []streams.BatchRef{{Seq: frame.Sequence, Prev: i - 1, Records: 1}}}
+		r := streams.Report{ID: fmt.Sprintf("e1.%d", i), Encoder: "e1", Batches: []streams.BatchRef{{Seq: frame.Sequence, Prev: i - 1, Records: 1}},
+			Files: []streams.FileInfo{{Table: streams.TableRecords, Path: fmt.Sprintf("tenant=acme/date=2026-01-01/part-%d.parquet", i), Size: 1,
+				PartitionValues: map[string]string{"tenant": "acme", "date": "2026-01-01"}}}}
 		b, _ := json.Marshal(r)
 		msg := nats.NewMsg(streams.ReportSubject("e1"))
 		msg.Header.Set(streams.HeaderMsgID, r.ID)
@@ -132,6 +135,9 @@ func TestNATSStateBoundedOverAWeek(t *testing.T) {
 			}
 			if snaps = append(snaps, i); len(snaps) > 2 {
 				if err := obs.Delete(ctx, streams.SnapshotName(snaps[0])); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := streams.DropSnapshotDeleteMarkers(ctx, js); err != nil { // as the miner does
 					t.Fatal(err)
 				}
 				snaps = snaps[1:]
@@ -162,6 +168,11 @@ func TestNATSStateBoundedOverAWeek(t *testing.T) {
 	}
 	if n := len(ts.arb.seen); n > 2 {
 		t.Errorf("the arbiter keeps %d processed report messages, want at most 2", n)
+	}
+	// The term's memory of committed reports (and their files) ends at the
+	// purge point of the report stream.
+	if n, p := len(ts.arb.committed), len(ts.arb.paths); n > 2 || p > 2 {
+		t.Errorf("the arbiter keeps %d committed reports and %d file paths after %d commits, want at most 2 each", n, p, commits)
 	}
 	vs, err := js.KeyValue(ctx, streams.VerdictsBucket)
 	if err != nil {

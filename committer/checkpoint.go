@@ -81,4 +81,26 @@ func (cp *checkpointer) write(ctx context.Context, t *delta.Table) {
 	c.m.checkpointVersion.WithLabelValues(t.Root()).Set(float64(v))
 	c.m.checkpointTime.Observe(time.Since(start).Seconds())
 	c.log.Info("checkpoint written", "table", t.Root(), "version", v, "took", time.Since(start).Round(time.Millisecond))
+	cp.cleanup(ctx, t)
+}
+
+// cleanup deletes the log entries of t older than the log retention that
+// its checkpoints cover. A failure is logged and counted; the next
+// checkpoint tries again.
+func (cp *checkpointer) cleanup(ctx context.Context, t *delta.Table) {
+	c := cp.c
+	cctx, cancel := context.WithTimeout(ctx, 6*c.cfg.OpTimeout)
+	res, err := t.CleanupLog(cctx, time.Now().Add(-c.cfg.LogRetention))
+	cancel()
+	c.m.logVersions.WithLabelValues(t.Root()).Add(float64(res.Versions))
+	if err != nil {
+		if ctx.Err() == nil {
+			c.m.logCleanupErrors.WithLabelValues(t.Root()).Inc()
+			c.log.Warn("log cleanup failed, retrying after the next checkpoint", "table", t.Root(), "err", err)
+		}
+		return
+	}
+	if res.Versions > 0 {
+		c.log.Info("log cleaned up", "table", t.Root(), "versions_deleted", res.Versions, "log_start", res.Start)
+	}
 }

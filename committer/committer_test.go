@@ -486,7 +486,12 @@ func TestVerdictReplayDeterministic(t *testing.T) {
 		e.encode("p.4", batch{4, 2}, batch{5, 4}),
 		e.encode("p.5", batch{4, 2}),
 	}
-	a := e.start(testConfig("a"), nil)
+	// The report stream must still hold the committed reports for the
+	// second committer to judge them again: no purge.
+	off := false
+	cfgA, cfgB := testConfig("a"), testConfig("b")
+	cfgA.PurgeReports, cfgB.PurgeReports = &off, &off
+	a := e.start(cfgA, nil)
 	want := map[string]streams.Verdict{}
 	for _, r := range reps {
 		e.publish(r)
@@ -499,7 +504,7 @@ func TestVerdictReplayDeterministic(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b := e.start(testConfig("b"), nil)
+	b := e.start(cfgB, nil)
 	for _, r := range reps {
 		got := e.verdict(r.ID)
 		// committed seqs now come from the Delta log: rejected reports may
@@ -601,8 +606,7 @@ func TestPurge(t *testing.T) {
 	if _, err := obs.PutBytes(ctx, streams.SnapshotName(3), []byte("snap")); err != nil {
 		t.Fatal(err)
 	}
-	cfg := testConfig("a")
-	cfg.PurgeWAL, cfg.PurgeReports = true, true
+	cfg := testConfig("a") // purge_wal and purge_reports on by default
 	e.publish(e.encode("w.1", chain(1, 2)...))
 	e.publish(e.encode("w.2", batch{3, 2}, batch{4, 3}))
 	e.publish(e.encode("w.3", batch{6, 5})) // waits for 5
@@ -763,6 +767,13 @@ func TestMetrics(t *testing.T) {
 	e.publish(e.encode("m.1", chain(1, 2)...))
 	e.publish(e.encode("m.2", batch{2, 1}))
 	e.waitHW(c, 2)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("hw %v commits %v accepted %v rejected %v lease %v pending %v", testutil.ToFloat64(c.m.highWater), testutil.ToFloat64(c.m.commits),
+				testutil.ToFloat64(c.m.reports.WithLabelValues("accepted")), testutil.ToFloat64(c.m.reports.WithLabelValues("rejected")),
+				testutil.ToFloat64(c.m.leaseHeld), testutil.ToFloat64(c.m.pending))
+		}
+	})
 	eventually(t, 30*time.Second, "metrics", func() bool {
 		return testutil.ToFloat64(c.m.highWater) == 2 && testutil.ToFloat64(c.m.commits) >= 1 &&
 			testutil.ToFloat64(c.m.reports.WithLabelValues("accepted")) == 1 &&

@@ -48,11 +48,11 @@ func reportsOf(f delta.Add) []string {
 func loadRemoved(arb *arbiter, snap *delta.Snapshot) {
 	mark := func(tags map[string]string) {
 		if id := tags[TagReport]; id != "" {
-			arb.committed[id] = true
+			arb.markCommitted(id)
 		}
 		for _, id := range strings.Split(tags[TagReports], ",") {
 			if id != "" {
-				arb.committed[id] = true
+				arb.markCommitted(id)
 			}
 		}
 	}

@@ -31,11 +31,16 @@ type Config struct {
 	// PurgeWAL purges streams.WALStream below min(high-water, oldest stored
 	// miner snapshot sequence)+1 after each advance: the miner falls back to
 	// an older snapshot when the newest is corrupt. It never purges at or
-	// above a producer's WAL floor (see FloorMaxAge). Default false.
-	PurgeWAL bool `yaml:"purge_wal"`
+	// above a producer's WAL floor (see FloorMaxAge). Default true: every
+	// frame it purges is committed and covered by every snapshot the miner
+	// may restore (docs/architecture.md, crash matrix), and without it the
+	// WAL keeps every frame ever written.
+	PurgeWAL *bool `yaml:"purge_wal"`
 	// PurgeReports purges the prefix of streams.ReportStream whose reports
-	// cover only batches at or below the high-water. Default false.
-	PurgeReports bool `yaml:"purge_reports"`
+	// cover only batches at or below the high-water. Default true: a
+	// rebuild needs only the Delta log and the reports above the
+	// high-water, and without it the stream keeps every report.
+	PurgeReports *bool `yaml:"purge_reports"`
 	// FloorMaxAge bounds how long a producer's WAL floor (streams.FloorKey)
 	// holds back the WAL purge after it was last updated: a producer that is
 	// down longer than this may, when it comes back, republish frames whose
@@ -54,6 +59,13 @@ type Config struct {
 	// checkpoint of that table is written in the background (never holding
 	// up the high-water). Default 100.
 	CheckpointInterval int `yaml:"checkpoint_interval"`
+	// LogRetention is how long the JSON commits and checkpoints of a
+	// table's _delta_log are kept (Delta's delta.logRetentionDuration,
+	// whose default is the same): after each checkpoint, the log entries
+	// older than it that the newest checkpoint covers are deleted
+	// (delta.Table.CleanupLog), so time travel reaches back at least this
+	// far. Default 720h (30 days).
+	LogRetention time.Duration `yaml:"log_retention"`
 	// ProgressInterval is the least time between two commits of the
 	// progress table (each removes the previous file and adds a new one);
 	// commitInfo carries the progress of every commit regardless.
@@ -70,6 +82,10 @@ type Config struct {
 	Retention Retention `yaml:"retention"`
 }
 
+// DefaultLogRetention is Config.LogRetention's default: 30 days, as Delta's
+// delta.logRetentionDuration.
+const DefaultLogRetention = 30 * 24 * time.Hour
+
 // Defaults returns c with unset fields set to their defaults.
 func (c Config) Defaults() Config {
 	if c.Name == "" {
@@ -80,6 +96,12 @@ func (c Config) Defaults() Config {
 	}
 	if c.CommitInterval == 0 {
 		c.CommitInterval = time.Second
+	}
+	if c.PurgeWAL == nil {
+		c.PurgeWAL = ptrTrue()
+	}
+	if c.PurgeReports == nil {
+		c.PurgeReports = ptrTrue()
 	}
 	if c.FloorMaxAge == 0 {
 		c.FloorMaxAge = 24 * time.Hour
@@ -99,12 +121,21 @@ func (c Config) Defaults() Config {
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = 100
 	}
+	if c.LogRetention == 0 {
+		c.LogRetention = DefaultLogRetention
+	}
 	c.Compaction = c.Compaction.Defaults()
 	if c.ProgressInterval == 0 {
 		c.ProgressInterval = time.Minute
 	}
 	return c
 }
+
+func ptrTrue() *bool { t := true; return &t }
+
+// purgeWAL and purgeReports read the options, unset meaning the default.
+func (c Config) purgeWAL() bool     { return c.PurgeWAL == nil || *c.PurgeWAL }
+func (c Config) purgeReports() bool { return c.PurgeReports == nil || *c.PurgeReports }
 
 func defaultName() string {
 	host, err := os.Hostname()
@@ -145,6 +176,9 @@ func (c Config) Validate() error {
 	}
 	if c.CheckpointInterval < 1 || c.CheckpointInterval > 1_000_000 {
 		errs = append(errs, fmt.Errorf("committer.checkpoint_interval %d: must be 1 to 1000000", c.CheckpointInterval))
+	}
+	if c.LogRetention < time.Hour {
+		errs = append(errs, fmt.Errorf("committer.log_retention %s: must be at least 1h", c.LogRetention))
 	}
 	errs = append(errs, c.Compaction.Validate(), c.Retention.Validate())
 	if c.ProgressInterval < 0 || c.ProgressInterval > 24*time.Hour {

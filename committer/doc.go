@@ -74,8 +74,8 @@
 // lease_revision}) and txn(quarry, W'). Accepted reports whose batches lie
 // beyond W' are committed too (their seqs are then committed above W,
 // recorded by the tags). After the records commit the high-water is written
-// to streams.KeyHighWater (only upwards), then the streams are optionally
-// purged: the WAL below min(W', oldest retained miner snapshot)+1 (PurgeWAL; the
+// to streams.KeyHighWater (only upwards), then the streams are purged
+// (both on by default): the WAL below min(W', oldest retained miner snapshot)+1 (PurgeWAL; the
 // miner may fall back to any retained snapshot when a newer one is corrupt), the
 // report stream's prefix of reports at or below W' (PurgeReports; later
 // reports and all verdicts stay, so a rebuild reaches the same state).

@@ -442,7 +442,7 @@ func TestCompactionKeepsRows(t *testing.T) {
 	arb := newArbiter(uint64(snap.Txns[AppID]))
 	loadRemoved(arb, snap)
 	for i := 1; i <= 12; i++ {
-		if !arb.committed[fmt.Sprintf("r%d", i)] {
+		if _, ok := arb.committed[fmt.Sprintf("r%d", i)]; !ok {
 			t.Fatalf("report r%d not known as committed after compaction", i)
 		}
 	}

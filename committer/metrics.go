@@ -20,6 +20,8 @@ type metrics struct {
 	checkpoints       *prometheus.CounterVec
 	checkpointVersion *prometheus.GaugeVec
 	checkpointTime    prometheus.Histogram
+	logVersions       *prometheus.CounterVec
+	logCleanupErrors  *prometheus.CounterVec
 
 	maintFiles  *prometheus.CounterVec
 	maintPasses *prometheus.CounterVec
@@ -49,13 +51,17 @@ func newMetrics(reg prometheus.Registerer, extra ...prometheus.Collector) (*metr
 		checkpointTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "quarry_committer_checkpoint_seconds",
 			Help:    "Time to write one Delta checkpoint and _last_checkpoint.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
+		logVersions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_committer_log_versions_deleted_total",
+			Help: "Delta log versions (JSON commit and checkpoint) deleted by the log cleanup, by table."}, []string{"table"}),
+		logCleanupErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_committer_log_cleanup_errors_total",
+			Help: "Log cleanups that failed (retried after the next checkpoint), by table."}, []string{"table"}),
 		maintFiles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_committer_maintenance_files_total",
 			Help: "Records files removed by compaction (compacted) or retention (expired), and written by compaction (written)."}, []string{"op"}),
 		maintPasses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_committer_maintenance_passes_total",
 			Help: "Background retention and compaction passes, by result (ok, error, skipped: a partition could not be rewritten)."}, []string{"result"}),
 	}
 	cs := append([]prometheus.Collector{m.highWater, m.commits, m.reports, m.commitTime, m.leaseHeld, m.pending, m.deadLetters,
-		m.checkpoints, m.checkpointVersion, m.checkpointTime, m.maintFiles, m.maintPasses}, extra...)
+		m.checkpoints, m.checkpointVersion, m.checkpointTime, m.logVersions, m.logCleanupErrors, m.maintFiles, m.maintPasses}, extra...)
 	if err := promutil.RegisterUnique(reg, cs...); err != nil {
 		return nil, fmt.Errorf("register committer metrics: %w", err)
 	}

@@ -104,7 +104,7 @@ func (ps *progressState) advance(hw uint64, v int64) bool {
 			continue
 		}
 		ps.done[src] = lake.ProgressRow{
-			Source: src, FinalizedUntil: f.p.FinalizedUntil.UTC(),
+			Source: src, Tenant: f.p.Tenant, FinalizedUntil: f.p.FinalizedUntil.UTC(),
 			WALSeq: int64(f.walSeq), HighWater: int64(hw), Version: v,
 		}
 		changed = true
@@ -117,8 +117,15 @@ func (ps *progressState) advance(hw uint64, v int64) bool {
 // source, the finalized_until it reaches with that commit.
 func (ps *progressState) info(hw uint64) map[string]any {
 	out := map[string]any{}
+	entry := func(tenant string, until time.Time, walSeq int64) map[string]any {
+		e := map[string]any{"finalized_until": until.UTC().Format(time.RFC3339Nano), "wal_seq": walSeq}
+		if tenant != "" {
+			e["tenant"] = tenant
+		}
+		return e
+	}
 	for src, r := range ps.done {
-		out[src] = map[string]any{"finalized_until": r.FinalizedUntil.Format(time.RFC3339Nano), "wal_seq": r.WALSeq}
+		out[src] = entry(r.Tenant, r.FinalizedUntil, r.WALSeq)
 	}
 	for src := range ps.pending {
 		f, ok := ps.covered(src, hw)
@@ -128,7 +135,7 @@ func (ps *progressState) info(hw uint64) map[string]any {
 		if r, have := ps.done[src]; have && !f.p.FinalizedUntil.After(r.FinalizedUntil) {
 			continue
 		}
-		out[src] = map[string]any{"finalized_until": f.p.FinalizedUntil.UTC().Format(time.RFC3339Nano), "wal_seq": f.walSeq}
+		out[src] = entry(f.p.Tenant, f.p.FinalizedUntil, int64(f.walSeq))
 	}
 	return out
 }

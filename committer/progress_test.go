@@ -3,6 +3,7 @@ package committer
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,8 +100,13 @@ func TestProgressWaitsForTheHighWater(t *testing.T) {
 		t.Fatal(err)
 	}
 	fin := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	b, _ := json.Marshal(streams.Progress{Source: "s1", Kind: "lines", FinalizedUntil: fin, UpdatedAt: fin})
+	b, _ := json.Marshal(streams.Progress{Source: "s1", Tenant: "acme", Kind: "lines", FinalizedUntil: fin, UpdatedAt: fin})
 	if _, err := pkv.Put(ctx, "s1", b); err != nil {
+		t.Fatal(err)
+	}
+	// A progress/1 fact, from a producer before tenants: no tenant.
+	old := `{"source":"s2","kind":"lines","rows":1,"frames":1,"finalized_until":"2026-11-30T11:00:00Z","updated_at":"2026-11-30T11:00:00Z"}`
+	if _, err := pkv.Put(ctx, "s2", []byte(old)); err != nil {
 		t.Fatal(err)
 	}
 	cfg := testConfig("c1")
@@ -111,8 +117,8 @@ func TestProgressWaitsForTheHighWater(t *testing.T) {
 	e.publish(e.encode("r1", chain(1, 2)...))
 	e.waitHW(r.c, 2)
 	eventually(t, 10*time.Second, "records commit at high-water 2", func() bool { return e.table(lake.RecordsTable).txn == 2 })
-	if p := e.lastCommitInfoProgress(); p["s1"] != nil {
-		t.Fatalf("commitInfo at high-water 2 shows s1 %v; its fact needs WAL seq 3", p["s1"])
+	if p := e.lastCommitInfoProgress(); p["s1"] != nil || p["s2"] != nil {
+		t.Fatalf("commitInfo at high-water 2 shows %v; the facts need WAL seq 3", p)
 	}
 	rows, v, err := lk.Progress(ctx)
 	if err != nil || v < 0 {
@@ -124,18 +130,25 @@ func TestProgressWaitsForTheHighWater(t *testing.T) {
 
 	e.publish(e.encode("r2", batch{3, 2}))
 	e.waitHW(r.c, 3)
-	eventually(t, 10*time.Second, "progress row of s1", func() bool {
+	eventually(t, 10*time.Second, "progress rows of s1 and s2", func() bool {
 		rows, _, err = lk.Progress(ctx)
-		return err == nil && len(rows) == 1
+		return err == nil && len(rows) == 2
 	})
+	slices.SortFunc(rows, func(a, b lake.ProgressRow) int { return strings.Compare(a.Source, b.Source) })
 	got := rows[0]
-	if got.Source != "s1" || !got.FinalizedUntil.Equal(fin) || got.WALSeq != 3 || got.HighWater != 3 || got.Version < 1 {
+	if got.Source != "s1" || got.Tenant != "acme" || !got.FinalizedUntil.Equal(fin) || got.WALSeq != 3 || got.HighWater != 3 || got.Version < 1 {
 		t.Fatalf("progress row %+v", got)
+	}
+	if rows[1].Source != "s2" || rows[1].Tenant != "" || rows[1].FinalizedUntil.IsZero() {
+		t.Fatalf("progress row of the progress/1 fact %+v", rows[1])
 	}
 	p := e.lastCommitInfoProgress()
 	s1, _ := p["s1"].(map[string]any)
-	if s1["finalized_until"] != fin.Format(time.RFC3339Nano) {
+	if s1["finalized_until"] != fin.Format(time.RFC3339Nano) || s1["tenant"] != "acme" {
 		t.Fatalf("commitInfo at high-water 3: progress %v", p)
+	}
+	if s2, _ := p["s2"].(map[string]any); s2 == nil || s2["tenant"] != nil {
+		t.Fatalf("commitInfo at high-water 3: progress of the progress/1 fact %v", p["s2"])
 	}
 	if err := delta.ValidateLog(ctx, e.local, lake.ProgressTable); err != nil {
 		t.Fatal(err)

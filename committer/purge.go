@@ -15,7 +15,7 @@ import (
 // purge trims the WAL and the report stream after an advance, as configured.
 // Failures are logged: the next advance tries again.
 func (c *Committer) purge(ctx context.Context, ts *termState) {
-	if c.cfg.PurgeReports {
+	if c.cfg.purgeReports() {
 		if below := ts.arb.purgeBefore(); below > 0 {
 			cctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 			err := c.purgeStream(cctx, streams.ReportStream, below)
@@ -27,7 +27,7 @@ func (c *Committer) purge(ctx context.Context, ts *termState) {
 			}
 		}
 	}
-	if c.cfg.PurgeWAL {
+	if c.cfg.purgeWAL() {
 		cctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 		defer cancel()
 		snap, err := oldestSnapshot(cctx, c.js)

@@ -32,7 +32,7 @@ func TestPurgeWALKeepsOldestSnapshotRestorable(t *testing.T) {
 		}
 	}
 	cfg := testConfig("a")
-	cfg.PurgeWAL = true
+	// PurgeWAL is on by default.
 	e.publish(e.encode("w.1", chain(1, 2, 3, 4, 5, 6)...))
 	a := e.start(cfg, nil)
 	e.waitHW(a.c, 6)
@@ -87,7 +87,7 @@ func TestPurgeWALKeepsProducerFloor(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := testConfig("a")
-			cfg.PurgeWAL = true
+			// PurgeWAL is on by default.
 			cfg.FloorMaxAge = tt.maxAge
 			e.publish(e.encode("w.1", chain(1, 2, 3, 4, 5, 6)...))
 			a := e.start(cfg, nil)
@@ -129,4 +129,17 @@ func walFirstSeq(t *testing.T, e *env) uint64 {
 		t.Fatal(err)
 	}
 	return info.State.FirstSeq
+}
+
+// TestPurgeDefaults: both purges are on unless the config turns them off.
+func TestPurgeDefaults(t *testing.T) {
+	d := Config{}.Defaults()
+	if !d.purgeWAL() || !d.purgeReports() || d.PurgeWAL == nil || !*d.PurgeWAL || d.PurgeReports == nil || !*d.PurgeReports {
+		t.Fatalf("defaults: purge_wal %v, purge_reports %v; want both on", d.PurgeWAL, d.PurgeReports)
+	}
+	off := false
+	d = Config{PurgeWAL: &off, PurgeReports: &off}.Defaults()
+	if d.purgeWAL() || d.purgeReports() {
+		t.Fatal("purge_wal: false and purge_reports: false were overridden by the defaults")
+	}
 }

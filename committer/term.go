@@ -342,7 +342,7 @@ func (c *Committer) rebuild(ctx context.Context, ts *termState) error {
 	}
 	hw := uint64(max(rec.txn, 0))
 	arb := newArbiter(hw)
-	arb.trackSeen = c.cfg.PurgeReports
+	arb.trackSeen = c.cfg.purgeReports()
 	for _, f := range recSnap.Files {
 		seqs, err := parseSeqs(f.Tags[TagSeqs])
 		if err != nil {

@@ -861,3 +861,61 @@ func TestTemplateKindsAndTSSource(t *testing.T) {
 		t.Fatal("no template defined")
 	}
 }
+
+// TestSnapshotDeleteMarkersDropped: the snapshots the miner deletes leave
+// no delete markers behind, so the snapshot bucket holds the kept
+// snapshots only, however many were taken.
+func TestSnapshotDeleteMarkersDropped(t *testing.T) {
+	frames := corpus(3, 400)
+	e := newEnv(t)
+	cfg := testConfig()
+	cfg.SnapshotEvery = 5
+	cfg.SnapshotKeep = 2
+	r := startMiner(t, e.js, cfg)
+	// One frame at a time until six snapshots were seen (each written
+	// after SnapshotEvery frames; one that fails is written again later).
+	seen, next := map[string]bool{}, 0
+	waitFor(t, 120*time.Second, "six snapshots", func() bool {
+		if next < len(frames) {
+			publishFrames(t, e.js, frames[next:next+1])
+			next++
+		}
+		for _, n := range snapshotList(t, e.js) {
+			seen[n] = true
+		}
+		return len(seen) >= 6
+	})
+	obs, err := e.js.ObjectStore(ctxT(t), streams.SnapshotBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.js.Stream(ctxT(t), "OBJ_"+streams.SnapshotBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each snapshot is a chunk and a meta message: once the last write is
+	// done, only the kept ones remain, and no marker of a deleted one.
+	var state string
+	waitFor(t, 30*time.Second, "the bucket down to the kept snapshots", func() bool {
+		all, err := obs.List(ctxT(t), jetstream.ListObjectsShowDeleted())
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		markers := 0
+		for _, o := range all {
+			if o.Deleted {
+				markers++
+			}
+		}
+		state = fmt.Sprintf("%d objects (%d delete markers), %d messages of %d written", len(all), markers, info.State.Msgs, info.State.LastSeq)
+		return markers == 0 && len(all) <= cfg.SnapshotKeep && info.State.Msgs <= 2*uint64(cfg.SnapshotKeep)
+	})
+	t.Log(state)
+	if err := r.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -182,6 +182,12 @@ func (r *runner) writeSnapshot(ctx context.Context, job snapJob) {
 		r.log.Error("write snapshot", "wal_seq", job.seq, "err", err)
 		return
 	}
+	// The old snapshots just deleted (and any a crash left behind) leave
+	// delete markers under their unique names: drop them, so the bucket
+	// holds only the snapshots kept.
+	if _, err := streams.DropSnapshotDeleteMarkers(ctx, r.js); err != nil {
+		r.log.Warn("drop snapshot delete markers", "err", err)
+	}
 	r.metrics.snapshotSeconds.Observe(time.Since(start).Seconds())
 	crashpoint.Hit("miner.after-snapshot")
 	r.lastSnap.Store(job.seq)

@@ -141,7 +141,7 @@ func (l *Lines) floor() uint64 {
 
 func (l *Lines) publishProgress(ctx context.Context) {
 	p := streams.Progress{
-		Source: l.source, Kind: "lines", Offset: l.acked.Load(),
+		Source: l.source, Tenant: l.cfg.Tenant, Kind: "lines", Offset: l.acked.Load(),
 		Rows: l.nLines.Load(), Frames: l.nFrames.Load(), UpdatedAt: time.Now().UTC(),
 	}
 	if ts := l.finalized.Load(); ts > 0 {

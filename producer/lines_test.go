@@ -288,7 +288,7 @@ func TestEveryLineOnceInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := streams.DecodeProgress(e.Value())
-	if err != nil || p.Rows != 20000 || p.Kind != "lines" || p.Offset != st.Position || p.FinalizedUntil.IsZero() {
+	if err != nil || p.Rows != 20000 || p.Kind != "lines" || p.Tenant != "acme" || p.Offset != st.Position || p.FinalizedUntil.IsZero() {
 		t.Fatalf("progress %+v, %v", p, err)
 	}
 }

@@ -80,13 +80,15 @@ type TemplateEvent struct {
 	WALSeq   uint64 `json:"wal_seq"`
 }
 
-// Progress is a source's progress fact (format "progress/1", JSON),
-// published on ProgressSubject(Source) and kept in ProgressBucket.
-// FinalizedUntil is the commit time up to which the source is complete in
-// the WAL: a reader knows a period is complete when it is final in every
-// source.
+// Progress is a source's progress fact (format "progress/2", JSON; a
+// "progress/1" fact is the same without Tenant), published on
+// ProgressSubject(Source) and kept in ProgressBucket. FinalizedUntil is the
+// commit time up to which the source is complete in the WAL: a reader knows
+// a period is complete when it is final in every source. Tenant is the
+// tenant of every frame the source writes ("" in a progress/1 fact).
 type Progress struct {
 	Source          string    `json:"source"`
+	Tenant          string    `json:"tenant,omitempty"`
 	Kind            string    `json:"kind"` // "lines" or "mssql"
 	CaptureInstance string    `json:"capture_instance,omitempty"`
 	LastLSN         string    `json:"last_lsn,omitempty"`
@@ -160,7 +162,7 @@ func DecodeTemplateEvent(b []byte) (*TemplateEvent, error) {
 	return e, nil
 }
 
-// DecodeProgress decodes a "progress/1" payload.
+// DecodeProgress decodes a "progress/2" or "progress/1" payload.
 func DecodeProgress(b []byte) (*Progress, error) {
 	p, err := decodeJSON[Progress](b, "progress")
 	if err != nil {

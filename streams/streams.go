@@ -113,7 +113,7 @@ const (
 	FormatReport   = "report/1"
 	FormatVerdict  = "verdict/1"
 	FormatTemplate = "template/1"
-	FormatProgress = "progress/1"
+	FormatProgress = "progress/2"
 	FormatRaw      = "raw"
 )
 

@@ -215,3 +215,19 @@ func TestDecodeTemplateEventKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeProgressVersions: a progress/2 fact carries its tenant; a
+// progress/1 fact (no tenant field) still decodes, with no tenant.
+func TestDecodeProgressVersions(t *testing.T) {
+	p, err := streams.DecodeProgress([]byte(`{"source":"s","tenant":"acme","kind":"lines","rows":1,"frames":1,"finalized_until":"2026-11-30T11:00:00Z","updated_at":"2026-11-30T11:00:00Z"}`))
+	if err != nil || p.Tenant != "acme" || p.Source != "s" {
+		t.Fatalf("progress/2: %+v, %v", p, err)
+	}
+	p, err = streams.DecodeProgress([]byte(`{"source":"s","kind":"lines","rows":1,"frames":1,"finalized_until":"2026-11-30T11:00:00Z","updated_at":"2026-11-30T11:00:00Z"}`))
+	if err != nil || p.Tenant != "" || p.FinalizedUntil.IsZero() {
+		t.Fatalf("progress/1: %+v, %v", p, err)
+	}
+	if streams.FormatProgress != "progress/2" {
+		t.Fatalf("FormatProgress %q", streams.FormatProgress)
+	}
+}

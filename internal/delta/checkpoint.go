@@ -215,7 +215,12 @@ func (t *Table) checkpoint(ctx context.Context, snap *Snapshot) (int64, error) {
 		rows = append(rows, cpRow{Remove: rm})
 	}
 	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[cpRow](&buf, parquet.Compression(&parquet.Zstd))
+	w := parquet.NewGenericWriter[cpRow](&buf, parquet.Compression(&parquet.Zstd),
+		// No min/max of the long strings (the schema, the stats JSON, the
+		// paths): no reader prunes a checkpoint by them, and the schema's
+		// bounds alone tripled its size and its read time.
+		parquet.SkipPageBounds("metaData", "schemaString"), parquet.SkipPageBounds("add", "stats"),
+		parquet.SkipPageBounds("add", "path"), parquet.SkipPageBounds("remove", "path"))
 	if _, err := w.Write(rows); err != nil {
 		return -1, fmt.Errorf("checkpoint %s version %d: %w", t.root, snap.Version, err)
 	}
@@ -279,12 +284,16 @@ func nonNil(m map[string]string) map[string]string {
 // It returns the number of actions read.
 func (t *Table) readCheckpoint(ctx context.Context, version int64) (st *state, actions int64, err error) {
 	key := t.CheckpointKey(version)
-	ra, size, err := t.store.Open(ctx, key)
+	// One read of the whole object: a Parquet reader over a ranged reader
+	// makes a read per page of each of the checkpoint's ~50 columns (a
+	// request each on S3), and a checkpoint is one Parquet file of
+	// metadata, far smaller than the table. Page indexes and bloom filters
+	// are not used.
+	data, err := t.store.Get(ctx, key)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read checkpoint %s: %w", key, err)
 	}
-	defer ra.Close()
-	f, err := parquet.OpenFile(ra, size)
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
 		return nil, 0, fmt.Errorf("checkpoint %s: %v: %w", key, err, ErrCorrupt)
 	}
@@ -293,27 +302,24 @@ func (t *Table) readCheckpoint(ctx context.Context, version int64) (st *state, a
 			st, actions, err = nil, 0, fmt.Errorf("checkpoint %s: %v: %w", key, p, ErrCorrupt)
 		}
 	}()
-	r := parquet.NewGenericReader[cpRow](f)
-	defer r.Close()
 	st = newState()
-	buf := make([]cpRow, 256)
-	for {
-		n, rerr := r.Read(buf)
-		actions += int64(n)
-		for _, row := range buf[:n] {
-			if err := st.applyCheckpointRow(row); err != nil {
-				return nil, 0, fmt.Errorf("checkpoint %s: %v: %w", key, err, ErrCorrupt)
-			}
+	apply := func(row *cpRow) error {
+		actions++
+		if err := st.applyCheckpointRow(*row); err != nil {
+			return fmt.Errorf("checkpoint %s: %v: %w", key, err, ErrCorrupt)
 		}
-		if errors.Is(rerr, io.EOF) {
-			break
-		}
-		if rerr != nil {
-			return nil, 0, fmt.Errorf("checkpoint %s: %v: %w", key, rerr, ErrCorrupt)
-		}
-		if err := ctx.Err(); err != nil {
+		return nil
+	}
+	if parquet.EqualNodes(f.Schema(), cpSchema) {
+		err = readCheckpointRows(ctx, f, apply)
+	} else {
+		err = readCheckpointConverted(ctx, f, apply)
+	}
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) || ctx.Err() != nil {
 			return nil, 0, err
 		}
+		return nil, 0, fmt.Errorf("checkpoint %s: %v: %w", key, err, ErrCorrupt)
 	}
 	if st.protocol == nil || st.metadata == nil {
 		return nil, 0, fmt.Errorf("checkpoint %s: no protocol or metaData: %w", key, ErrCorrupt)
@@ -363,4 +369,76 @@ func (s *state) applyCheckpointRow(row cpRow) error {
 			PartitionValues: fromStrMap(row.Remove.PartitionValues), Size: deref(row.Remove.Size), Tags: fromStrMap(row.Remove.Tags)}
 	}
 	return nil
+}
+
+// cpSchema is the Parquet schema this package writes checkpoints in.
+var cpSchema = parquet.SchemaOf(cpRow{})
+
+// readCheckpointRows reads a checkpoint written in cpSchema (by this
+// package) as rows, reconstructed one by one. It is what parquet-go's
+// generic reader does, without its conversion step; the small buffer
+// matters most: parquet-go's cost per ReadRows call grows with the buffer's
+// length, so 16 rows a call read a 13-action checkpoint in 1.3 ms CPU where
+// the generic reader with 256 took 7 ms, and a 4,000-file one in 124 ms
+// where 128 rows a call took 163 ms.
+func readCheckpointRows(ctx context.Context, f *parquet.File, fn func(*cpRow) error) error {
+	buf := make([]parquet.Row, 16)
+	for _, rg := range f.RowGroups() {
+		rows := rg.Rows()
+		for {
+			n, rerr := rows.ReadRows(buf)
+			for _, r := range buf[:n] {
+				var row cpRow
+				if err := cpSchema.Reconstruct(&row, r); err != nil {
+					rows.Close()
+					return err
+				}
+				if err := fn(&row); err != nil {
+					rows.Close()
+					return err
+				}
+			}
+			if errors.Is(rerr, io.EOF) {
+				break
+			}
+			if rerr != nil {
+				rows.Close()
+				return rerr
+			}
+			if err := ctx.Err(); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readCheckpointConverted reads a checkpoint another writer laid out
+// differently (other column order, extra columns) through parquet-go's
+// conversion to cpRow.
+func readCheckpointConverted(ctx context.Context, f *parquet.File, fn func(*cpRow) error) error {
+	r := parquet.NewGenericReader[cpRow](f)
+	defer r.Close()
+	buf := make([]cpRow, 256)
+	for {
+		n, rerr := r.Read(buf)
+		for i := range buf[:n] {
+			if err := fn(&buf[i]); err != nil {
+				return err
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
 }

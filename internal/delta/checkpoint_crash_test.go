@@ -83,6 +83,11 @@ func TestLastCheckpointFile(t *testing.T) {
 	if n := faults.Calls(objstore.OpList); n != 0 {
 		t.Fatalf("a reader with _last_checkpoint listed the log %d times", n)
 	}
+	// _last_checkpoint, the checkpoint in one read, version 13 (absent):
+	// no ranged reads, which cost a request per page on S3.
+	if gets, opens := faults.Calls(objstore.OpGet), faults.Calls(objstore.OpOpen); gets != 3 || opens != 0 {
+		t.Fatalf("a reader from _last_checkpoint made %d gets and %d ranged opens, want 3 and 0", gets, opens)
+	}
 	if got.Version != 12 || !reflect.DeepEqual(got.Files, dataChangeFalse(want.Files)) {
 		t.Fatalf("snapshot from _last_checkpoint: v%d %d files", got.Version, len(got.Files))
 	}

@@ -223,7 +223,7 @@ func (s *Stream) save(ctx context.Context, force bool) error {
 func (s *Stream) publishProgress(ctx context.Context, st state, fin time.Time) error {
 	now := time.Now().UTC()
 	p := streams.Progress{
-		Source: s.progressSource(), Kind: "mssql", CaptureInstance: st.CaptureInstance,
+		Source: s.progressSource(), Tenant: s.tcfg.Tenant, Kind: "mssql", CaptureInstance: st.CaptureInstance,
 		LastLSN: st.Pos.LSN.String(), Rows: st.Rows, Frames: st.Frames, FinalizedUntil: fin.UTC(), UpdatedAt: now,
 	}
 	b, err := json.Marshal(p)
