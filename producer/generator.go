@@ -163,6 +163,7 @@ func (s *genStream) dur() string {
 	d := time.Duration(s.r.ExpFloat64()*50*float64(time.Millisecond)) + time.Microsecond*time.Duration(s.r.IntN(1000))
 	return d.String()
 }
+
 // The timestamps are written by hand: time.Format was a tenth of the
 // generator's CPU. s.t is always UTC; TestGeneratorTimestamps holds them
 // equal to time.Format's.
