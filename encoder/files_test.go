@@ -3,6 +3,7 @@ package encoder
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -208,5 +209,35 @@ func TestTemplateRowsKeepKinds(t *testing.T) {
 	rows := templateRows(b)
 	if len(rows) != 2 || !slices.Equal(rows[0].Kinds, []string{"ipv4", ""}) || rows[1].Kinds != nil || rows[0].WALSeq != 7 {
 		t.Fatalf("rows %+v", rows)
+	}
+}
+
+func TestDateCacheMatchesLakeDate(t *testing.T) {
+	var c dateCache
+	day := int64(24 * time.Hour)
+	base := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC).UnixNano()
+	for _, ts := range []int64{
+		base, base + 1, base + day - 1, base + day, base - 1, base, base + 5*day + 7,
+		0, -1, -day, -day - 1, math.MinInt64, math.MinInt64 + 1, math.MaxInt64, math.MaxInt64 - 1, base,
+	} {
+		if got, want := c.of(ts), lake.Date(ts); got != want {
+			t.Fatalf("date of %d: %s, want %s", ts, got, want)
+		}
+	}
+}
+
+func TestAppendRowDoubles(t *testing.T) {
+	n := testing.AllocsPerRun(3, func() {
+		var rows []recfile.Row
+		for i := range 200_000 {
+			rows = appendRow(rows, recfile.Row{Index: uint32(i)})
+		}
+		if len(rows) != 200_000 || rows[199_999].Index != 199_999 {
+			t.Fatal("rows lost")
+		}
+	})
+	// 1024, 2048, ... 262144: about a dozen arrays (append's quarter growth takes 30 or more).
+	if n > 14 {
+		t.Fatalf("%v allocations for 200,000 rows", n)
 	}
 }

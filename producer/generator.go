@@ -76,7 +76,8 @@ func (g *Generator) stream(tenant string) *genStream {
 type genReader struct {
 	s    *genStream
 	left int
-	buf  []byte
+	line []byte // the current line and its '\n'
+	buf  []byte // the part of line not read yet
 }
 
 // Read fills p with as many lines as fit: a reader that returned one line
@@ -90,7 +91,8 @@ func (g *genReader) Read(p []byte) (int, error) {
 				break
 			}
 			g.left--
-			g.buf = append(append(g.buf[:0], g.s.next()...), '\n')
+			g.line = append(append(g.line[:0], g.s.next()...), '\n')
+			g.buf = g.line
 		}
 		c := copy(p[n:], g.buf)
 		g.buf = g.buf[c:]
