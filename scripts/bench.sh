@@ -10,6 +10,7 @@ TENANTS=${BENCH_TENANTS:-acme,globex,initech}
 OUT=${BENCH_OUT:-docs/benchmarks.md}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+for f in scripts/bench/*.sh; do . "$f"; done # sections of their own (scripts/bench/<topic>.sh)
 
 # search_bench: quarry query against zstdcat | grep -F over the same lines,
 # side by side in one run; writes the markdown section to $tmp/search.md.
@@ -186,6 +187,7 @@ else
 fi
 
 search_bench
+ingest_bench
 
 enc_rows=""
 if [ -x scripts/bench-encoders.sh ]; then
@@ -284,6 +286,7 @@ fi
 		echo
 		cat "$tmp/search.md"
 	fi
+	[ -s "$tmp/ingest.md" ] && { echo; cat "$tmp/ingest.md"; }
 	if [ -n "$enc_rows" ]; then
 		echo
 		echo "## Encoder scale-out: 1, 2 and 4 encoder processes"
