@@ -286,7 +286,7 @@ fi
 		echo
 		cat "$tmp/search.md"
 	fi
-	[ -s "$tmp/ingest.md" ] && { echo; cat "$tmp/ingest.md"; }
+	if [ -s "$tmp/ingest.md" ]; then echo; cat "$tmp/ingest.md"; fi
 	if [ -n "$enc_rows" ]; then
 		echo
 		echo "## Encoder scale-out: 1, 2 and 4 encoder processes"
