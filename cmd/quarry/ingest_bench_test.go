@@ -41,7 +41,9 @@ import (
 // fsync'd JetStream ack); for the HTTP receivers the client's request
 // p50/p99 (an answer comes once the lines are durable); the process's CPU
 // per line and its peak RSS. QUARRY_INGEST_LINES (default 300000) lines,
-// one tenant.
+// one tenant. QUARRY_INGEST_SOURCES=jsonline,file picks sources and
+// QUARRY_INGEST_UNPACED=1 skips the paced runs (with QUARRY_CPUPROFILE set,
+// the run's profile is the last run's).
 func TestIngestBench(t *testing.T) {
 	out := os.Getenv("QUARRY_INGEST_BENCH_OUT")
 	if out == "" {
@@ -61,9 +63,16 @@ func TestIngestBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rows []string
-	for _, src := range []string{"file", "syslog-tcp", "otlp-http", "bulk", "jsonline"} {
+	sources := []string{"file", "syslog-tcp", "otlp-http", "bulk", "jsonline"}
+	if v := os.Getenv("QUARRY_INGEST_SOURCES"); v != "" {
+		sources = strings.Split(v, ",") // a subset, for profiling one
+	}
+	for _, src := range sources {
 		var max benchResult
 		for _, paced := range []bool{false, true} {
+			if paced && os.Getenv("QUARRY_INGEST_UNPACED") != "" {
+				continue
+			}
 			rate := 0.0
 			if paced {
 				rate = math.Round(0.8 * max.rate)
