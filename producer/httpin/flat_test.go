@@ -1,6 +1,7 @@
 package httpin
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 )
@@ -73,4 +74,24 @@ func FuzzFlatEntry(f *testing.F) {
 		f.Add([]byte(d))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkFlat(t, b, []string{"message", "log"}) })
+}
+
+// The action lines shippers send take the short way and read as the full
+// decode reads them; anything else is decoded.
+func TestParseActionShortWay(t *testing.T) {
+	for _, l := range []string{`{"index":{}}`, ` {"create":{}} `, `{"index":{"_index":"x"}}`, `{"index":{} }`, `{"delete":{"_id":"1"}}`, `{"index":{}}x`} {
+		op, act, err := parseAction([]byte(l))
+		var m map[string]bulkAction
+		jerr := json.Unmarshal([]byte(l), &m)
+		if (err == nil) != (jerr == nil) {
+			t.Fatalf("%s: parseAction err %v, json %v", l, err, jerr)
+		}
+		if err == nil && (len(m) != 1 || m[op] != act) {
+			t.Fatalf("%s: parseAction %s %+v, json %+v", l, op, act, m)
+		}
+	}
+	idx := []byte(`{"index":{}}`)
+	if n := testing.AllocsPerRun(100, func() { parseAction(idx) }); n > 0 {
+		t.Fatalf("%v allocations for an index action", n)
+	}
 }
