@@ -98,7 +98,7 @@ type worker struct {
 // five times over.
 func appendRow(rows []recfile.Row, row recfile.Row) []recfile.Row {
 	if len(rows) == cap(rows) {
-		rows = slices.Grow(rows, max(len(rows), 1024))
+		rows = slices.Grow(rows, max(len(rows), 16))
 	}
 	return append(rows, row)
 }
