@@ -229,9 +229,20 @@ func (w *worker) run(soft, hard context.Context) {
 	}
 }
 
+// fetchBytes is FetchBytes, raised so that the largest message the server
+// takes (and its subject and headers) fits one pull: a batch larger than a
+// pull's bytes would never be delivered.
+func (w *worker) fetchBytes() int {
+	n := w.e.cfg.FetchBytes
+	if nc := w.e.js.Conn(); nc != nil {
+		n = max(n, int(nc.MaxPayload())+4096)
+	}
+	return n
+}
+
 func (w *worker) startFetch() {
 	cfg := w.e.cfg
-	b, err := w.cons.Fetch(cfg.FetchBatch, jetstream.FetchMaxWait(cfg.FetchWait))
+	b, err := w.cons.Fetch(cfg.FetchBatch, jetstream.FetchMaxWait(cfg.FetchWait), jetstream.FetchMaxBytes(w.fetchBytes()))
 	if err != nil {
 		w.fetchFailed(err)
 		return
