@@ -47,6 +47,12 @@ type Config struct {
 	MaxDeliver int `yaml:"max_deliver"`
 	// FetchBatch is the number of messages one pull asks for (default 256).
 	FetchBatch int `yaml:"fetch_batch"`
+	// FetchBytes bounds the bytes one pull asks for (default 16 MiB; raised
+	// to the server's max payload, so that any one batch fits). Mined
+	// batches run to a megabyte: 256 of them overran the client's pending
+	// limit (64 MB), the client dropped them as a slow consumer and they
+	// came back only after AckWait, stalling the lake for half a minute.
+	FetchBytes int `yaml:"fetch_bytes"`
 	// FetchWait bounds one pull request (default 1s).
 	FetchWait time.Duration `yaml:"fetch_wait"`
 	// MaxPendingReports is the number of reports a worker may have waiting
@@ -99,6 +105,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.FetchBatch == 0 {
 		c.FetchBatch = 256
+	}
+	if c.FetchBytes == 0 {
+		c.FetchBytes = 16 << 20
 	}
 	if c.FetchWait == 0 {
 		c.FetchWait = time.Second
@@ -155,6 +164,9 @@ func (c Config) Validate() error {
 	}
 	if c.FetchBatch < 1 || c.FetchBatch > 10000 {
 		errs = append(errs, fmt.Errorf("encoder.fetch_batch %d: must be 1 to 10000", c.FetchBatch))
+	}
+	if c.FetchBytes < 1<<20 || c.FetchBytes > 48<<20 {
+		errs = append(errs, fmt.Errorf("encoder.fetch_bytes %d: must be 1 MiB to 48 MiB (below the client's 64 MB pending limit)", c.FetchBytes))
 	}
 	if c.FetchWait < 10*time.Millisecond || c.FetchWait > time.Minute {
 		errs = append(errs, fmt.Errorf("encoder.fetch_wait %s: must be 10ms to 1m", c.FetchWait))

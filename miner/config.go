@@ -68,7 +68,7 @@ const (
 	DefaultBlockedAfter     = 15 * time.Second
 	DefaultPositionInterval = time.Second
 	DefaultFetchMessages    = 64
-	DefaultFetchBytes       = 64 << 20
+	DefaultFetchBytes       = 32 << 20 // half the client's pending limit per subscription (64 MB)
 	DefaultDrainTimeout     = 30 * time.Second
 )
 

@@ -33,6 +33,7 @@ type item struct {
 func (r *runner) readLoop(ctx context.Context, next uint64, out chan<- *item) {
 	defer close(out)
 	b := backoff.New(r.cfg.retryPolicy())
+	var prep mining.Preparer
 	for ctx.Err() == nil {
 		cons, err := r.js.OrderedConsumer(ctx, streams.WALStream, jetstream.OrderedConsumerConfig{
 			MaxResetAttempts: streams.OrderedResetAttempts,
@@ -87,7 +88,7 @@ func (r *runner) readLoop(ctx context.Context, next uint64, out chan<- *item) {
 				r.log.Warn("WAL resumes after a gap", "want_seq", next, "got_seq", seq)
 			}
 			first = false
-			in := r.prepare(msg.Subject(), seq, md.NumPending, msg.Data())
+			in := r.prepare(&prep, msg.Subject(), seq, md.NumPending, msg.Data())
 			select {
 			case out <- in:
 				next = seq + 1
@@ -100,10 +101,13 @@ func (r *runner) readLoop(ctx context.Context, next uint64, out chan<- *item) {
 }
 
 // prepare decodes a WAL message, finds the records to quarantine and
-// tokenizes the rest. It is pure, so it runs off the mining goroutine.
-func (r *runner) prepare(subject string, seq, pendingMsgs uint64, data []byte) *item {
+// tokenizes the rest with prep. It is pure, so it runs off the mining
+// goroutine.
+func (r *runner) prepare(prep *mining.Preparer, subject string, seq, pendingMsgs uint64, data []byte) *item {
 	in := &item{seq: seq, pending: pendingMsgs, subject: subject, data: data}
-	f, err := streams.DecodeFrame(data)
+	// Strings alias data, which nothing changes: the model copies what
+	// it keeps (template texts, tenant names), and so does finish.
+	f, err := streams.DecodeFrameShared(data)
 	if err != nil {
 		in.err = err
 		return in
@@ -119,7 +123,7 @@ func (r *runner) prepare(subject string, seq, pendingMsgs uint64, data []byte) *
 			in.bad[i] = why
 			continue
 		}
-		in.prep[i] = mining.Prepare(rec.Text)
+		in.prep[i] = prep.Prepare(rec.Text)
 	}
 	return in
 }

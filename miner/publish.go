@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,7 +26,9 @@ type pending struct {
 // finish encodes and publishes the batch and its template events and
 // advances the state.
 func (r *runner) finish(ctx context.Context, in *item, b *streams.MinedBatch) error {
-	data := streams.AppendMinedBatch(nil, b)
+	// About the frame's size: the parameters are parts of its lines. One
+	// allocation instead of a growing buffer.
+	data := streams.AppendMinedBatch(make([]byte, 0, len(in.data)+16*len(b.Records)+1024), b)
 	if len(data) > r.maxBatch {
 		return fmt.Errorf("%w: WAL seq %d (%s, %d records) mines to %d bytes, the work queue takes %d: raise streams.max_msg_size or lower the producer's frame size",
 			ErrBatchTooLarge, in.seq, in.subject, len(b.Records), len(data), r.maxBatch)
@@ -80,7 +83,9 @@ func (r *runner) finish(ctx context.Context, in *item, b *streams.MinedBatch) er
 	tc := st.Tenants[b.Tenant]
 	if tc == nil {
 		tc = &TenantCounters{}
-		st.Tenants[b.Tenant] = tc
+		// The frame's strings alias its WAL message (DecodeFrameShared):
+		// a key kept for good gets its own copy.
+		st.Tenants[strings.Clone(b.Tenant)] = tc
 	}
 	tc.Frames++
 	tc.Records += uint64(len(b.Records))

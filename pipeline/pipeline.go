@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -102,10 +103,15 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Reg
 	p := &Pipeline{cfg: cfg, log: log, reg: reg}
 	url := cfg.NATS.URL
 	if url == "" {
-		srv, err := natsutil.StartServer(natsutil.ServerConfig{
-			StoreDir: filepath.Join(cfg.Server.DataDir, "nats"), Port: cfg.Server.NATSPort, SyncAlways: true,
-			MaxPayload: cfg.Streams.MaxMsgSize,
-		}, nil)
+		var srv *server.Server
+		var err error
+		// The server's goroutines inherit the label (see StageLabel).
+		pprof.Do(ctx, pprof.Labels(StageLabel, "nats-server"), func(context.Context) {
+			srv, err = natsutil.StartServer(natsutil.ServerConfig{
+				StoreDir: filepath.Join(cfg.Server.DataDir, "nats"), Port: cfg.Server.NATSPort, SyncAlways: true,
+				MaxPayload: cfg.Streams.MaxMsgSize,
+			}, nil)
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +120,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Reg
 	p.URL = url
 	cc := cfg.NATS.Conn("quarry-run")
 	cc.URL = url
-	nc, js, err := natsutil.Connect(ctx, cc, log)
+	var nc *nats.Conn
+	var js jetstream.JetStream
+	var err error
+	pprof.Do(ctx, pprof.Labels(StageLabel, "nats-client"), func(ctx context.Context) {
+		nc, js, err = natsutil.Connect(ctx, cc, log)
+	})
 	if err != nil {
 		p.Close()
 		return nil, err
@@ -165,11 +176,21 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Reg
 	return p, nil
 }
 
+// StageLabel is the profiler label (runtime/pprof) naming the stage a
+// goroutine works for: "nats-server" (the embedded server), "nats-client"
+// (the shared connection's reader), "miner", "encoder", "committer", and
+// "producer" where the caller labels its sources (quarry run does). Goroutines
+// inherit it from the goroutine that starts them, so a CPU profile of a run
+// splits by stage: go tool pprof -tags, or -tagfocus stage=miner.
+const StageLabel = "stage"
+
 func (p *Pipeline) start(name string, run func(context.Context) error, ready func() error) *stage {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &stage{name: name, cancel: cancel, done: make(chan error, 1), ready: ready}
+	label, _, _ := strings.Cut(name, "-") // encoder-0 -> encoder
 	go func() {
-		err := run(ctx)
+		var err error
+		pprof.Do(ctx, pprof.Labels(StageLabel, label), func(ctx context.Context) { err = run(ctx) })
 		if err != nil && ctx.Err() == nil {
 			p.log.Error("stage stopped", "stage", name, "err", err)
 		}

@@ -3,6 +3,8 @@ package producer
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
@@ -190,4 +192,60 @@ func BenchmarkGenerator(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.SetBytes(n / int64(max(b.N, 1)))
+}
+
+// The generated streams must not change between versions: a generated
+// source resumes like a file, by re-reading its stream up to its position.
+func TestGeneratorStreamPinned(t *testing.T) {
+	h := sha256.New()
+	if _, err := io.Copy(h, NewGenerator(1, []string{"acme"}).Reader("acme", 50000)); err != nil {
+		t.Fatal(err)
+	}
+	const want = "36843daee4ee22aaadba6c27cefc9eff51dd919027baa0e36ce6437d07014e50"
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		t.Fatalf("acme's first 50000 lines hash to %s, want %s", got, want)
+	}
+}
+
+func TestGeneratorTimestamps(t *testing.T) {
+	s := NewGenerator(1, nil).stream("x")
+	for _, tm := range []time.Time{
+		time.Date(2026, 1, 2, 3, 4, 5, 6_000_000, time.UTC),
+		time.Date(2026, 11, 29, 23, 59, 59, 999_999_999, time.UTC),
+		time.Date(2027, 12, 31, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 5, 10, 12, 30, 1, 45_000, time.UTC),
+	} {
+		s.t = tm
+		for _, c := range []struct{ got, layout string }{
+			{s.iso(), "2006-01-02T15:04:05.000Z"},
+			{s.syslog(), "Jan _2 15:04:05"},
+			{s.clf(), "02/Jan/2006:15:04:05 -0700"},
+		} {
+			if want := tm.Format(c.layout); c.got != want {
+				t.Errorf("%s as %q: got %q, want %q", tm, c.layout, c.got, want)
+			}
+		}
+	}
+}
+
+// A read fills the buffer with many lines: one line per read made the line
+// source hand over a batch per line.
+func TestGeneratorReaderFills(t *testing.T) {
+	r := NewGenerator(1, []string{"acme"}).Reader("acme", 1000)
+	p := make([]byte, 64<<10)
+	n, err := r.Read(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := bytes.Count(p[:n], []byte{'\n'}); n < len(p) && lines < 1000 || lines < 100 {
+		t.Fatalf("one read returned %d bytes, %d lines", n, lines)
+	}
+	rest, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(NewGenerator(1, []string{"acme"}).Lines("acme", 1000), "\n") + "\n"
+	if got := string(p[:n]) + string(rest); got != all {
+		t.Fatalf("reader and Lines disagree (%d and %d bytes)", len(got), len(all))
+	}
 }

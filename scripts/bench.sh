@@ -10,6 +10,7 @@ TENANTS=${BENCH_TENANTS:-acme,globex,initech}
 OUT=${BENCH_OUT:-docs/benchmarks.md}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+for f in scripts/bench/*.sh; do . "$f"; done # sections of their own (scripts/bench/<topic>.sh)
 
 # search_bench: quarry query against zstdcat | grep -F over the same lines,
 # side by side in one run; writes the markdown section to $tmp/search.md.
@@ -132,6 +133,7 @@ p_lines=$(awk '/lines in/ {print $3}' "$tmp/run.txt")
 p_rate=$(awk '/lines\/s/ {print $2}' "$tmp/run.txt")
 p_elapsed=$(awk '/elapsed/ {print $2}' "$tmp/run.txt")
 p_ack=$(awk -F'publish-ack +' '/publish-ack/ {print $2}' "$tmp/run.txt")
+p_cpu=$(awk '/µs\/line/ {print $(NF-1)}' "$tmp/run.txt")
 
 echo "== mining engine (one core)" >&2
 go test -run '^$' -bench 'BenchmarkMine$' -benchmem -benchtime 3000000x -cpu 1 ./internal/mining/ >"$tmp/mine.txt" 2>&1 || { cat "$tmp/mine.txt" >&2; exit 1; }
@@ -188,6 +190,7 @@ else
 fi
 
 search_bench
+ingest_bench
 
 enc_rows=""
 if [ -x scripts/bench-encoders.sh ]; then
@@ -211,9 +214,9 @@ fi
 	echo "two encoders and the committer on an embedded NATS server with sync-always (every ack is on disk),"
 	echo "into a local lake. Lines/s counts from start to the drain barrier showing every line committed."
 	echo
-	echo "| lines | elapsed | lines/s | publish→ack latency |"
-	echo "|---|---|---|---|"
-	echo "| $p_lines | $p_elapsed | $p_rate | $p_ack |"
+	echo "| lines | elapsed | lines/s | CPU µs/line | publish→ack latency |"
+	echo "|---|---|---|---|---|"
+	echo "| $p_lines | $p_elapsed | $p_rate | ${p_cpu:-n/a} | $p_ack |"
 	echo
 	echo "Reading it: on this machine every stage, the generator and the NATS server share two cores, so the"
 	echo "end-to-end rate is bounded by the sum of each line's CPU cost (generate, frame, mine, encode Parquet,"
@@ -289,6 +292,7 @@ fi
 		echo
 		cat "$tmp/search.md"
 	fi
+	if [ -s "$tmp/ingest.md" ]; then echo; cat "$tmp/ingest.md"; fi
 	if [ -n "$enc_rows" ]; then
 		echo
 		echo "## Encoder scale-out: 1, 2 and 4 encoder processes"

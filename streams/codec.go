@@ -3,6 +3,7 @@ package streams
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/quarrylake/quarry/internal/wire"
 )
@@ -28,12 +29,51 @@ func (e *enc) attrs(a []Attr) {
 }
 
 // dec reads the binary formats' primitives (internal/wire) and attributes;
-// its errors wrap ErrMalformed and the first one sticks.
-type dec struct{ wire.Decoder }
+// its errors wrap ErrMalformed and the first one sticks. A shared dec
+// returns strings that alias the payload (see DecodeFrameShared) and cuts
+// string slices from shared arrays.
+type dec struct {
+	wire.Decoder
+	shared bool
+	slab   []string // shared: the free part of the current array of strings
+}
 
-func newDec(b []byte) dec { return dec{wire.NewDecoder(b, ErrMalformed)} }
+func newDec(b []byte) dec { return dec{Decoder: wire.NewDecoder(b, ErrMalformed)} }
 
-func (d *dec) str(what string) string { return d.Str(what, MaxStringBytes) }
+func newSharedDec(b []byte) dec {
+	return dec{Decoder: wire.NewDecoder(b, ErrMalformed), shared: true}
+}
+
+func (d *dec) str(what string) string {
+	if !d.shared {
+		return d.Str(what, MaxStringBytes)
+	}
+	b := d.Bytes(what, MaxStringBytes)
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// own reads a string into its own memory, also when d is shared: for what
+// consumers keep long after the message (template texts).
+func (d *dec) own(what string) string { return d.Str(what, MaxStringBytes) }
+
+// strings returns n empty strings for a record's parameters: its own slice,
+// or, shared, one cut from an array for many records (capped, so an append
+// to it reallocates).
+func (d *dec) strings(n int) []string {
+	const slabSize = 4096
+	if !d.shared || n > slabSize/8 {
+		return make([]string, n)
+	}
+	if len(d.slab) < n {
+		d.slab = make([]string, slabSize)
+	}
+	s := d.slab[:n:n]
+	d.slab = d.slab[n:]
+	return s
+}
 
 func (d *dec) attrs(what string) []Attr {
 	n := d.Count(what, 2)

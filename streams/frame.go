@@ -112,8 +112,16 @@ func EncodedRecordSize(r *Record) int {
 
 // DecodeFrame decodes a "frame/2" payload, or a "frame/1" one (written
 // before event time: its records are TSRead). Errors wrap ErrMalformed.
-func DecodeFrame(b []byte) (*Frame, error) {
-	d := newDec(b)
+func DecodeFrame(b []byte) (*Frame, error) { return decodeFrame(newDec(b)) }
+
+// DecodeFrameShared is DecodeFrame whose strings alias b instead of copying
+// it: one allocation less per string for a consumer that reads a message
+// once. b must not change while the frame or any string taken from it is
+// in use, and each such string keeps all of b in memory (clone what is
+// kept longer).
+func DecodeFrameShared(b []byte) (*Frame, error) { return decodeFrame(newSharedDec(b)) }
+
+func decodeFrame(d dec) (*Frame, error) {
 	version := d.VersionedHeader('Q', 'F', 1, frameVersion, "frame")
 	f := &Frame{}
 	f.Source = d.str("source")

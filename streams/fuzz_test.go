@@ -24,6 +24,9 @@ func FuzzDecodeFrame(f *testing.F) {
 		if err != nil || !reflect.DeepEqual(fr, again) {
 			t.Fatalf("re-encode of a decoded frame differs: %v", err)
 		}
+		if shared, err := streams.DecodeFrameShared(b); err != nil || !reflect.DeepEqual(fr, shared) {
+			t.Fatalf("shared decode differs: %v", err)
+		}
 	})
 }
 
@@ -44,6 +47,9 @@ func FuzzDecodeMinedBatch(f *testing.F) {
 		again, err := streams.DecodeMinedBatch(streams.AppendMinedBatch(nil, m))
 		if err != nil || !reflect.DeepEqual(m, again) {
 			t.Fatalf("re-encode of a decoded batch differs: %v", err)
+		}
+		if shared, err := streams.DecodeMinedBatchShared(b); err != nil || !reflect.DeepEqual(m, shared) {
+			t.Fatalf("shared decode differs: %v", err)
 		}
 	})
 }

@@ -145,8 +145,17 @@ func AppendMinedBatch(b []byte, m *MinedBatch) []byte {
 // DecodeMinedBatch decodes a "mined/3" payload, or a "mined/2" one (written
 // before event time: records TSRead, no kinds) or a "mined/1" one (written
 // before merges existed: no into field either). Errors wrap ErrMalformed.
-func DecodeMinedBatch(b []byte) (*MinedBatch, error) {
-	d := newDec(b)
+func DecodeMinedBatch(b []byte) (*MinedBatch, error) { return decodeMinedBatch(newDec(b)) }
+
+// DecodeMinedBatchShared is DecodeMinedBatch whose strings alias b and
+// whose records' parameter slices are cut from shared arrays, with the
+// terms of DecodeFrameShared: b must not change while the batch or
+// anything taken from it is in use, and what is kept keeps b in memory.
+func DecodeMinedBatchShared(b []byte) (*MinedBatch, error) {
+	return decodeMinedBatch(newSharedDec(b))
+}
+
+func decodeMinedBatch(d dec) (*MinedBatch, error) {
 	version := d.VersionedHeader('Q', 'M', 1, minedVersion, "mined batch")
 	m := &MinedBatch{}
 	m.WALSeq = d.Uvarint("wal seq")
@@ -177,7 +186,7 @@ func DecodeMinedBatch(b []byte) (*MinedBatch, error) {
 			}
 			r.Index, r.TemplateVersion = uint32(idx), uint32(ver)
 			if np := d.Count("params", 1); np > 0 {
-				r.Params = make([]string, np)
+				r.Params = d.strings(np)
 				for j := range r.Params {
 					r.Params[j] = d.str("param")
 				}
@@ -191,14 +200,14 @@ func DecodeMinedBatch(b []byte) (*MinedBatch, error) {
 			t := &m.Templates[i]
 			t.Kind = TemplateKind(d.U8("template kind"))
 			t.ID = d.Uvarint("template id")
-			t.Tenant = d.str("template tenant")
+			t.Tenant = d.own("template tenant")
 			ver := d.Uvarint("template version")
 			if ver > 1<<32-1 {
 				d.Fail("template version overflows")
 			}
 			t.Version = uint32(ver)
-			t.Text = d.str("template text")
-			t.Previous = d.str("template previous")
+			t.Text = d.own("template text")
+			t.Previous = d.own("template previous")
 			if version >= 2 {
 				t.Into = d.Uvarint("template into")
 			}
@@ -206,7 +215,7 @@ func DecodeMinedBatch(b []byte) (*MinedBatch, error) {
 				if nk := d.Count("template kinds", 1); nk > 0 {
 					t.Kinds = make([]string, nk)
 					for j := range t.Kinds {
-						t.Kinds[j] = d.str("template kind name")
+						t.Kinds[j] = d.own("template kind name")
 					}
 				}
 			}

@@ -231,3 +231,48 @@ func TestDecodeProgressVersions(t *testing.T) {
 		t.Fatalf("FormatProgress %q", streams.FormatProgress)
 	}
 }
+
+// The shared decoders give what the copying ones give, with the records'
+// strings in the payload itself (a change to the payload shows through)
+// and the template texts in their own memory.
+func TestSharedDecode(t *testing.T) {
+	f := streams.Frame{Source: "file-a", Tenant: "acme", NextOffset: 9, Records: []streams.Record{
+		{TS: 1, Text: "hello world"}, {Text: "", Attrs: []streams.Attr{{"op", "insert"}}}}}
+	b := streams.AppendFrame(nil, &f)
+	got, err := streams.DecodeFrameShared(b)
+	if err != nil || !reflect.DeepEqual(*got, f) {
+		t.Fatalf("shared frame: %v\n got %+v\nwant %+v", err, got, f)
+	}
+	i := strings.Index(string(b), "hello")
+	b[i] = 'j'
+	if got.Records[0].Text != "jello world" {
+		t.Fatalf("frame text %q does not alias the payload", got.Records[0].Text)
+	}
+
+	m := streams.MinedBatch{WALSeq: 42, PrevSeq: 40, Tenant: "acme", Source: "gen",
+		Records: []streams.MinedRecord{
+			{TemplateID: 3, TemplateVersion: 1, Params: []string{"alpha", ""}},
+			{TemplateID: 3, TemplateVersion: 1, Params: []string{"beta"}},
+		},
+		Templates: []streams.TemplateDef{{Kind: streams.TemplateCreated, ID: 3, Tenant: "acme", Version: 1, Text: "tpl <*> <*>", Kinds: []string{"word", ""}}},
+	}
+	mb := streams.AppendMinedBatch(nil, &m)
+	gm, err := streams.DecodeMinedBatchShared(mb)
+	if err != nil || !reflect.DeepEqual(*gm, m) {
+		t.Fatalf("shared batch: %v\n got %+v\nwant %+v", err, gm, m)
+	}
+	// A parameter slice is capped: appending to it leaves the next one.
+	_ = append(gm.Records[0].Params, "x")
+	if gm.Records[1].Params[0] != "beta" {
+		t.Fatalf("appending to one record's params changed the next: %q", gm.Records[1].Params)
+	}
+	for _, s := range []string{"alpha", "tpl "} {
+		mb[strings.Index(string(mb), s)] = '#'
+	}
+	if gm.Records[0].Params[0] != "#lpha" {
+		t.Fatalf("param %q does not alias the payload", gm.Records[0].Params[0])
+	}
+	if gm.Templates[0].Text != "tpl <*> <*>" {
+		t.Fatalf("template text %q changed with the payload", gm.Templates[0].Text)
+	}
+}

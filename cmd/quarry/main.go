@@ -73,7 +73,16 @@ func runMain(ctx context.Context, e *env, args []string) int {
 		usage(e.stderr)
 		return 2
 	}
-	if err := c.run(ctx, e, args[1:]); err != nil {
+	stopProfiles, err := startProfiles(e.getenv)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "quarry %s: %v\n", c.name, err)
+		return 1
+	}
+	err = c.run(ctx, e, args[1:])
+	if perr := stopProfiles(); perr != nil {
+		fmt.Fprintf(e.stderr, "quarry %s: profiles: %v\n", c.name, perr)
+	}
+	if err != nil {
 		if _, ok := err.(errUsage); ok {
 			fmt.Fprintf(e.stderr, "quarry %s: %v\n", c.name, err)
 			return 2

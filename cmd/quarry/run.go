@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quarrylake/quarry/internal/cputime"
 	"github.com/quarrylake/quarry/internal/health"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/pipeline"
@@ -47,6 +49,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	encoders := fs.Int("encoders", 2, "encoder instances in the process")
 	natsPort := fs.Int("nats-port", -1, "embedded NATS client port (-1: any free port)")
 	timeout := fs.Duration("timeout", 0, "give up waiting for the lake after this long (0: no limit)")
+	rate := fs.Float64("rate", 0, "read at most this many lines per second per source, each generator tenant being one (0: unlimited; producer.rate in --config)")
 	et := registerEventTime(fs)
 	rf := registerReceivers(fs)
 	if _, err := parseFlags(fs, e, args); err != nil {
@@ -82,6 +85,9 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err := et.apply(fs, &cfg.Producer); err != nil {
 		return err
 	}
+	if set["rate"] {
+		cfg.Producer.Rate = *rate
+	}
 	if *follow && *input != "" && *input != "-" {
 		cfg.Producer.Follow = true
 	}
@@ -96,6 +102,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	*tenant = cfg.Producer.Tenant
 	reg := prometheus.NewRegistry()
 	start := time.Now()
+	cpu0, _ := cputime.Used()
 	p, err := pipeline.Start(ctx, cfg, log, reg)
 	if err != nil {
 		return err
@@ -112,6 +119,10 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		natsKind = "NATS" // nats.url in --config
 	}
 	fmt.Fprintf(e.stderr, "quarry: %s at %s, lake %s\n", natsKind, p.URL, lakeDisplay(cfg))
+	// What this goroutine starts from here on (the line source, the
+	// receivers) is the producer in a CPU profile (pipeline.StageLabel).
+	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels(pipeline.StageLabel, "producer")))
+	defer pprof.SetGoroutineLabels(ctx)
 
 	pdeps := producer.Deps{JS: p.JS, Log: log, Registerer: reg}
 	var src runSource
@@ -173,7 +184,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		if err := p.Close(); err != nil {
 			return err
 		}
-		return printSummaryAt(context.Background(), e.stdout, p, cfg, src, time.Since(start), tenantList)
+		return printSummaryAt(context.Background(), e.stdout, p, cfg, src, time.Since(start), cpuSince(cpu0), tenantList)
 	}
 	last, err := p.WALLastSeq(ctx)
 	if err != nil {
@@ -191,11 +202,11 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w (waiting for: %v)", err, p.Ready())
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuSince(cpu0)
 	if err := p.Close(); err != nil {
 		return err
 	}
-	return printSummaryAt(ctx, e.stdout, p, cfg, src, elapsed, tenantList)
+	return printSummaryAt(ctx, e.stdout, p, cfg, src, elapsed, cpu, tenantList)
 }
 
 func lakeDisplay(cfg pipeline.Config) string { return cfg.LakeURL() }
@@ -224,7 +235,16 @@ func (pr *progress) loop(ctx context.Context, every time.Duration) {
 	}
 }
 
-func printSummaryAt(ctx context.Context, w io.Writer, p *pipeline.Pipeline, cfg pipeline.Config, src runSource, elapsed time.Duration, tenants []string) error {
+// cpuSince is the CPU time the process used since it had used cpu0; 0 where
+// the platform cannot say.
+func cpuSince(cpu0 time.Duration) time.Duration {
+	if now, ok := cputime.Used(); ok {
+		return now - cpu0
+	}
+	return 0
+}
+
+func printSummaryAt(ctx context.Context, w io.Writer, p *pipeline.Pipeline, cfg pipeline.Config, src runSource, elapsed, cpu time.Duration, tenants []string) error {
 	st := src.Stats()
 	lat := src.AckLatencies()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -295,6 +315,11 @@ func printSummaryAt(ctx context.Context, w io.Writer, p *pipeline.Pipeline, cfg 
 	fmt.Fprintf(w, "  high-water      %d\n", hw)
 	fmt.Fprintf(w, "  elapsed         %s\n", elapsed.Round(time.Millisecond))
 	fmt.Fprintf(w, "  lines/s         %.0f\n", float64(st.Lines)/elapsed.Seconds())
+	if cpu > 0 && st.Lines > 0 {
+		// Every stage and the NATS server share the process: its CPU per
+		// line bounds the rate the machine's cores can carry.
+		fmt.Fprintf(w, "  cpu             %.2fs user+sys, %.2f µs/line\n", cpu.Seconds(), float64(cpu.Microseconds())/float64(st.Lines))
+	}
 	if lat != nil && lat.Count() > 0 {
 		fmt.Fprintf(w, "  publish-ack     p50 %s, p99 %s over %d frames\n", lat.Quantile(0.5).Round(10*time.Microsecond), lat.Quantile(0.99).Round(10*time.Microsecond), lat.Count())
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/quarrylake/quarry/internal/cputime"
 )
 
 // loghubDir returns the Loghub-2k directory, or "" when it is absent.
@@ -119,7 +121,7 @@ func BenchmarkMine(b *testing.B) {
 	b.SetBytes(bytes / int64(len(lines)))
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0, cpuOK := cpuTime()
+	cpu0, cpuOK := cputime.Used()
 	n := len(lines)
 	for i := 0; i < b.N; i++ {
 		k := i % n
@@ -127,7 +129,7 @@ func BenchmarkMine(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lines/s")
-	if cpu1, ok := cpuTime(); ok && cpuOK && cpu1 > cpu0 {
+	if cpu1, ok := cputime.Used(); ok && cpuOK && cpu1 > cpu0 {
 		// Throughput per CPU-second: with -cpu 1 this is the one-core
 		// figure even when the machine is busy with other work.
 		b.ReportMetric(float64(b.N)/(cpu1-cpu0).Seconds(), "lines/cpu-s")
@@ -140,7 +142,7 @@ func BenchmarkMineCold(b *testing.B) {
 	tenants, lines := benchLines(b)
 	b.ReportAllocs()
 	var events []Event
-	cpu0, cpuOK := cpuTime()
+	cpu0, cpuOK := cputime.Used()
 	for i := 0; i < b.N; i++ {
 		m, _ := New(Config{})
 		for k := range lines {
@@ -148,7 +150,7 @@ func BenchmarkMineCold(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*len(lines))/b.Elapsed().Seconds(), "lines/s")
-	if cpu1, ok := cpuTime(); ok && cpuOK && cpu1 > cpu0 {
+	if cpu1, ok := cputime.Used(); ok && cpuOK && cpu1 > cpu0 {
 		b.ReportMetric(float64(b.N*len(lines))/(cpu1-cpu0).Seconds(), "lines/cpu-s")
 	}
 }

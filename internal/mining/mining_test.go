@@ -550,3 +550,46 @@ func TestListLengthDoesNotSplit(t *testing.T) {
 		t.Fatalf("comma-joined name became a list: %v", toks)
 	}
 }
+
+// A Preparer gives exactly what Prepare gives, for short, long and
+// oversized lines mixed (long ones overflow the shared array), and takes
+// far fewer allocations.
+func TestPreparerAgreesWithPrepare(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var lines []string
+	for i := range 5000 {
+		switch {
+		case i%997 == 0:
+			lines = append(lines, strings.Repeat("x, ", 30000)) // more than a chunk of tokens
+		case i%10 == 0:
+			lines = append(lines, fmt.Sprintf("2026-11-29T10:00:%02d.000Z delete blk_%d blk_%d of user u%d", i%60, r.IntN(1000), r.IntN(1000), i))
+		default:
+			lines = append(lines, fmt.Sprintf("GET /api/v1/users/%d 200 %dms from 10.0.%d.%d", r.IntN(99999), r.IntN(900), r.IntN(256), r.IntN(256)))
+		}
+	}
+	var pr Preparer
+	got := make([]Prepared, len(lines))
+	for i, l := range lines {
+		got[i] = pr.Prepare(l)
+	}
+	a, b := mustNew(t, Config{}), mustNew(t, Config{})
+	for i, l := range lines {
+		want := Prepare(l)
+		if fmt.Sprint(want) != fmt.Sprint(got[i]) {
+			t.Fatalf("line %d: Preparer %v, Prepare %v", i, got[i], want)
+		}
+		ra, ea := a.MinePrepared("t", want, nil)
+		rb, eb := b.MinePrepared("t", got[i], nil)
+		if fmt.Sprint(ra, ea) != fmt.Sprint(rb, eb) {
+			t.Fatalf("line %d mines differently: %v %v and %v %v", i, ra, ea, rb, eb)
+		}
+	}
+	short := lines[1:10]
+	if n := testing.AllocsPerRun(20, func() {
+		for _, l := range short {
+			pr.Prepare(l)
+		}
+	}); n > 1 {
+		t.Fatalf("%v allocations for %d lines", n, len(short))
+	}
+}

@@ -217,6 +217,37 @@ func Prepare(line string) Prepared {
 	return p
 }
 
+// Preparer is Prepare with the lines' tokens cut from shared arrays, one
+// allocation for many lines instead of a growing slice per line. The
+// tokens stay referenced by the Prepared values only (the model copies what
+// it keeps). A Preparer is not safe for concurrent use.
+type Preparer struct {
+	toks []token // the free part of the current array
+}
+
+// preparerChunk is the number of tokens allocated at once (about 1,000
+// lines' worth).
+const preparerChunk = 32 << 10
+
+// Prepare is Prepare(line) with its tokens taken from p's arrays.
+func (p *Preparer) Prepare(line string) Prepared {
+	if want := len(line)/2 + 16; cap(p.toks) < want {
+		p.toks = make([]token, 0, max(preparerChunk, want))
+	}
+	pr := Prepared{line: line}
+	pr.toks, pr.raw, pr.over = tokenize(p.toks, line, HardMaxTokens)
+	if len(pr.toks) > 0 && cap(pr.toks) == cap(p.toks) {
+		// Still in the shared array: take what the line used and cap
+		// it, so that nothing appends into the next line's tokens.
+		p.toks = p.toks[len(pr.toks):len(pr.toks)]
+		pr.toks = pr.toks[:len(pr.toks):len(pr.toks)]
+	}
+	if !pr.over {
+		pr.key = shapeKey(line, pr.toks)
+	}
+	return pr
+}
+
 // Mine assigns line (of tenant) to a template. Any created/changed events
 // are appended to events, which may be nil.
 func (m *Model) Mine(tenant, line string, events []Event) (Result, []Event) {

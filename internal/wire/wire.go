@@ -129,10 +129,17 @@ func (d *Decoder) Count(what string, minSize int) int {
 // Bytes reads a uvarint length and that many bytes, which alias the payload.
 // A length beyond maxLen (when positive) or the payload is an error.
 func (d *Decoder) Bytes(what string, maxLen int) []byte {
-	n := d.Uvarint(what + " length")
 	if d.err != nil {
 		return nil
 	}
+	// Not d.Uvarint(what + " length"): that would build the name on
+	// every read, one allocation per field of every record.
+	n, k := binary.Uvarint(d.b[d.off:])
+	if k <= 0 {
+		d.Fail("bad varint " + what + " length")
+		return nil
+	}
+	d.off += k
 	if maxLen > 0 && n > uint64(maxLen) || n > uint64(d.Remaining()) {
 		d.Fail(fmt.Sprintf("%s length %d exceeds payload", what, n))
 		return nil

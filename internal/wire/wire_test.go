@@ -48,6 +48,7 @@ func TestDecoderErrors(t *testing.T) {
 		{"bad varint", []byte{0xff, 0xff}, func(d *Decoder) { d.Varint("ts") }, "bad varint ts"},
 		{"count beyond payload", []byte{10, 0, 0}, func(d *Decoder) { d.Count("items", 1) }, "items count 10 exceeds payload"},
 		{"count of wide items", []byte{2, 0, 0, 0}, func(d *Decoder) { d.Count("items", 2) }, "items count 2 exceeds payload"},
+		{"bad string length", []byte{0x80}, func(d *Decoder) { d.Bytes("text", 0) }, "bad varint text length at byte 0"},
 		{"string beyond payload", []byte{4, 'a'}, func(d *Decoder) { d.Str("text", 0) }, "text length 4 exceeds payload"},
 		{"string beyond max", []byte{3, 'a', 'b', 'c'}, func(d *Decoder) { d.Str("text", 2) }, "text length 3 exceeds payload"},
 		{"magic", []byte{'A', 'B', 1}, func(d *Decoder) { d.Header('Q', 'F', 1, "frame") }, `frame magic "AB"`},
@@ -67,5 +68,25 @@ func TestDecoderErrors(t *testing.T) {
 				t.Fatal("a read after an error returned a value")
 			}
 		})
+	}
+}
+
+// Reading a field allocates nothing and copies no name: Bytes once built
+// its length's name for every read.
+func TestBytesDoesNotAllocate(t *testing.T) {
+	var e Encoder
+	for range 100 {
+		e.Str("param")
+	}
+	// Not constants, which the compiler would join; long enough that the
+	// name and " length" do not fit the compiler's 32-byte stack buffer.
+	names := []string{"the parameter of a mined record", "the value of an attribute of a record"}
+	if n := testing.AllocsPerRun(10, func() {
+		d := NewDecoder(e.B, errBad)
+		for i := range 100 {
+			d.Bytes(names[i%2], 0)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per 100 reads", n)
 	}
 }

@@ -26,6 +26,14 @@ var timeFields = []string{"@timestamp", "timestamp"}
 // field is mined whole: its text is the document as received. A document
 // that is not a JSON object is an error.
 func Entry(doc []byte, msgFields []string) (producer.Entry, error) {
+	if e, ok := flatEntry(doc, msgFields); ok {
+		return e, nil
+	}
+	return decodeEntry(doc, msgFields)
+}
+
+// decodeEntry is Entry through encoding/json, for every document.
+func decodeEntry(doc []byte, msgFields []string) (producer.Entry, error) {
 	d := json.NewDecoder(bytes.NewReader(doc))
 	d.UseNumber()
 	var m map[string]any

@@ -473,6 +473,13 @@ func parseBulk(b []byte, tenant string, entry func([]byte) producer.Entry) (entr
 // parseAction reads a _bulk action line: {"index"|"create"|"delete"|
 // "update": {...}}.
 func parseAction(b []byte) (string, bulkAction, error) {
+	// What shippers send on nearly every line, without two JSON decodes.
+	switch string(bytes.TrimSpace(b)) {
+	case `{"index":{}}`:
+		return "index", bulkAction{}, nil
+	case `{"create":{}}`:
+		return "create", bulkAction{}, nil
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil {
 		return "", bulkAction{}, fmt.Errorf("not a JSON object: %w", err)
