@@ -34,8 +34,11 @@
 // adds from its notice; a notice for a later version than the one it needs
 // (a gap: notices lost to a crash, or aged out of the stream) makes it read
 // the missing versions from the Delta log, and without notices (no NATS, or
-// a quiet stream) it looks at the log every PollInterval. A notice only
-// says when and where to read: correctness never depends on it.
+// a quiet stream) it looks at the log every PollInterval. While its notice
+// consumer cannot be started (NATS down or restarting) it looks at the log
+// and tries again after a backoff (100ms doubling to 5s, never longer than
+// PollInterval). A notice only says when and where to read: correctness
+// never depends on it.
 //
 // A file removed by a later commit and vacuumed before the subscriber
 // reached it is found through that commit: a compaction (removes with

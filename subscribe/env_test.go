@@ -28,6 +28,7 @@ import (
 // fake encoder that commits lines through it.
 type env struct {
 	t     *testing.T
+	srv   *natstest.Server
 	js    jetstream.JetStream
 	store objstore.Store
 	seq   uint64 // last WAL seq reported
@@ -44,7 +45,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, js: js, store: store}
+	e := &env{t: t, srv: srv, js: js, store: store}
 	e.cmt = e.startCommitter(js)
 	return e
 }

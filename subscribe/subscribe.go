@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/internal/query"
@@ -143,7 +144,7 @@ func Subscribe(ctx context.Context, cfg Config) (*Subscription, error) {
 	}
 	s.cur = start
 	if cfg.JS != nil {
-		s.notices = &follower{js: cfg.JS, log: s.log}
+		s.notices = &follower{js: cfg.JS, log: s.log, retry: backoff.New(backoff.Default)}
 	}
 	return s, nil
 }
@@ -449,8 +450,9 @@ func (s *Subscription) awaitCommit(ctx context.Context, v int64) (*streams.Notic
 
 // follower follows the records commit notices.
 type follower struct {
-	js  jetstream.JetStream
-	log *slog.Logger
+	js    jetstream.JetStream
+	log   *slog.Logger
+	retry *backoff.Backoff // waits between attempts to start the consumer
 
 	mu      sync.Mutex
 	it      jetstream.MessagesContext
@@ -496,9 +498,11 @@ func (f *follower) ensure(ctx context.Context) bool {
 			f.log.Warn("commit notice consumer, polling the Delta log instead", "err", err)
 		}
 		f.failing = true
+		f.ch, f.done = nil, nil
 		return false
 	}
 	f.failing = false
+	f.retry.Reset()
 	f.it, f.ch, f.done = it, make(chan *streams.Notice, 64), make(chan struct{})
 	go f.run(it, f.ch, f.done)
 	return true
@@ -559,7 +563,8 @@ func (f *follower) take(v int64) *streams.Notice {
 	}
 }
 
-// wait returns when a notice of version v or later arrives, or after poll.
+// wait returns when a notice of version v or later arrives, or after poll
+// (after a short backoff when no notice consumer runs).
 func (f *follower) wait(ctx context.Context, v int64, poll time.Duration) error {
 	t := time.NewTimer(poll)
 	defer t.Stop()
@@ -571,6 +576,11 @@ func (f *follower) wait(ctx context.Context, v int64, poll time.Duration) error 
 			return nil
 		}
 		ch = f.ch
+		if f.it == nil && !f.stopped {
+			// No consumer (NATS unreachable, or it just ended): try
+			// again soon rather than after a whole poll interval.
+			t.Reset(min(poll, f.retry.Next()))
+		}
 		f.mu.Unlock()
 	}
 	for {

@@ -2,6 +2,7 @@ package subscribe_test
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/quarrylake/quarry/committer"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/syncbuf"
 	"github.com/quarrylake/quarry/streams"
 	"github.com/quarrylake/quarry/subscribe"
 )
@@ -98,6 +100,70 @@ func TestFollowAcrossCommitterRestarts(t *testing.T) {
 	case l := <-ch:
 		t.Fatalf("extra line %q", l)
 	default:
+	}
+}
+
+// TestFollowAcrossNATSRestart: a subscriber waiting at the live edge for
+// a notice (it never polls the log) while the NATS server restarts, its
+// notice consumer lost with it, gets the commits made after the restart.
+func TestFollowAcrossNATSRestart(t *testing.T) {
+	e := newEnv(t)
+	e.commit(2, "acme")
+	s := e.subscribe(subscribe.Config{JS: e.js, PollInterval: never})
+	ch, _ := collect(t, s)
+	got := receive(t, ch, 2)
+	waitNoticeConsumer(t, e) // the subscriber waits on its notice consumer
+	e.srv = e.srv.Restart(t)
+	want := e.commit(3, "beta")
+	got = append(got, receive(t, ch, len(want))...)
+	want = e.commit(1, "acme")
+	got = append(got, receive(t, ch, len(want))...)
+	if !slices.Equal(got, e.lines) {
+		t.Fatalf("got %v\nwant %v", got, e.lines)
+	}
+}
+
+// TestFollowNATSDownAtStart: a subscriber that reaches the live edge while
+// NATS is down cannot start its notice consumer; it starts it once NATS is
+// back, without waiting out its poll interval.
+func TestFollowNATSDownAtStart(t *testing.T) {
+	e := newEnv(t)
+	e.commit(2, "acme")
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+	logs := &syncbuf.Buffer{}
+	s := e.subscribe(subscribe.Config{JS: e.js, PollInterval: never, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	ch, _ := collect(t, s)
+	got := receive(t, ch, 2)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(logs.String(), "polling the Delta log instead") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the subscriber never tried its notice consumer; log:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.srv = e.srv.Restart(t)
+	want := e.commit(3, "beta")
+	got = append(got, receive(t, ch, len(want))...)
+	if !slices.Equal(got, e.lines) {
+		t.Fatalf("got %v\nwant %v", got, e.lines)
+	}
+}
+
+// waitNoticeConsumer waits until the notice stream has a consumer.
+func waitNoticeConsumer(t *testing.T, e *env) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		st, err := e.js.Stream(ctx, streams.NoticeStream)
+		if err == nil && st.CachedInfo().State.Consumers > 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no consumer on %s: %v", streams.NoticeStream, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
