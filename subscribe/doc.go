@@ -17,8 +17,11 @@
 //
 // The Delta log of the records table is the truth: a record is delivered
 // only once the commit that added its file is durable. Commits are read in
-// version order; within a commit, files in the order of its add actions;
-// within a file, rows in (wal_seq, record_index) order, which is WAL order.
+// version order; within a commit, tenant by tenant in the order of each
+// tenant's first add action, and a tenant's rows, from all of its files in
+// the commit (date partitions, encoder workers), in (wal_seq, record_index)
+// order, which is WAL order. The committer commits batches along the WAL,
+// so each tenant's records arrive in WAL order across commits too.
 // Adds with dataChange=false (compaction rewrites) carry rows already
 // delivered and are skipped; removes deliver nothing.
 //

@@ -126,10 +126,31 @@ func parquetBytes[T any](t *testing.T, rows []T) []byte {
 // returns the lines.
 func (e *env) commit(n int, tenants ...string) []string {
 	e.t.Helper()
+	var bs []batch
+	for _, tenant := range tenants {
+		bs = append(bs, batch{tenant: tenant, date: "2026-01-01", n: n})
+	}
+	return e.commitBatches(bs, nil)
+}
+
+// batch is one WAL batch of n lines of tenant, in the partition of date.
+type batch struct {
+	tenant, date string
+	n            int
+}
+
+// commitBatches commits bs (consecutive WAL sequences, in order) in one
+// report whose files (one per batch) are listed in the order of the
+// indexes in fileOrder (nil: in WAL order), waits until the committer has
+// committed them and returns their lines in WAL order.
+func (e *env) commitBatches(bs []batch, fileOrder []int) []string {
+	e.t.Helper()
 	ctx := context.Background()
 	rep := &streams.Report{ID: fmt.Sprintf("e.%d", e.seq+1), Encoder: "e1", CreatedAt: time.Now()}
 	var out []string
-	for _, tenant := range tenants {
+	var files [][]streams.FileInfo
+	for _, b := range bs {
+		tenant, n := b.tenant, b.n
 		e.seq++
 		seq := e.seq
 		rep.Batches = append(rep.Batches, streams.BatchRef{Seq: seq, Prev: seq - 1, Records: n})
@@ -142,20 +163,30 @@ func (e *env) commit(n int, tenants ...string) []string {
 		}
 		tpl := []lake.TemplateRow{{TemplateID: 1, Tenant: tenant, Version: 1, Template: "line <*>", Kind: "created", WALSeq: int64(seq)}}
 		name := lake.FileName(seq, seq, "e1")
+		var fs []streams.FileInfo
 		for _, f := range []struct {
 			table, path string
 			data        []byte
 			pv          map[string]string
 		}{
-			{streams.TableRecords, lake.RecordsFilePath(tenant, "2026-01-01", name), parquetBytes(e.t, rows), map[string]string{"tenant": tenant, "date": "2026-01-01"}},
+			{streams.TableRecords, lake.RecordsFilePath(tenant, b.date, name), parquetBytes(e.t, rows), map[string]string{"tenant": tenant, "date": b.date}},
 			{streams.TableTemplates, tenant + "-" + name, parquetBytes(e.t, tpl), nil},
 		} {
 			if err := e.store.Put(ctx, f.table+"/"+f.path, f.data); err != nil {
 				e.t.Fatal(err)
 			}
-			rep.Files = append(rep.Files, streams.FileInfo{Table: f.table, Path: f.path, Size: int64(len(f.data)),
+			fs = append(fs, streams.FileInfo{Table: f.table, Path: f.path, Size: int64(len(f.data)),
 				PartitionValues: f.pv, NumRecords: int64(n), ModificationTime: time.Now().UnixMilli()})
 		}
+		files = append(files, fs)
+	}
+	if fileOrder == nil {
+		for i := range files {
+			fileOrder = append(fileOrder, i)
+		}
+	}
+	for _, i := range fileOrder {
+		rep.Files = append(rep.Files, files[i]...)
 	}
 	b, err := json.Marshal(rep)
 	if err != nil {

@@ -248,13 +248,13 @@ func (s *Subscription) Next(ctx context.Context) (Record, error) {
 			continue
 		}
 		add := s.commit.Adds[c.File]
-		if !add.DataChange || (s.cfg.Tenant != "" && add.Tenant != s.cfg.Tenant) {
+		if !add.DataChange || (s.cfg.Tenant != "" && add.Tenant != s.cfg.Tenant) || !firstOfTenant(s.commit.Adds, c.File) {
 			s.recs, s.loaded = nil, false
 			s.setCursor(Cursor{Version: c.Version, File: c.File + 1})
 			continue
 		}
 		if !s.loaded {
-			recs, err := s.readFile(ctx, c.Version, add)
+			recs, err := s.readTenant(ctx, c.Version, s.commit.Adds, c.File)
 			if err != nil {
 				return Record{}, err
 			}
@@ -286,6 +286,46 @@ func (s *Subscription) match(r *Record) bool {
 	return s.q.Match(&query.Record{
 		Tenant: r.Tenant, Source: r.Source, TS: r.TS, TemplateID: r.TemplateID, TemplateVersion: r.TemplateVersion,
 		Template: r.Template, Params: r.Params, Attrs: r.Attrs, Line: []byte(r.Line),
+	})
+}
+
+// firstOfTenant reports whether adds[i] is the first add with data of its
+// tenant in the commit: the rows of all of them are delivered under it.
+func firstOfTenant(adds []streams.NoticeFile, i int) bool {
+	return !slices.ContainsFunc(adds[:i], func(a streams.NoticeFile) bool { return a.DataChange && a.Tenant == adds[i].Tenant })
+}
+
+// readTenant reads the rows of every add with data of adds[i]'s tenant in
+// commit version (adds[i] is the first), in WAL order: a commit may hold
+// one tenant's rows in several files (date partitions, encoder workers),
+// listed in no particular order and with interleaved WAL sequences.
+func (s *Subscription) readTenant(ctx context.Context, version int64, adds []streams.NoticeFile, i int) ([]lake.Record, error) {
+	var recs []lake.Record
+	n := 0
+	for _, a := range adds[i:] {
+		if !a.DataChange || a.Tenant != adds[i].Tenant {
+			continue
+		}
+		rs, err := s.readFile(ctx, version, a)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, rs...)
+		n++
+	}
+	if n > 1 {
+		sortWAL(recs)
+	}
+	return recs, nil
+}
+
+// sortWAL sorts recs in WAL order: (wal_seq, record_index).
+func sortWAL(recs []lake.Record) {
+	slices.SortStableFunc(recs, func(a, b lake.Record) int {
+		if a.WALSeq != b.WALSeq {
+			return cmp.Compare(a.WALSeq, b.WALSeq)
+		}
+		return cmp.Compare(a.Index, b.Index)
 	})
 }
 
@@ -359,12 +399,7 @@ func (s *Subscription) movedRows(ctx context.Context, version int64, f streams.N
 				}
 			}
 		}
-		slices.SortStableFunc(recs, func(a, b lake.Record) int {
-			if a.WALSeq != b.WALSeq {
-				return cmp.Compare(a.WALSeq, b.WALSeq)
-			}
-			return cmp.Compare(a.Index, b.Index)
-		})
+		sortWAL(recs)
 		s.log.Info("records file compacted and vacuumed before it was read, its rows read from the compaction", "path", f.Path, "version", v)
 		return recs, true, nil
 	}
