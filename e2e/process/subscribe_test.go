@@ -252,11 +252,13 @@ func kill(t *testing.T, p *proc) {
 	<-p.done
 }
 
-// waitFor polls cond until it holds, failing t when ctx ends first.
+// waitFor polls cond until it holds, failing t after two minutes (a
+// generous bound on a loaded machine) or when ctx ends first.
 func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
 	for !cond() {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || time.Now().After(deadline) {
 			t.Fatalf("never reached: %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
