@@ -20,8 +20,13 @@
 // version order; within a commit, tenant by tenant in the order of each
 // tenant's first add action, and a tenant's rows, from all of its files in
 // the commit (date partitions, encoder workers), in (wal_seq, record_index)
-// order, which is WAL order. The committer commits batches along the WAL,
-// so each tenant's records arrive in WAL order across commits too.
+// order, which is WAL order. Across commits that holds only when a single
+// encoder writes a tenant's batches: the committer commits an accepted
+// report's files at once, also above the high-water, so with several
+// encoders a later batch can be committed (and delivered) before an earlier
+// one that another encoder reports after it. A file whose rows use a
+// template version not committed yet (born in such an earlier batch) is
+// read once the high-water covers the file.
 // Adds with dataChange=false (compaction rewrites) carry rows already
 // delivered and are skipped; removes deliver nothing.
 //

@@ -336,6 +336,9 @@ func sortWAL(recs []lake.Record) {
 // away, and there is nothing left to deliver.
 func (s *Subscription) readFile(ctx context.Context, version int64, add streams.NoticeFile) ([]lake.Record, error) {
 	recs, err := s.files.Read(ctx, add.Path, add.Tenant)
+	if errors.Is(err, lake.ErrTemplateMissing) {
+		recs, err = s.awaitTemplates(ctx, add, err)
+	}
 	if err == nil || !errors.Is(err, objstore.ErrNotFound) {
 		return recs, err
 	}
@@ -351,6 +354,45 @@ func (s *Subscription) readFile(ctx context.Context, version int64, add streams.
 		return nil, err // still in the table, or removed by nothing: a real loss
 	}
 	return recs, nil
+}
+
+// awaitTemplates reads add again until the template versions its rows use
+// are committed. The committer commits a report's files as soon as it is
+// accepted, also above the high-water, so a file may use a template version
+// born in an earlier WAL batch that another encoder has not reported yet;
+// that version is committed, at the latest, by the commit whose high-water
+// covers the file's WAL sequences. Once the high-water covers them, a
+// version still missing is an error.
+func (s *Subscription) awaitTemplates(ctx context.Context, add streams.NoticeFile, err error) ([]lake.Record, error) {
+	seqs, perr := parseRanges(add.WAL)
+	if perr != nil || len(seqs) == 0 {
+		return nil, err
+	}
+	top := uint64(0)
+	for q := range seqs {
+		top = max(top, q)
+	}
+	b := backoff.New(backoff.Default)
+	for logged := false; ; logged = true {
+		hw, herr := s.lk.HighWater(ctx)
+		if herr != nil {
+			return nil, herr
+		}
+		if hw >= top {
+			return s.files.Read(ctx, add.Path, add.Tenant)
+		}
+		if !logged {
+			s.log.Info("records file uses a template version not committed yet, waiting for the high-water to cover the file",
+				"path", add.Path, "high_water", hw, "file_last_wal_seq", top)
+		}
+		if werr := b.Wait(ctx); werr != nil {
+			return nil, werr
+		}
+		recs, rerr := s.files.Read(ctx, add.Path, add.Tenant)
+		if !errors.Is(rerr, lake.ErrTemplateMissing) {
+			return recs, rerr
+		}
+	}
 }
 
 // maxMoves bounds how many compactions deep movedRows follows a file.

@@ -412,3 +412,32 @@ func TestWALOrderWithinTenant(t *testing.T) {
 		t.Fatalf("resumed after every record:\n got %v\nwant %v", resumed, got)
 	}
 }
+
+// TestTemplateCommittedLater: the committer commits an accepted report's
+// files at once, above the high-water; a file may then use a template
+// version born in an earlier batch that another encoder has not reported
+// yet. The subscriber waits for that version rather than failing, and
+// delivers every line once.
+func TestTemplateCommittedLater(t *testing.T) {
+	e := newEnv(t)
+	logs := &syncbuf.Buffer{}
+	s := e.subscribe(subscribe.Config{JS: e.js, PollInterval: never, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	ch, _ := collect(t, s)
+	// Encoder A: batches 1 and 3; batch 3's rows use version 2 of the
+	// template, born in batch 2. The high-water stops at 1, and both files
+	// are committed.
+	e.commitUpTo([]batch{
+		{tenant: "acme", date: "2026-01-01", n: 2, seq: 1, prev: 0},
+		{tenant: "acme", date: "2026-01-01", n: 3, seq: 3, prev: 2, version: 2, tpls: []int32{}},
+	}, nil, 1)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "template version not committed yet") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the subscriber never waited for the template version; log:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Encoder B: batch 2, with version 2.
+	e.commitUpTo([]batch{{tenant: "acme", date: "2026-01-01", n: 1, seq: 2, prev: 1, version: 2}}, nil, 3)
+	sameMultiset(t, receive(t, ch, len(e.lines)), e.lines)
+}
