@@ -219,6 +219,8 @@ func TestMultiProcessSubscriberCommitterKilled(t *testing.T) {
 	if d := laketest.Diff(got, want); d != "" {
 		t.Fatalf("the subscriber's lines are not exactly the input: %s", d)
 	}
+	// One encoder (one worker) writes every batch, so each tenant's lines
+	// come in WAL order, which is its input order (docs/subscribers.md).
 	for _, tn := range tenants {
 		if g, w := byTenant[tn], input[tn]; !slices.Equal(g, w) {
 			i := 0
