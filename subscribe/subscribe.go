@@ -509,6 +509,15 @@ func (s *Subscription) awaitCommit(ctx context.Context, v int64) (*streams.Notic
 			return nil, fmt.Errorf("records snapshot: %w", serr)
 		}
 		if snap.Version >= v {
+			// Committed between the two reads, or gone from the log:
+			// only a second miss means gone.
+			n, err := s.readCommit(ctx, v)
+			if err == nil {
+				return n, nil
+			}
+			if !errors.Is(err, objstore.ErrNotFound) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("%w: records version %d (the table is at %d)", ErrExpired, v, snap.Version)
 		}
 		// At the live edge: wait for a notice of v or later, or the poll.

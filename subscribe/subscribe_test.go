@@ -2,14 +2,18 @@ package subscribe_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quarrylake/quarry/committer"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/internal/syncbuf"
 	"github.com/quarrylake/quarry/streams"
 	"github.com/quarrylake/quarry/subscribe"
@@ -440,4 +444,51 @@ func TestTemplateCommittedLater(t *testing.T) {
 	// Encoder B: batch 2, with version 2.
 	e.commitUpTo([]batch{{tenant: "acme", date: "2026-01-01", n: 1, seq: 2, prev: 1, version: 2}}, nil, 3)
 	sameMultiset(t, receive(t, ch, len(e.lines)), e.lines)
+}
+
+// commitBehind is the lake's store, in which the first read of one records
+// log entry misses and a commit is made before the miss returns: the
+// subscriber sees version v missing, and then the table at v.
+type commitBehind struct {
+	objstore.Store
+	key    string
+	armed  atomic.Bool
+	missed chan struct{} // closed at the miss
+	commit chan struct{} // closed once the test committed
+	once   sync.Once
+}
+
+func (c *commitBehind) Get(ctx context.Context, key string) ([]byte, error) {
+	first := false
+	if key == c.key && c.armed.Load() {
+		c.once.Do(func() { first = true })
+	}
+	if !first {
+		return c.Store.Get(ctx, key)
+	}
+	close(c.missed)
+	<-c.commit
+	return nil, fmt.Errorf("get %s: %w", key, objstore.ErrNotFound)
+}
+
+// TestCommitBetweenReads: a commit made between the subscriber's read of
+// a missing log entry and its look at the table is delivered, not taken
+// for a version gone from the log.
+func TestCommitBetweenReads(t *testing.T) {
+	e := newEnv(t)
+	e.commit(1, "acme")
+	v, err := lake.Open(e.store).Records().Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := &commitBehind{Store: e.store, key: lake.Open(e.store).Records().CommitKey(v.Version + 1), missed: make(chan struct{}), commit: make(chan struct{})}
+	s := e.subscribe(subscribe.Config{Store: cb, From: subscribe.Now(), PollInterval: never})
+	cb.armed.Store(true)
+	ch, _ := collect(t, s)
+	<-cb.missed
+	want := e.commit(2, "beta")
+	close(cb.commit)
+	if got := receive(t, ch, 2); !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
 }
