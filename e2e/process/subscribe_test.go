@@ -117,8 +117,9 @@ func TestMultiProcessSubscriberCommitterKilled(t *testing.T) {
 		want = append(want, lines...)
 		proc, stdin := startStdin(t, bin, "producer-"+tn, append([]string{"producer", "--input", "-", "--tenant", tn}, common...)...)
 		prods = append(prods, proc)
-		feeds[tn] = make(chan []string)
-		go func() { feedErr <- feedParts(stdin, feeds[tn]) }()
+		ch := make(chan []string)
+		feeds[tn] = ch
+		go func() { feedErr <- feedParts(stdin, ch) }()
 	}
 	feed := func(part int) {
 		t.Helper()
