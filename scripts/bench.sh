@@ -306,4 +306,5 @@ fi
 		echo "fsync'd NATS server here. Scaling out pays where encoders get cores of their own."
 	fi
 } >"$OUT"
+. scripts/bench/subscribe.sh && subscribe_bench "$OUT"
 echo "wrote $OUT" >&2

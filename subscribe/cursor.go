@@ -9,7 +9,9 @@ import (
 )
 
 // Cursor is a position in the records table: commit Version, the File-th
-// add action of that commit, and Row within that file. The cursor of a
+// add action of that commit (the first add of a tenant's rows in the
+// commit), and Row within that tenant's rows of the commit, in WAL order
+// across all of its files in the commit. The cursor of a
 // subscription names the position after the last record delivered, so a
 // subscription started After it resumes exactly there.
 type Cursor struct {

@@ -17,8 +17,16 @@
 //
 // The Delta log of the records table is the truth: a record is delivered
 // only once the commit that added its file is durable. Commits are read in
-// version order; within a commit, files in the order of its add actions;
-// within a file, rows in (wal_seq, record_index) order, which is WAL order.
+// version order; within a commit, tenant by tenant in the order of each
+// tenant's first add action, and a tenant's rows, from all of its files in
+// the commit (date partitions, encoder workers), in (wal_seq, record_index)
+// order, which is WAL order. Across commits that holds only when a single
+// encoder writes a tenant's batches: the committer commits an accepted
+// report's files at once, also above the high-water, so with several
+// encoders a later batch can be committed (and delivered) before an earlier
+// one that another encoder reports after it. A file whose rows use a
+// template version not committed yet (born in such an earlier batch) is
+// read once the high-water covers the file.
 // Adds with dataChange=false (compaction rewrites) carry rows already
 // delivered and are skipped; removes deliver nothing.
 //
@@ -34,8 +42,11 @@
 // adds from its notice; a notice for a later version than the one it needs
 // (a gap: notices lost to a crash, or aged out of the stream) makes it read
 // the missing versions from the Delta log, and without notices (no NATS, or
-// a quiet stream) it looks at the log every PollInterval. A notice only
-// says when and where to read: correctness never depends on it.
+// a quiet stream) it looks at the log every PollInterval. While its notice
+// consumer cannot be started (NATS down or restarting) it looks at the log
+// and tries again after a backoff (100ms doubling to 5s, never longer than
+// PollInterval). A notice only says when and where to read: correctness
+// never depends on it.
 //
 // A file removed by a later commit and vacuumed before the subscriber
 // reached it is found through that commit: a compaction (removes with

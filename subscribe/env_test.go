@@ -28,6 +28,7 @@ import (
 // fake encoder that commits lines through it.
 type env struct {
 	t     *testing.T
+	srv   *natstest.Server
 	js    jetstream.JetStream
 	store objstore.Store
 	seq   uint64 // last WAL seq reported
@@ -44,7 +45,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, js: js, store: store}
+	e := &env{t: t, srv: srv, js: js, store: store}
 	e.cmt = e.startCommitter(js)
 	return e
 }
@@ -125,36 +126,97 @@ func parquetBytes[T any](t *testing.T, rows []T) []byte {
 // returns the lines.
 func (e *env) commit(n int, tenants ...string) []string {
 	e.t.Helper()
+	var bs []batch
+	for _, tenant := range tenants {
+		bs = append(bs, batch{tenant: tenant, date: "2026-01-01", n: n})
+	}
+	return e.commitBatches(bs, nil)
+}
+
+// batch is one WAL batch of n lines of tenant, in the partition of date.
+// By default its WAL sequence follows the last one, its rows use version 1
+// of template 1 and its templates file holds that version; seq and prev
+// (both set), version and tpls (a non-nil empty slice: no templates file)
+// change that.
+type batch struct {
+	tenant, date string
+	n            int
+	seq, prev    uint64
+	version      int32
+	tpls         []int32
+}
+
+// commitBatches commits bs (consecutive WAL sequences, in order) in one
+// report whose files (one per batch) are listed in the order of the
+// indexes in fileOrder (nil: in WAL order), waits until the committer has
+// committed them and returns their lines in WAL order.
+func (e *env) commitBatches(bs []batch, fileOrder []int) []string {
+	e.t.Helper()
+	return e.commitUpTo(bs, fileOrder, 0)
+}
+
+// commitUpTo is commitBatches waiting for high-water w (0: the newest
+// WAL sequence of bs and every batch before).
+func (e *env) commitUpTo(bs []batch, fileOrder []int, w uint64) []string {
+	e.t.Helper()
 	ctx := context.Background()
 	rep := &streams.Report{ID: fmt.Sprintf("e.%d", e.seq+1), Encoder: "e1", CreatedAt: time.Now()}
 	var out []string
-	for _, tenant := range tenants {
-		e.seq++
-		seq := e.seq
-		rep.Batches = append(rep.Batches, streams.BatchRef{Seq: seq, Prev: seq - 1, Records: n})
+	var files [][]streams.FileInfo
+	for _, b := range bs {
+		tenant, n := b.tenant, b.n
+		seq, prev := b.seq, b.prev
+		if seq == 0 {
+			seq, prev = e.seq+1, e.seq
+		}
+		e.seq = max(e.seq, seq)
+		version := max(b.version, 1)
+		rep.Batches = append(rep.Batches, streams.BatchRef{Seq: seq, Prev: prev, Records: n})
 		var rows []lake.RecordRow
 		for i := range n {
 			p := fmt.Sprintf("%s-%d-%d", tenant, seq, i)
 			rows = append(rows, lake.RecordRow{WALSeq: int64(seq), RecordIndex: int32(i), TS: 1_700_000_000_000_000,
-				TemplateID: 1, TemplateVersion: 1, Params: []string{p}, Source: "src"})
+				TemplateID: 1, TemplateVersion: version, Params: []string{p}, Source: "src"})
 			out = append(out, "line "+p)
 		}
-		tpl := []lake.TemplateRow{{TemplateID: 1, Tenant: tenant, Version: 1, Template: "line <*>", Kind: "created", WALSeq: int64(seq)}}
+		if b.tpls == nil {
+			b.tpls = []int32{version}
+		}
+		var tpl []lake.TemplateRow
+		for _, v := range b.tpls {
+			kind := "created"
+			if v > 1 {
+				kind = "changed"
+			}
+			tpl = append(tpl, lake.TemplateRow{TemplateID: 1, Tenant: tenant, Version: v, Template: "line <*>", Kind: kind, WALSeq: int64(seq)})
+		}
 		name := lake.FileName(seq, seq, "e1")
-		for _, f := range []struct {
+		type file struct {
 			table, path string
 			data        []byte
 			pv          map[string]string
-		}{
-			{streams.TableRecords, lake.RecordsFilePath(tenant, "2026-01-01", name), parquetBytes(e.t, rows), map[string]string{"tenant": tenant, "date": "2026-01-01"}},
-			{streams.TableTemplates, tenant + "-" + name, parquetBytes(e.t, tpl), nil},
-		} {
+		}
+		put := []file{{streams.TableRecords, lake.RecordsFilePath(tenant, b.date, name), parquetBytes(e.t, rows), map[string]string{"tenant": tenant, "date": b.date}}}
+		if len(tpl) > 0 {
+			put = append(put, file{streams.TableTemplates, tenant + "-" + name, parquetBytes(e.t, tpl), nil})
+		}
+		var fs []streams.FileInfo
+		for _, f := range put {
 			if err := e.store.Put(ctx, f.table+"/"+f.path, f.data); err != nil {
 				e.t.Fatal(err)
 			}
-			rep.Files = append(rep.Files, streams.FileInfo{Table: f.table, Path: f.path, Size: int64(len(f.data)),
+			fs = append(fs, streams.FileInfo{Table: f.table, Path: f.path, Size: int64(len(f.data)),
 				PartitionValues: f.pv, NumRecords: int64(n), ModificationTime: time.Now().UnixMilli()})
 		}
+		files = append(files, fs)
+	}
+	if fileOrder == nil {
+		for i := range files {
+			fileOrder = append(fileOrder, i)
+		}
+	}
+	for _, i := range fileOrder {
+		rep.Files = append(rep.Files, files[i]...)
 	}
 	b, err := json.Marshal(rep)
 	if err != nil {
@@ -167,15 +229,24 @@ func (e *env) commit(n int, tenants ...string) []string {
 	if _, err := e.js.PublishMsg(ctx, msg); err != nil {
 		e.t.Fatal(err)
 	}
+	if w == 0 {
+		w = e.seq
+	}
+	e.waitHighWater(w)
+	e.lines = append(e.lines, out...)
+	return out
+}
+
+// waitHighWater waits until the committer's high-water is at least w.
+func (e *env) waitHighWater(w uint64) {
+	e.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for e.cmt.c.HighWater() < e.seq {
+	for e.cmt.c.HighWater() < w {
 		if time.Now().After(deadline) {
-			e.t.Fatalf("high-water %d, want %d", e.cmt.c.HighWater(), e.seq)
+			e.t.Fatalf("high-water %d, want %d", e.cmt.c.HighWater(), w)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	e.lines = append(e.lines, out...)
-	return out
 }
 
 func (e *env) subscribe(cfg subscribe.Config) *subscribe.Subscription {

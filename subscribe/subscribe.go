@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/internal/query"
@@ -143,7 +144,7 @@ func Subscribe(ctx context.Context, cfg Config) (*Subscription, error) {
 	}
 	s.cur = start
 	if cfg.JS != nil {
-		s.notices = &follower{js: cfg.JS, log: s.log}
+		s.notices = &follower{js: cfg.JS, log: s.log, retry: backoff.New(backoff.Default)}
 	}
 	return s, nil
 }
@@ -247,13 +248,13 @@ func (s *Subscription) Next(ctx context.Context) (Record, error) {
 			continue
 		}
 		add := s.commit.Adds[c.File]
-		if !add.DataChange || (s.cfg.Tenant != "" && add.Tenant != s.cfg.Tenant) {
+		if !add.DataChange || (s.cfg.Tenant != "" && add.Tenant != s.cfg.Tenant) || !firstOfTenant(s.commit.Adds, c.File) {
 			s.recs, s.loaded = nil, false
 			s.setCursor(Cursor{Version: c.Version, File: c.File + 1})
 			continue
 		}
 		if !s.loaded {
-			recs, err := s.readFile(ctx, c.Version, add)
+			recs, err := s.readTenant(ctx, c.Version, s.commit.Adds, c.File)
 			if err != nil {
 				return Record{}, err
 			}
@@ -288,6 +289,46 @@ func (s *Subscription) match(r *Record) bool {
 	})
 }
 
+// firstOfTenant reports whether adds[i] is the first add with data of its
+// tenant in the commit: the rows of all of them are delivered under it.
+func firstOfTenant(adds []streams.NoticeFile, i int) bool {
+	return !slices.ContainsFunc(adds[:i], func(a streams.NoticeFile) bool { return a.DataChange && a.Tenant == adds[i].Tenant })
+}
+
+// readTenant reads the rows of every add with data of adds[i]'s tenant in
+// commit version (adds[i] is the first), in WAL order: a commit may hold
+// one tenant's rows in several files (date partitions, encoder workers),
+// listed in no particular order and with interleaved WAL sequences.
+func (s *Subscription) readTenant(ctx context.Context, version int64, adds []streams.NoticeFile, i int) ([]lake.Record, error) {
+	var recs []lake.Record
+	n := 0
+	for _, a := range adds[i:] {
+		if !a.DataChange || a.Tenant != adds[i].Tenant {
+			continue
+		}
+		rs, err := s.readFile(ctx, version, a)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, rs...)
+		n++
+	}
+	if n > 1 {
+		sortWAL(recs)
+	}
+	return recs, nil
+}
+
+// sortWAL sorts recs in WAL order: (wal_seq, record_index).
+func sortWAL(recs []lake.Record) {
+	slices.SortStableFunc(recs, func(a, b lake.Record) int {
+		if a.WALSeq != b.WALSeq {
+			return cmp.Compare(a.WALSeq, b.WALSeq)
+		}
+		return cmp.Compare(a.Index, b.Index)
+	})
+}
+
 // readFile reads the records of add, added by commit version. A file gone
 // from the store was removed by a later commit and vacuumed: a compaction
 // (remove with dataChange=false) moved its rows into the files it added,
@@ -295,6 +336,9 @@ func (s *Subscription) match(r *Record) bool {
 // away, and there is nothing left to deliver.
 func (s *Subscription) readFile(ctx context.Context, version int64, add streams.NoticeFile) ([]lake.Record, error) {
 	recs, err := s.files.Read(ctx, add.Path, add.Tenant)
+	if errors.Is(err, lake.ErrTemplateMissing) {
+		recs, err = s.awaitTemplates(ctx, add, err)
+	}
 	if err == nil || !errors.Is(err, objstore.ErrNotFound) {
 		return recs, err
 	}
@@ -310,6 +354,45 @@ func (s *Subscription) readFile(ctx context.Context, version int64, add streams.
 		return nil, err // still in the table, or removed by nothing: a real loss
 	}
 	return recs, nil
+}
+
+// awaitTemplates reads add again until the template versions its rows use
+// are committed. The committer commits a report's files as soon as it is
+// accepted, also above the high-water, so a file may use a template version
+// born in an earlier WAL batch that another encoder has not reported yet;
+// that version is committed, at the latest, by the commit whose high-water
+// covers the file's WAL sequences. Once the high-water covers them, a
+// version still missing is an error.
+func (s *Subscription) awaitTemplates(ctx context.Context, add streams.NoticeFile, err error) ([]lake.Record, error) {
+	seqs, perr := parseRanges(add.WAL)
+	if perr != nil || len(seqs) == 0 {
+		return nil, err
+	}
+	top := uint64(0)
+	for q := range seqs {
+		top = max(top, q)
+	}
+	b := backoff.New(backoff.Default)
+	for logged := false; ; logged = true {
+		hw, herr := s.lk.HighWater(ctx)
+		if herr != nil {
+			return nil, herr
+		}
+		if hw >= top {
+			return s.files.Read(ctx, add.Path, add.Tenant)
+		}
+		if !logged {
+			s.log.Info("records file uses a template version not committed yet, waiting for the high-water to cover the file",
+				"path", add.Path, "high_water", hw, "file_last_wal_seq", top)
+		}
+		if werr := b.Wait(ctx); werr != nil {
+			return nil, werr
+		}
+		recs, rerr := s.files.Read(ctx, add.Path, add.Tenant)
+		if !errors.Is(rerr, lake.ErrTemplateMissing) {
+			return recs, rerr
+		}
+	}
 }
 
 // maxMoves bounds how many compactions deep movedRows follows a file.
@@ -358,12 +441,7 @@ func (s *Subscription) movedRows(ctx context.Context, version int64, f streams.N
 				}
 			}
 		}
-		slices.SortStableFunc(recs, func(a, b lake.Record) int {
-			if a.WALSeq != b.WALSeq {
-				return cmp.Compare(a.WALSeq, b.WALSeq)
-			}
-			return cmp.Compare(a.Index, b.Index)
-		})
+		sortWAL(recs)
 		s.log.Info("records file compacted and vacuumed before it was read, its rows read from the compaction", "path", f.Path, "version", v)
 		return recs, true, nil
 	}
@@ -431,6 +509,15 @@ func (s *Subscription) awaitCommit(ctx context.Context, v int64) (*streams.Notic
 			return nil, fmt.Errorf("records snapshot: %w", serr)
 		}
 		if snap.Version >= v {
+			// Committed between the two reads, or gone from the log:
+			// only a second miss means gone.
+			n, err := s.readCommit(ctx, v)
+			if err == nil {
+				return n, nil
+			}
+			if !errors.Is(err, objstore.ErrNotFound) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("%w: records version %d (the table is at %d)", ErrExpired, v, snap.Version)
 		}
 		// At the live edge: wait for a notice of v or later, or the poll.
@@ -449,8 +536,9 @@ func (s *Subscription) awaitCommit(ctx context.Context, v int64) (*streams.Notic
 
 // follower follows the records commit notices.
 type follower struct {
-	js  jetstream.JetStream
-	log *slog.Logger
+	js    jetstream.JetStream
+	log   *slog.Logger
+	retry *backoff.Backoff // waits between attempts to start the consumer
 
 	mu      sync.Mutex
 	it      jetstream.MessagesContext
@@ -496,9 +584,11 @@ func (f *follower) ensure(ctx context.Context) bool {
 			f.log.Warn("commit notice consumer, polling the Delta log instead", "err", err)
 		}
 		f.failing = true
+		f.ch, f.done = nil, nil
 		return false
 	}
 	f.failing = false
+	f.retry.Reset()
 	f.it, f.ch, f.done = it, make(chan *streams.Notice, 64), make(chan struct{})
 	go f.run(it, f.ch, f.done)
 	return true
@@ -559,7 +649,8 @@ func (f *follower) take(v int64) *streams.Notice {
 	}
 }
 
-// wait returns when a notice of version v or later arrives, or after poll.
+// wait returns when a notice of version v or later arrives, or after poll
+// (after a short backoff when no notice consumer runs).
 func (f *follower) wait(ctx context.Context, v int64, poll time.Duration) error {
 	t := time.NewTimer(poll)
 	defer t.Stop()
@@ -571,6 +662,11 @@ func (f *follower) wait(ctx context.Context, v int64, poll time.Duration) error 
 			return nil
 		}
 		ch = f.ch
+		if f.it == nil && !f.stopped {
+			// No consumer (NATS unreachable, or it just ended): try
+			// again soon rather than after a whole poll interval.
+			t.Reset(min(poll, f.retry.Next()))
+		}
 		f.mu.Unlock()
 	}
 	for {

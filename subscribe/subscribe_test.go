@@ -2,13 +2,19 @@ package subscribe_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quarrylake/quarry/committer"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/syncbuf"
 	"github.com/quarrylake/quarry/streams"
 	"github.com/quarrylake/quarry/subscribe"
 )
@@ -98,6 +104,79 @@ func TestFollowAcrossCommitterRestarts(t *testing.T) {
 	case l := <-ch:
 		t.Fatalf("extra line %q", l)
 	default:
+	}
+}
+
+// TestFollowAcrossNATSRestart: a subscriber waiting at the live edge for
+// a notice (it never polls the log) while the NATS server restarts, its
+// notice consumer lost with it, gets the commits made after the restart.
+func TestFollowAcrossNATSRestart(t *testing.T) {
+	e := newEnv(t)
+	e.commit(2, "acme")
+	s := e.subscribe(subscribe.Config{JS: e.js, PollInterval: never})
+	ch, _ := collect(t, s)
+	got := receive(t, ch, 2)
+	waitNoticeConsumer(t, e) // the subscriber waits on its notice consumer
+	// The committer is restarted around NATS's restart: this test is about
+	// the subscriber (a committer through a NATS restart sometimes took
+	// over 30s to stop at the test's end).
+	e.cmt.stop(t)
+	e.srv = e.srv.Restart(t)
+	e.cmt = e.startCommitter(e.js)
+	want := e.commit(3, "beta")
+	got = append(got, receive(t, ch, len(want))...)
+	want = e.commit(1, "acme")
+	got = append(got, receive(t, ch, len(want))...)
+	if !slices.Equal(got, e.lines) {
+		t.Fatalf("got %v\nwant %v", got, e.lines)
+	}
+}
+
+// TestFollowNATSDownAtStart: a subscriber that reaches the live edge while
+// NATS is down cannot start its notice consumer; it starts it once NATS is
+// back, without waiting out its poll interval.
+func TestFollowNATSDownAtStart(t *testing.T) {
+	e := newEnv(t)
+	e.commit(2, "acme")
+	// The committer stops first: this test is about the subscriber (see
+	// TestFollowAcrossNATSRestart).
+	e.cmt.stop(t)
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+	logs := &syncbuf.Buffer{}
+	s := e.subscribe(subscribe.Config{JS: e.js, PollInterval: never, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	ch, _ := collect(t, s)
+	got := receive(t, ch, 2)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(logs.String(), "polling the Delta log instead") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the subscriber never tried its notice consumer; log:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.srv = e.srv.Restart(t)
+	e.cmt = e.startCommitter(e.js)
+	want := e.commit(3, "beta")
+	got = append(got, receive(t, ch, len(want))...)
+	if !slices.Equal(got, e.lines) {
+		t.Fatalf("got %v\nwant %v", got, e.lines)
+	}
+}
+
+// waitNoticeConsumer waits until the notice stream has a consumer.
+func waitNoticeConsumer(t *testing.T, e *env) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		st, err := e.js.Stream(ctx, streams.NoticeStream)
+		if err == nil && st.CachedInfo().State.Consumers > 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no consumer on %s: %v", streams.NoticeStream, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -300,4 +379,125 @@ func TestCompactedBeforeRead(t *testing.T) {
 		t.Fatalf("from the beginning:\n got %v\nwant %v", got, e.lines)
 	}
 	quiet(t, all)
+}
+
+// TestWALOrderWithinTenant: one commit holds a tenant's rows in several
+// files (two date partitions, files listed out of WAL order): they are
+// delivered in WAL order within the tenant, from the lake and live, and a
+// subscriber resumed after every record gets the same order.
+func TestWALOrderWithinTenant(t *testing.T) {
+	e := newEnv(t)
+	commit := func() {
+		e.commitBatches([]batch{
+			{tenant: "acme", date: "2026-01-02", n: 2},
+			{tenant: "beta", date: "2026-01-01", n: 1},
+			{tenant: "acme", date: "2026-01-01", n: 3},
+			{tenant: "acme", date: "2026-01-02", n: 1},
+		}, []int{2, 0, 1, 3})
+	}
+	commit()
+	byTenant := func(lines []string) map[string][]string {
+		out := map[string][]string{}
+		for _, l := range lines {
+			tenant, _, _ := strings.Cut(strings.TrimPrefix(l, "line "), "-")
+			out[tenant] = append(out[tenant], l)
+		}
+		return out
+	}
+	s := e.subscribe(subscribe.Config{JS: e.js, PollInterval: never})
+	ch, _ := collect(t, s)
+	got := receive(t, ch, len(e.lines))
+	commit() // live
+	got = append(got, receive(t, ch, len(e.lines)/2)...)
+	want := byTenant(e.lines)
+	if g := byTenant(got); !slices.Equal(g["acme"], want["acme"]) || !slices.Equal(g["beta"], want["beta"]) {
+		t.Fatalf("not in WAL order within a tenant:\n got %v\nwant %v", g, want)
+	}
+	var resumed []string
+	from := subscribe.Beginning()
+	for range e.lines {
+		s := e.subscribe(subscribe.Config{From: from})
+		resumed = append(resumed, take(t, s, 1)...)
+		s.Close()
+		from = subscribe.After(s.Cursor())
+	}
+	if !slices.Equal(resumed, got) {
+		t.Fatalf("resumed after every record:\n got %v\nwant %v", resumed, got)
+	}
+}
+
+// TestTemplateCommittedLater: the committer commits an accepted report's
+// files at once, above the high-water; a file may then use a template
+// version born in an earlier batch that another encoder has not reported
+// yet. The subscriber waits for that version rather than failing, and
+// delivers every line once.
+func TestTemplateCommittedLater(t *testing.T) {
+	e := newEnv(t)
+	logs := &syncbuf.Buffer{}
+	s := e.subscribe(subscribe.Config{JS: e.js, PollInterval: never, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	ch, _ := collect(t, s)
+	// Encoder A: batches 1 and 3; batch 3's rows use version 2 of the
+	// template, born in batch 2. The high-water stops at 1, and both files
+	// are committed.
+	e.commitUpTo([]batch{
+		{tenant: "acme", date: "2026-01-01", n: 2, seq: 1, prev: 0},
+		{tenant: "acme", date: "2026-01-01", n: 3, seq: 3, prev: 2, version: 2, tpls: []int32{}},
+	}, nil, 1)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(logs.String(), "template version not committed yet") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the subscriber never waited for the template version; log:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Encoder B: batch 2, with version 2.
+	e.commitUpTo([]batch{{tenant: "acme", date: "2026-01-01", n: 1, seq: 2, prev: 1, version: 2}}, nil, 3)
+	sameMultiset(t, receive(t, ch, len(e.lines)), e.lines)
+}
+
+// commitBehind is the lake's store, in which the first read of one records
+// log entry misses and a commit is made before the miss returns: the
+// subscriber sees version v missing, and then the table at v.
+type commitBehind struct {
+	objstore.Store
+	key    string
+	armed  atomic.Bool
+	missed chan struct{} // closed at the miss
+	commit chan struct{} // closed once the test committed
+	once   sync.Once
+}
+
+func (c *commitBehind) Get(ctx context.Context, key string) ([]byte, error) {
+	first := false
+	if key == c.key && c.armed.Load() {
+		c.once.Do(func() { first = true })
+	}
+	if !first {
+		return c.Store.Get(ctx, key)
+	}
+	close(c.missed)
+	<-c.commit
+	return nil, fmt.Errorf("get %s: %w", key, objstore.ErrNotFound)
+}
+
+// TestCommitBetweenReads: a commit made between the subscriber's read of
+// a missing log entry and its look at the table is delivered, not taken
+// for a version gone from the log.
+func TestCommitBetweenReads(t *testing.T) {
+	e := newEnv(t)
+	e.commit(1, "acme")
+	v, err := lake.Open(e.store).Records().Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := &commitBehind{Store: e.store, key: lake.Open(e.store).Records().CommitKey(v.Version + 1), missed: make(chan struct{}), commit: make(chan struct{})}
+	s := e.subscribe(subscribe.Config{Store: cb, From: subscribe.Now(), PollInterval: never})
+	cb.armed.Store(true)
+	ch, _ := collect(t, s)
+	<-cb.missed
+	want := e.commit(2, "beta")
+	close(cb.commit)
+	if got := receive(t, ch, 2); !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
 }

@@ -9,6 +9,12 @@
 // the time). Hit exits the process at once with status ExitCode, without
 // deferred functions, flushes or lease releases: as close to SIGKILL as a
 // process can do to itself, but at a chosen moment.
+//
+// With QUARRY_CRASHPOINTS_ACTION=hang a firing point instead writes
+// "crashpoint: holding at <name>" to stderr and blocks the goroutine that
+// hit it for ever, so that a harness that sees the line can SIGKILL the
+// process exactly there (the rest of the process, its lease renewal
+// included, runs on until the kill).
 package crashpoint
 
 import (
@@ -26,9 +32,14 @@ const ExitCode = 86
 
 // Env and SeedEnv are the environment variables read once, at the first Hit.
 const (
-	Env     = "QUARRY_CRASHPOINTS"
-	SeedEnv = "QUARRY_CRASHPOINTS_SEED"
+	Env       = "QUARRY_CRASHPOINTS"
+	SeedEnv   = "QUARRY_CRASHPOINTS_SEED"
+	ActionEnv = "QUARRY_CRASHPOINTS_ACTION"
 )
+
+// HoldingLine starts the line a point writes to stderr when it hangs
+// (ActionEnv=hang) rather than exits; the point's name follows it.
+const HoldingLine = "crashpoint: holding at "
 
 var (
 	once   sync.Once
@@ -36,6 +47,8 @@ var (
 	points map[string]float64 // name -> probability
 	rnd    *rand.Rand
 	exit   = func() { os.Exit(ExitCode) }
+	hold   = func() { select {} }
+	hangs  bool // ActionEnv is "hang"
 )
 
 // Parse reads a spec ("a,b@0.5") into point probabilities.
@@ -77,6 +90,14 @@ func load() {
 	if s, err := strconv.ParseInt(os.Getenv(SeedEnv), 10, 64); err == nil {
 		seed = s
 	}
+	switch a := os.Getenv(ActionEnv); a {
+	case "", "exit":
+	case "hang":
+		hangs = true
+	default:
+		fmt.Fprintf(os.Stderr, "crashpoint: %s=%q: want exit or hang (crash points off)\n", ActionEnv, a)
+		return
+	}
 	points, rnd = pts, rand.New(rand.NewSource(seed))
 }
 
@@ -91,7 +112,10 @@ func Hit(name string) {
 	p, ok := points[name]
 	fire := ok && (p >= 1 || rnd.Float64() < p)
 	mu.Unlock()
-	if fire {
+	if fire && hangs {
+		fmt.Fprintf(os.Stderr, "%s%s\n", HoldingLine, name)
+		hold()
+	} else if fire {
 		fmt.Fprintf(os.Stderr, "crashpoint: crashing at %s\n", name)
 		exit()
 	}

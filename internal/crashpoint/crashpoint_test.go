@@ -58,3 +58,18 @@ func TestHit(t *testing.T) {
 		t.Fatalf("fired %d times, want 1", fired)
 	}
 }
+
+func TestHitHangs(t *testing.T) {
+	once.Do(func() {}) // do not read the environment
+	exited, held := 0, 0
+	oldExit, oldHold := exit, hold
+	exit, hold = func() { exited++ }, func() { held++ }
+	points, hangs = map[string]float64{"always": 1}, true
+	rnd = rand.New(rand.NewSource(1))
+	t.Cleanup(func() { points, exit, hold, hangs, once = nil, oldExit, oldHold, false, sync.Once{} })
+	Hit("other")
+	Hit("always")
+	if held != 1 || exited != 0 {
+		t.Fatalf("held %d, exited %d; want held once", held, exited)
+	}
+}
