@@ -292,6 +292,35 @@ func TestBusy429(t *testing.T) {
 	}
 }
 
+// When the WAL does not acknowledge within ack_timeout (held by
+// construction), a request is answered 503 with Retry-After instead of
+// waiting on: JSON lines and _bulk alike. The lines were handed to the
+// WAL, so once it acknowledges they land, each once (the client did not
+// resend).
+func TestNotDurable503(t *testing.T) {
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s.URL(), streams.Config{})
+	gate := recvtest.NewGate(js)
+	hub := recvtest.HubOn(t, gate, producer.Config{Receivers: producer.ReceiversConfig{AckTimeout: 200 * time.Millisecond}}, nil)
+	t.Cleanup(gate.Open) // runs before the hub's cleanup, which drains the held frames
+	url := start(t, hub, nil)
+	c := &http.Client{Timeout: 30 * time.Second} // no answer at all fails here, not at the test timeout
+	for _, p := range []struct{ path, body string }{
+		{"/jsonline", `{"message":"slow one"}`},
+		{"/_bulk", `{"index":{}}` + "\n" + `{"message":"slow two"}` + "\n"},
+	} {
+		resp, b := post(t, c, url+p.path, p.body, nil)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "ack_timeout") {
+			t.Fatalf("%s: status %d (Retry-After %q): %s; want 503 with Retry-After", p.path, resp.StatusCode, resp.Header.Get("Retry-After"), b)
+		}
+	}
+	gate.Open()
+	recvtest.Wait(t, 30*time.Second, func() bool { return len(recvtest.Texts(t, js, "default")) >= 2 })
+	if got := recvtest.Texts(t, js, "default"); !reflect.DeepEqual(got, []string{"slow one", "slow two"}) {
+		t.Fatalf("WAL %q", got)
+	}
+}
+
 // Tokens: the credential names the tenant; none or an unknown one is 401,
 // a path tenant other than the token's is 403. Bearer, Basic (the token
 // as password) and ApiKey are accepted.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -235,6 +236,58 @@ func TestBusy(t *testing.T) {
 	}
 	if got := recvtest.Texts(t, js, "default"); len(got) != 100 || got[0] != "held" || got[99] != "held" {
 		t.Fatalf("WAL holds %d lines, want the 100 held ones: %q", len(got), got)
+	}
+}
+
+// When the WAL does not acknowledge within ack_timeout (held by
+// construction), HTTP answers 503 with Retry-After and gRPC UNAVAILABLE
+// with RetryInfo, instead of waiting on. The records were handed to the
+// WAL: once it acknowledges they land, each once (nothing was resent).
+func TestNotDurable(t *testing.T) {
+	s0 := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s0.URL(), streams.Config{})
+	gate := recvtest.NewGate(js)
+	hub := recvtest.HubOn(t, gate, producer.Config{Receivers: producer.ReceiversConfig{AckTimeout: 200 * time.Millisecond}}, nil)
+	t.Cleanup(gate.Open) // runs before the hub's cleanup, which drains the held frames
+	s := start(t, hub, otlp.Config{HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0"})
+	h, g := s.Addrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+h.String()+"/v1/logs", bytes.NewReader(protoBody(t, request("slow http"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("http: %v (want a 503 within ack_timeout)", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("http: status %d (Retry-After %q), want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	conn, err := grpc.NewClient(g.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = collogspb.NewLogsServiceClient(conn).Export(ctx, request("slow grpc"))
+	st := status.Convert(err)
+	var retry *errdetails.RetryInfo
+	for _, d := range st.Details() {
+		if r, ok := d.(*errdetails.RetryInfo); ok {
+			retry = r
+		}
+	}
+	if st.Code() != codes.Unavailable || retry == nil || retry.GetRetryDelay().AsDuration() <= 0 {
+		t.Fatalf("grpc: %v (details %v), want UNAVAILABLE with RetryInfo", err, st.Details())
+	}
+	gate.Open()
+	recvtest.Wait(t, 30*time.Second, func() bool { return len(recvtest.Texts(t, js, "default")) >= 2 })
+	got := recvtest.Texts(t, js, "default")
+	sort.Strings(got)
+	if !reflect.DeepEqual(got, []string{"slow grpc", "slow http"}) {
+		t.Fatalf("WAL %q", got)
 	}
 }
 

@@ -229,3 +229,42 @@ func TestTCPBackpressure(t *testing.T) {
 		}
 	}
 }
+
+// The limits of producer.receivers apply to syslog: a TCP message or UDP
+// datagram above max_line_bytes and a message with more than max_attrs
+// attributes are dead-lettered with the limit's name; the messages around
+// them land.
+func TestLimits(t *testing.T) {
+	hub, js := testHub(t, producer.ReceiversConfig{MaxLineBytes: 100, MaxAttrs: 8})
+	s := startSyslog(t, hub, syslog.Config{Addr: "127.0.0.1:0"})
+	tcp, udp, _ := s.Addrs()
+	long := "<13>1 - h a - - - " + strings.Repeat("x", 120)
+	c, err := net.Dial("tcp", tcp.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "<13>1 - h a - - - tcp before\n%s\n", long)
+	fmt.Fprint(c, `<13>1 - h a - - [x@1 a="1" b="2" c="3" d="4" e="5" f="6"] many attrs`+"\n")
+	fmt.Fprint(c, "<13>1 - h a - - - tcp after\n")
+	c.Close()
+	recvtest.Wait(t, 30*time.Second, func() bool { return len(recvtest.DeadLetters(t, js)) >= 2 })
+	u, err := net.Dial("udp", udp.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(u, long)
+	u.Close()
+	recvtest.Wait(t, 30*time.Second, func() bool { return len(recvtest.DeadLetters(t, js)) >= 3 })
+	if got := waitTexts(t, js, "logs", 2); !reflect.DeepEqual(got, []string{"tcp after", "tcp before"}) {
+		t.Fatalf("WAL %q", got)
+	}
+	var reasons []string
+	for _, d := range recvtest.DeadLetters(t, js) {
+		reasons = append(reasons, d.Reason)
+	}
+	for i, want := range []string{"max_line_bytes", "max_attrs", "max_line_bytes"} {
+		if !strings.Contains(reasons[i], want) {
+			t.Fatalf("dead letter %d: reason %q, want %s (all %q)", i, reasons[i], want, reasons)
+		}
+	}
+}
