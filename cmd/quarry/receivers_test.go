@@ -195,6 +195,7 @@ func TestReceiverFlagErrors(t *testing.T) {
 		{[]string{"run", "--follow", "--data", t.TempDir(), "--listen-syslog-tls", "127.0.0.1:0"}, nil, "listen_syslog_tls: needs tls_cert and tls_key"},
 		{[]string{"run", "--follow", "--data", t.TempDir(), "--listen-http", "nohostport"}, nil, "listen_http"},
 		{[]string{"run", "--follow", "--data", t.TempDir(), "--listen-http", "127.0.0.1:0"}, map[string]string{"QUARRY_INGEST_TOKENS": "justatoken"}, "QUARRY_INGEST_TOKENS"},
+		{[]string{"run", "--follow", "--data", t.TempDir(), "--listen-http", "127.0.0.1:0"}, map[string]string{"QUARRY_INGEST_CLIENT_TENANTS": "cn=no.dots"}, "QUARRY_INGEST_CLIENT_TENANTS"},
 	} {
 		var out, errb bytes.Buffer
 		e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return tt.env[k] }}

@@ -26,6 +26,18 @@ func TestParseTokens(t *testing.T) {
 	}
 }
 
+func TestParseClientTenants(t *testing.T) {
+	got, err := ParseClientTenants("web1.example.com=acme, quarry=globex")
+	if err != nil || len(got) != 2 || got["web1.example.com"] != "acme" || got["quarry"] != "globex" {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"nocn", "=acme", "cn=bad.tenant"} {
+		if _, err := ParseClientTenants(bad); err == nil || !strings.Contains(err.Error(), ClientTenantsEnv) {
+			t.Fatalf("%q: err %v", bad, err)
+		}
+	}
+}
+
 func TestAuthenticate(t *testing.T) {
 	open := &Hub{}
 	if ten, ok := open.Authenticate(""); !ok || ten != "" {

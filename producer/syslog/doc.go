@@ -2,7 +2,8 @@
 // newline framing, detected from a connection's first byte), UDP (one
 // message per datagram) and TLS (RFC 5425), parses RFC 5424 and RFC 3164
 // (Parse) and writes each message through an ingest.Hub for the hub's
-// default tenant: the MSG is the record's text, the timestamp its event
+// default tenant (over TLS with client tenants configured, for the
+// tenant of the connection's client certificate: ingest.ClientTenantsEnv): the MSG is the record's text, the timestamp its event
 // time (TSSource event; none: the stamper decides, as for a file), and
 // facility, severity, host, app, procid, msgid and structured data its
 // attributes (Message.Attrs).

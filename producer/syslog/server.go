@@ -173,6 +173,10 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 			return
 		}
 	}
+	tenant, ok := s.connTenant(c)
+	if !ok {
+		return
+	}
 	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
 	defer stop()
 	log := s.log.With("remote", c.RemoteAddr().String())
@@ -205,7 +209,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		slots <- struct{}{}
 		b, n := batch, size
 		batch, size = nil, 0
-		err := s.hub.Submit(context.WithoutCancel(ctx), "syslog", s.hub.DefaultTenant(), b, n, true, func(_ producer.Ingested, err error) {
+		err := s.hub.Submit(context.WithoutCancel(ctx), "syslog", tenant, b, n, true, func(_ producer.Ingested, err error) {
 			if err != nil {
 				mu.Lock()
 				failed = err
@@ -241,6 +245,26 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 			return
 		}
 	}
+}
+
+// connTenant is the tenant of connection c: over TLS, its verified client
+// certificate's (ingest.ClientTenantsEnv); else, and when no client
+// tenants are configured, the default tenant. !ok: the certificate's
+// common name is not listed and the connection is refused (logged).
+func (s *Server) connTenant(c net.Conn) (string, bool) {
+	tc, isTLS := c.(*tls.Conn)
+	if !isTLS {
+		return s.hub.DefaultTenant(), true
+	}
+	cn := ""
+	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+		cn = certs[0].Subject.CommonName
+	}
+	tenant, ok := s.hub.ClientTenant(cn)
+	if !ok {
+		s.log.Warn("syslog tls client refused: its certificate names no tenant ("+ingest.ClientTenantsEnv+")", "remote", c.RemoteAddr().String(), "common_name", cn)
+	}
+	return tenant, ok
 }
 
 // entry parses one message; a malformed one becomes a Bad entry holding

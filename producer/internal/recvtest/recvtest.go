@@ -30,13 +30,19 @@ func Hub(t testing.TB, cfg producer.Config, tokens map[string]string) (*ingest.H
 // HubOn is Hub on an existing connection.
 func HubOn(t testing.TB, js jetstream.JetStream, cfg producer.Config, tokens map[string]string) *ingest.Hub {
 	t.Helper()
+	return HubWith(t, cfg, ingest.Deps{JS: js, Tokens: tokens})
+}
+
+// HubWith is Hub with deps (deps.JS the connection).
+func HubWith(t testing.TB, cfg producer.Config, deps ingest.Deps) *ingest.Hub {
+	t.Helper()
 	if cfg.Tenant == "" {
 		cfg.Tenant = "default"
 	}
 	if cfg.Linger == 0 {
 		cfg.Linger = 5 * time.Millisecond
 	}
-	h, err := ingest.New(cfg, ingest.Deps{JS: js, Tokens: tokens})
+	h, err := ingest.New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
