@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/quarrylake/quarry/internal/natstest"
+	"github.com/quarrylake/quarry/internal/shippertest"
 	"github.com/quarrylake/quarry/internal/tlsgen"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/producer/httpin"
@@ -421,9 +422,9 @@ func TestSyslogNGHTTP(t *testing.T) {
 	_, js := natstest.Connect(t, s.URL(), streams.Config{})
 	hub := recvtest.HubOn(t, js, producer.Config{}, nil)
 	url := start(t, hub, nil)
-	bulkFile, bulkWant := recvtest.Numbered(t, "bulk", 1000)
-	jsonFile, jsonWant := recvtest.Numbered(t, "jsonline", 1000)
-	d := recvtest.SyslogNG(t, fmt.Sprintf(`
+	bulkFile, bulkWant := shippertest.Numbered(t, "bulk", 1000)
+	jsonFile, jsonWant := shippertest.Numbered(t, "jsonline", 1000)
+	d := shippertest.SyslogNG(t, fmt.Sprintf(`
 source s_bulk { file(%q follow-freq(0.1) flags(no-parse)); };
 source s_json { file(%q follow-freq(0.1) flags(no-parse)); };
 destination d_bulk { elasticsearch-http(url(%q) index("ignored") type("") batch-lines(100) workers(2)); };
@@ -456,7 +457,7 @@ log { source(s_json); destination(d_json); };
 		for _, r := range recs {
 			got = append(got, r.Text)
 		}
-		recvtest.ExactlyOnce(t, got, c.want)
+		shippertest.ExactlyOnce(t, got, c.want)
 		if r := recs[0]; r.TSSource != streams.TSEvent || recvtest.Attr(r, "host")+recvtest.Attr(r, "HOST") == "" {
 			t.Fatalf("%s: record %q: time source %v, attrs %v", c.tenant, r.Text, r.TSSource, r.Attrs)
 		}

@@ -4,8 +4,6 @@ package recvtest
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -169,30 +167,5 @@ func Attr(r streams.Record, key string) string {
 			return a.Value
 		}
 	}
-	return ""
-}
-
-// Binary finds a real client's binary: the environment variable env when
-// set, else name on PATH, else the first of extra that exists. Missing,
-// the test is skipped with a message saying how to install it, except
-// with CI=true, where it fails.
-func Binary(t testing.TB, env, name, install string, extra ...string) string {
-	t.Helper()
-	if p := os.Getenv(env); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	for _, p := range extra {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	msg := name + " not found (set " + env + " or install it: " + install + ")"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
 	return ""
 }
