@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -20,6 +24,7 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -27,6 +32,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/quarrylake/quarry/internal/natstest"
+	"github.com/quarrylake/quarry/internal/tlsgen"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/producer/ingest"
 	"github.com/quarrylake/quarry/producer/internal/recvtest"
@@ -287,6 +293,71 @@ func TestNotDurable(t *testing.T) {
 	got := recvtest.Texts(t, js, "default")
 	sort.Strings(got)
 	if !reflect.DeepEqual(got, []string{"slow grpc", "slow http"}) {
+		t.Fatalf("WAL %q", got)
+	}
+}
+
+// TLS with client certificates required (tls_client_ca), over HTTP and
+// gRPC: a client without a certificate from the client CA is refused in
+// the handshake and writes nothing; one with it writes.
+func TestMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	if err := tlsgen.Write(dir, []string{"127.0.0.1", "localhost"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	rc := producer.ReceiversConfig{TLSCert: filepath.Join(dir, tlsgen.Server), TLSKey: filepath.Join(dir, tlsgen.ServerKey), TLSClientCA: filepath.Join(dir, tlsgen.CA)}
+	hub, js := recvtest.Hub(t, producer.Config{Receivers: rc}, nil)
+	srvTLS, err := ingest.ServerTLS(hub.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, hub, otlp.Config{HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", TLS: srvTLS})
+	h, g := s.Addrs()
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(filepath.Join(dir, tlsgen.CA))
+	pool.AppendCertsFromPEM(caPEM)
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, tlsgen.Client), filepath.Join(dir, tlsgen.ClientKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCert := &tls.Config{RootCAs: pool}
+	withCert := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}
+	url := "https://" + h.String() + "/v1/logs"
+	for _, c := range []struct {
+		name string
+		tc   *tls.Config
+		ok   bool
+	}{{"http without certificate", noCert, false}, {"http with certificate", withCert, true}} {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(protoBody(t, request(c.name))))
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		resp, err := (&http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: c.tc}}).Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		if c.ok != (err == nil && resp.StatusCode == http.StatusOK) {
+			t.Fatalf("%s: err %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		tc   *tls.Config
+		ok   bool
+	}{{"grpc without certificate", noCert, false}, {"grpc with certificate", withCert, true}} {
+		conn, err := grpc.NewClient(g.String(), grpc.WithTransportCredentials(credentials.NewTLS(c.tc)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err = collogspb.NewLogsServiceClient(conn).Export(ctx, request(c.name))
+		cancel()
+		conn.Close()
+		if c.ok != (err == nil) {
+			t.Fatalf("%s: err %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+	got := recvtest.Texts(t, js, "default")
+	sort.Strings(got)
+	if !reflect.DeepEqual(got, []string{"grpc with certificate", "http with certificate"}) {
 		t.Fatalf("WAL %q", got)
 	}
 }
