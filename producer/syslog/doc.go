@@ -16,7 +16,9 @@
 // 5424 header), is longer than max_line_bytes or breaks the octet-counted
 // framing is dead-lettered with the reason, never dropped; after broken
 // framing the connection is closed, since where the next message starts
-// is unknown. On shutdown the server stops accepting and reading, waits
+// is unknown. A batch whose source stopped before it was durable (the WAL
+// full or failing) is handed again to the source that replaces it, the
+// connection still unread meanwhile; only shutdown gives up on it. On shutdown the server stops accepting and reading, waits
 // for the batches in flight and closes the connections. A crash loses
 // what was read and not yet durable: the sender had no acknowledgement to
 // wait for.
