@@ -18,8 +18,9 @@ build: ## build bin/quarry
 run: build ## run the whole pipeline in one process on embedded defaults (lake under ./data/lake)
 	$(BIN) run --data $(DATA)
 
-tools: ## build the test tools (the MinIO server from its Go module) into bin/tools
+tools: ## build the test tools (MinIO and a minimal OpenTelemetry Collector, from their Go modules) into bin/tools
 	./scripts/build-minio.sh
+	./scripts/build-otelcol.sh
 
 chromium: ## install Debian's chromium (if missing) for the browser test of quarry serve
 	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }

@@ -11,8 +11,9 @@ import (
 // producer.receivers): network endpoints that shippers send lines to
 // (packages producer/ingest, producer/syslog, producer/httpin,
 // producer/otlp). Secrets
-// never come from the file: bearer tokens are read from the environment
-// (QUARRY_INGEST_TOKENS).
+// never come from the file: bearer tokens and the client certificates'
+// tenants are read from the environment (QUARRY_INGEST_TOKENS,
+// QUARRY_INGEST_CLIENT_TENANTS).
 type ReceiversConfig struct {
 	// ListenSyslog is a host:port served over TCP (octet counting and
 	// newline framing) and UDP; empty: off.

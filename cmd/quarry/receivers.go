@@ -63,7 +63,8 @@ type receivers struct {
 }
 
 // listenReceivers opens the listeners of cfg.Receivers (nil, nil when
-// none is set); the tokens come from ingest.TokensEnv.
+// none is set); the tokens come from ingest.TokensEnv, the client
+// certificates' tenants from ingest.ClientTenantsEnv.
 func listenReceivers(cfg producer.Config, getenv func(string) string, js jetstream.JetStream, log *slog.Logger, reg prometheus.Registerer, stderr io.Writer) (*receivers, error) {
 	if !cfg.Receivers.Enabled() {
 		return nil, nil
@@ -72,7 +73,11 @@ func listenReceivers(cfg producer.Config, getenv func(string) string, js jetstre
 	if err != nil {
 		return nil, err
 	}
-	hub, err := ingest.New(cfg, ingest.Deps{JS: js, Log: log, Registerer: reg, Tokens: tokens})
+	clients, err := ingest.ParseClientTenants(getenv(ingest.ClientTenantsEnv))
+	if err != nil {
+		return nil, err
+	}
+	hub, err := ingest.New(cfg, ingest.Deps{JS: js, Log: log, Registerer: reg, Tokens: tokens, ClientTenants: clients})
 	if err != nil {
 		return nil, err
 	}

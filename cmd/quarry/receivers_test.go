@@ -49,8 +49,14 @@ func freeAddr(t *testing.T) string {
 // cancel, and waits until its log says ready (a receiver listening).
 func startFollow(t *testing.T, ready string, args ...string) (context.Context, context.CancelFunc, chan int, *syncBuf) {
 	t.Helper()
+	return startEnv(t, nil, ready, args...)
+}
+
+// startEnv is startFollow with environ as the process environment.
+func startEnv(t *testing.T, environ map[string]string, ready string, args ...string) (context.Context, context.CancelFunc, chan int, *syncBuf) {
+	t.Helper()
 	var out, errb syncBuf
-	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return environ[k] }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() { done <- runMain(ctx, e, args) }()
@@ -157,15 +163,21 @@ func TestRunFollowReceivers(t *testing.T) {
 	if raw, _ := runCLI(t, "", "query", "--lake", filepath.Join(data, "lake"), "--tenant", "web", "--format", "raw"); strings.Count(raw, "\n") != 600 {
 		t.Fatalf("tenant web holds %d lines, want 600", strings.Count(raw, "\n"))
 	}
-	// Attributes land in the records' attrs.
+	// Attributes land in the records' attrs and are searchable.
 	jl2, _ := runCLI(t, "", "query", "--lake", filepath.Join(data, "lake"), "--tenant", "web", "--format", "jsonl")
 	if n := strings.Count(jl2, `"svc":"api"`); n != 300 {
 		t.Fatalf("%d records carry attrs svc=api, want 300", n)
+	}
+	if raw, _ := runCLI(t, "", "query", "--lake", filepath.Join(data, "lake"), "--tenant", "web", "--format", "raw", "attrs.svc:api"); strings.Count(raw, "\n") != 300 || strings.Contains(raw, "bulk line") {
+		t.Fatalf("attrs.svc:api finds %d lines, want the 300 JSON lines", strings.Count(raw, "\n"))
 	}
 	if lerr == nil {
 		sys, _ := runCLI(t, "", "query", "--lake", filepath.Join(data, "lake"), "--tenant", "sys", "--format", "jsonl")
 		if n := strings.Count(sys, `"app":"quarrytest"`); n != 300 {
 			t.Fatalf("%d syslog records carry attrs app=quarrytest, want 300", n)
+		}
+		if raw, _ := runCLI(t, "", "query", "--lake", filepath.Join(data, "lake"), "--tenant", "sys", "--format", "raw", "attrs.app:quarrytest"); strings.Count(raw, "\n") != 300 {
+			t.Fatalf("attrs.app:quarrytest finds %d lines, want 300", strings.Count(raw, "\n"))
 		}
 	}
 }
@@ -183,6 +195,7 @@ func TestReceiverFlagErrors(t *testing.T) {
 		{[]string{"run", "--follow", "--data", t.TempDir(), "--listen-syslog-tls", "127.0.0.1:0"}, nil, "listen_syslog_tls: needs tls_cert and tls_key"},
 		{[]string{"run", "--follow", "--data", t.TempDir(), "--listen-http", "nohostport"}, nil, "listen_http"},
 		{[]string{"run", "--follow", "--data", t.TempDir(), "--listen-http", "127.0.0.1:0"}, map[string]string{"QUARRY_INGEST_TOKENS": "justatoken"}, "QUARRY_INGEST_TOKENS"},
+		{[]string{"run", "--follow", "--data", t.TempDir(), "--listen-http", "127.0.0.1:0"}, map[string]string{"QUARRY_INGEST_CLIENT_TENANTS": "cn=no.dots"}, "QUARRY_INGEST_CLIENT_TENANTS"},
 	} {
 		var out, errb bytes.Buffer
 		e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return tt.env[k] }}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/quarrylake/quarry/internal/natstest"
+	"github.com/quarrylake/quarry/internal/shippertest"
 	"github.com/quarrylake/quarry/internal/tlsgen"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/producer/httpin"
@@ -292,6 +293,35 @@ func TestBusy429(t *testing.T) {
 	}
 }
 
+// When the WAL does not acknowledge within ack_timeout (held by
+// construction), a request is answered 503 with Retry-After instead of
+// waiting on: JSON lines and _bulk alike. The lines were handed to the
+// WAL, so once it acknowledges they land, each once (the client did not
+// resend).
+func TestNotDurable503(t *testing.T) {
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s.URL(), streams.Config{})
+	gate := recvtest.NewGate(js)
+	hub := recvtest.HubOn(t, gate, producer.Config{Receivers: producer.ReceiversConfig{AckTimeout: 200 * time.Millisecond}}, nil)
+	t.Cleanup(gate.Open) // runs before the hub's cleanup, which drains the held frames
+	url := start(t, hub, nil)
+	c := &http.Client{Timeout: 30 * time.Second} // no answer at all fails here, not at the test timeout
+	for _, p := range []struct{ path, body string }{
+		{"/jsonline", `{"message":"slow one"}`},
+		{"/_bulk", `{"index":{}}` + "\n" + `{"message":"slow two"}` + "\n"},
+	} {
+		resp, b := post(t, c, url+p.path, p.body, nil)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "ack_timeout") {
+			t.Fatalf("%s: status %d (Retry-After %q): %s; want 503 with Retry-After", p.path, resp.StatusCode, resp.Header.Get("Retry-After"), b)
+		}
+	}
+	gate.Open()
+	recvtest.Wait(t, 30*time.Second, func() bool { return len(recvtest.Texts(t, js, "default")) >= 2 })
+	if got := recvtest.Texts(t, js, "default"); !reflect.DeepEqual(got, []string{"slow one", "slow two"}) {
+		t.Fatalf("WAL %q", got)
+	}
+}
+
 // Tokens: the credential names the tenant; none or an unknown one is 401,
 // a path tenant other than the token's is 403. Bearer, Basic (the token
 // as password) and ApiKey are accepted.
@@ -392,9 +422,9 @@ func TestSyslogNGHTTP(t *testing.T) {
 	_, js := natstest.Connect(t, s.URL(), streams.Config{})
 	hub := recvtest.HubOn(t, js, producer.Config{}, nil)
 	url := start(t, hub, nil)
-	bulkFile, bulkWant := recvtest.Numbered(t, "bulk", 1000)
-	jsonFile, jsonWant := recvtest.Numbered(t, "jsonline", 1000)
-	d := recvtest.SyslogNG(t, fmt.Sprintf(`
+	bulkFile, bulkWant := shippertest.Numbered(t, "bulk", 1000)
+	jsonFile, jsonWant := shippertest.Numbered(t, "jsonline", 1000)
+	d := shippertest.SyslogNG(t, fmt.Sprintf(`
 source s_bulk { file(%q follow-freq(0.1) flags(no-parse)); };
 source s_json { file(%q follow-freq(0.1) flags(no-parse)); };
 destination d_bulk { elasticsearch-http(url(%q) index("ignored") type("") batch-lines(100) workers(2)); };
@@ -427,7 +457,7 @@ log { source(s_json); destination(d_json); };
 		for _, r := range recs {
 			got = append(got, r.Text)
 		}
-		recvtest.ExactlyOnce(t, got, c.want)
+		shippertest.ExactlyOnce(t, got, c.want)
 		if r := recs[0]; r.TSSource != streams.TSEvent || recvtest.Attr(r, "host")+recvtest.Attr(r, "HOST") == "" {
 			t.Fatalf("%s: record %q: time source %v, attrs %v", c.tenant, r.Text, r.TSSource, r.Attrs)
 		}

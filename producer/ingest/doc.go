@@ -1,8 +1,8 @@
 // Package ingest is what the network receivers (producer/syslog,
 // producer/httpin) share: a Hub that writes each tenant's lines through
 // one push source (producer.NewPush, source id "recv-<tenant>"), the
-// in-flight bound, the line and attribute limits and the bearer tokens
-// (TokensEnv).
+// in-flight bound, the line and attribute limits, the bearer tokens
+// (TokensEnv) and the client certificates' tenants (ClientTenantsEnv).
 //
 // Delivery contract: a receiver acknowledges its client only in the done
 // callback of Hub.Submit (Hub.Ingest waits for it), which runs once every

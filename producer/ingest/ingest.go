@@ -23,6 +23,13 @@ import (
 // them and writes for its tenant; unset, HTTP is open.
 const TokensEnv = "QUARRY_INGEST_TOKENS"
 
+// ClientTenantsEnv maps client certificates to tenants for syslog over
+// TLS: "common-name=tenant" pairs separated by ',' or whitespace. Set, a
+// syslog TLS connection writes for its verified client certificate's
+// tenant, and one whose certificate's common name is not listed is
+// refused; unset, every connection writes for the default tenant.
+const ClientTenantsEnv = "QUARRY_INGEST_CLIENT_TENANTS"
+
 // Sentinel errors callers branch on.
 var (
 	// ErrBusy: the in-flight bound is reached (HTTP 429).
@@ -46,22 +53,46 @@ type Deps struct {
 	// Tokens maps a bearer token to its tenant (ParseTokens); empty: no
 	// authentication.
 	Tokens map[string]string
+	// ClientTenants maps a client certificate's common name to its tenant
+	// (ParseClientTenants); empty: the default tenant.
+	ClientTenants map[string]string
 }
 
 // ParseTokens parses TokensEnv's value.
-func ParseTokens(s string) (map[string]string, error) {
+func ParseTokens(s string) (map[string]string, error) { return parsePairs(TokensEnv, "token", s) }
+
+// ParseClientTenants parses ClientTenantsEnv's value.
+func ParseClientTenants(s string) (map[string]string, error) {
+	return parsePairs(ClientTenantsEnv, "common-name", s)
+}
+
+// parsePairs parses "key=tenant" pairs separated by ',' or whitespace
+// from the variable env.
+func parsePairs(env, key, s string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' }) {
-		tok, tenant, ok := strings.Cut(f, "=")
-		if !ok || tok == "" {
-			return nil, fmt.Errorf("%s: entry %d: want token=tenant", TokensEnv, len(out)+1)
+		k, tenant, ok := strings.Cut(f, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s: entry %d: want %s=tenant", env, len(out)+1, key)
 		}
 		if err := streams.CheckToken(tenant); err != nil {
-			return nil, fmt.Errorf("%s: tenant of entry %d: %w", TokensEnv, len(out)+1, err)
+			return nil, fmt.Errorf("%s: tenant of entry %d: %w", env, len(out)+1, err)
 		}
-		out[tok] = tenant
+		out[k] = tenant
 	}
 	return out, nil
+}
+
+// ClientTenant is the tenant of a connection whose verified client
+// certificate has common name cn (cn "" for none): the default tenant
+// when no client tenants are configured, else cn's; !ok when cn is not
+// listed.
+func (h *Hub) ClientTenant(cn string) (tenant string, ok bool) {
+	if len(h.deps.ClientTenants) == 0 {
+		return h.cfg.Tenant, true
+	}
+	tenant, ok = h.deps.ClientTenants[cn]
+	return tenant, ok && cn != ""
 }
 
 // Hub is what every receiver writes through: one push source per tenant

@@ -2,11 +2,14 @@ package ingest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/quarrylake/quarry/internal/tlsgen"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -23,6 +26,18 @@ func TestParseTokens(t *testing.T) {
 	}
 	if got, err := ParseTokens(""); err != nil || len(got) != 0 {
 		t.Fatalf("empty: %v %v", got, err)
+	}
+}
+
+func TestParseClientTenants(t *testing.T) {
+	got, err := ParseClientTenants("web1.example.com=acme, quarry=globex")
+	if err != nil || len(got) != 2 || got["web1.example.com"] != "acme" || got["quarry"] != "globex" {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"nocn", "=acme", "cn=bad.tenant"} {
+		if _, err := ParseClientTenants(bad); err == nil || !strings.Contains(err.Error(), ClientTenantsEnv) {
+			t.Fatalf("%q: err %v", bad, err)
+		}
 	}
 }
 
@@ -88,5 +103,33 @@ func TestWeighted(t *testing.T) {
 	close(stop)
 	if err := w.acquire(context.Background(), 6, stop); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// TLS from the config: none without a certificate; server-only TLS
+// without tls_client_ca; client certificates signed by it required with
+// it (mTLS); a CA file that holds no certificate is an error naming the
+// key.
+func TestServerTLS(t *testing.T) {
+	dir := t.TempDir()
+	if err := tlsgen.Write(dir, []string{"127.0.0.1"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	rc := producer.ReceiversConfig{TLSCert: filepath.Join(dir, tlsgen.Server), TLSKey: filepath.Join(dir, tlsgen.ServerKey)}
+	if c, err := ServerTLS(producer.ReceiversConfig{}); c != nil || err != nil {
+		t.Fatalf("no certificate: %v, %v", c, err)
+	}
+	c, err := ServerTLS(rc)
+	if err != nil || c.ClientAuth != tls.NoClientCert || len(c.Certificates) != 1 {
+		t.Fatalf("server-only TLS: %+v, %v", c, err)
+	}
+	rc.TLSClientCA = filepath.Join(dir, tlsgen.CA)
+	c, err = ServerTLS(rc)
+	if err != nil || c.ClientAuth != tls.RequireAndVerifyClientCert || c.ClientCAs == nil {
+		t.Fatalf("mTLS: %+v, %v", c, err)
+	}
+	rc.TLSClientCA = filepath.Join(dir, tlsgen.ServerKey) // PEM, but no certificate
+	if _, err := ServerTLS(rc); err == nil || !strings.Contains(err.Error(), "tls_client_ca") {
+		t.Fatalf("no CA certificate: %v", err)
 	}
 }

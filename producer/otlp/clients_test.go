@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/quarrylake/quarry/internal/shippertest"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/producer/internal/recvtest"
 	"github.com/quarrylake/quarry/producer/otlp"
@@ -97,7 +98,7 @@ func TestSDKExporters(t *testing.T) {
 					t.Fatalf("record %q: time %d (%v)", r.Text, r.TS, r.TSSource)
 				}
 			}
-			recvtest.ExactlyOnce(t, got, want)
+			shippertest.ExactlyOnce(t, got, want)
 		})
 	}
 	if dl := recvtest.DeadLetters(t, js); len(dl) != 0 {

@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +24,7 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -26,6 +32,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/quarrylake/quarry/internal/natstest"
+	"github.com/quarrylake/quarry/internal/tlsgen"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/producer/ingest"
 	"github.com/quarrylake/quarry/producer/internal/recvtest"
@@ -235,6 +242,123 @@ func TestBusy(t *testing.T) {
 	}
 	if got := recvtest.Texts(t, js, "default"); len(got) != 100 || got[0] != "held" || got[99] != "held" {
 		t.Fatalf("WAL holds %d lines, want the 100 held ones: %q", len(got), got)
+	}
+}
+
+// When the WAL does not acknowledge within ack_timeout (held by
+// construction), HTTP answers 503 with Retry-After and gRPC UNAVAILABLE
+// with RetryInfo, instead of waiting on. The records were handed to the
+// WAL: once it acknowledges they land, each once (nothing was resent).
+func TestNotDurable(t *testing.T) {
+	s0 := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s0.URL(), streams.Config{})
+	gate := recvtest.NewGate(js)
+	hub := recvtest.HubOn(t, gate, producer.Config{Receivers: producer.ReceiversConfig{AckTimeout: 200 * time.Millisecond}}, nil)
+	t.Cleanup(gate.Open) // runs before the hub's cleanup, which drains the held frames
+	s := start(t, hub, otlp.Config{HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0"})
+	h, g := s.Addrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+h.String()+"/v1/logs", bytes.NewReader(protoBody(t, request("slow http"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("http: %v (want a 503 within ack_timeout)", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("http: status %d (Retry-After %q), want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	conn, err := grpc.NewClient(g.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = collogspb.NewLogsServiceClient(conn).Export(ctx, request("slow grpc"))
+	st := status.Convert(err)
+	var retry *errdetails.RetryInfo
+	for _, d := range st.Details() {
+		if r, ok := d.(*errdetails.RetryInfo); ok {
+			retry = r
+		}
+	}
+	if st.Code() != codes.Unavailable || retry == nil || retry.GetRetryDelay().AsDuration() <= 0 {
+		t.Fatalf("grpc: %v (details %v), want UNAVAILABLE with RetryInfo", err, st.Details())
+	}
+	gate.Open()
+	recvtest.Wait(t, 30*time.Second, func() bool { return len(recvtest.Texts(t, js, "default")) >= 2 })
+	got := recvtest.Texts(t, js, "default")
+	sort.Strings(got)
+	if !reflect.DeepEqual(got, []string{"slow grpc", "slow http"}) {
+		t.Fatalf("WAL %q", got)
+	}
+}
+
+// TLS with client certificates required (tls_client_ca), over HTTP and
+// gRPC: a client without a certificate from the client CA is refused in
+// the handshake and writes nothing; one with it writes.
+func TestMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	if err := tlsgen.Write(dir, []string{"127.0.0.1", "localhost"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	rc := producer.ReceiversConfig{TLSCert: filepath.Join(dir, tlsgen.Server), TLSKey: filepath.Join(dir, tlsgen.ServerKey), TLSClientCA: filepath.Join(dir, tlsgen.CA)}
+	hub, js := recvtest.Hub(t, producer.Config{Receivers: rc}, nil)
+	srvTLS, err := ingest.ServerTLS(hub.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, hub, otlp.Config{HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", TLS: srvTLS})
+	h, g := s.Addrs()
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(filepath.Join(dir, tlsgen.CA))
+	pool.AppendCertsFromPEM(caPEM)
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, tlsgen.Client), filepath.Join(dir, tlsgen.ClientKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCert := &tls.Config{RootCAs: pool}
+	withCert := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}
+	url := "https://" + h.String() + "/v1/logs"
+	for _, c := range []struct {
+		name string
+		tc   *tls.Config
+		ok   bool
+	}{{"http without certificate", noCert, false}, {"http with certificate", withCert, true}} {
+		req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(protoBody(t, request(c.name))))
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		resp, err := (&http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: c.tc}}).Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		if c.ok != (err == nil && resp.StatusCode == http.StatusOK) {
+			t.Fatalf("%s: err %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		tc   *tls.Config
+		ok   bool
+	}{{"grpc without certificate", noCert, false}, {"grpc with certificate", withCert, true}} {
+		conn, err := grpc.NewClient(g.String(), grpc.WithTransportCredentials(credentials.NewTLS(c.tc)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err = collogspb.NewLogsServiceClient(conn).Export(ctx, request(c.name))
+		cancel()
+		conn.Close()
+		if c.ok != (err == nil) {
+			t.Fatalf("%s: err %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+	got := recvtest.Texts(t, js, "default")
+	sort.Strings(got)
+	if !reflect.DeepEqual(got, []string{"grpc with certificate", "http with certificate"}) {
+		t.Fatalf("WAL %q", got)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarrylake/quarry/internal/shippertest"
 	"github.com/quarrylake/quarry/internal/tlsgen"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/producer/ingest"
@@ -16,7 +17,7 @@ import (
 )
 
 // waitAcked waits until the hub's sources acked n lines.
-func waitAcked(t *testing.T, hub *ingest.Hub, n int, daemons ...*recvtest.Daemon) {
+func waitAcked(t *testing.T, hub *ingest.Hub, n int, daemons ...*shippertest.Daemon) {
 	t.Helper()
 	recvtest.Wait(t, time.Minute, func() bool {
 		for _, d := range daemons {
@@ -34,7 +35,7 @@ func waitAcked(t *testing.T, hub *ingest.Hub, n int, daemons ...*recvtest.Daemon
 // and RFC 3164) and UDP: every line reaches the WAL exactly once, with its
 // tag as the app attribute.
 func TestLogger(t *testing.T) {
-	logger := recvtest.Logger(t)
+	logger := shippertest.Logger(t)
 	hub, js := testHub(t, producer.ReceiversConfig{})
 	s := startSyslog(t, hub, syslog.Config{Addr: "127.0.0.1:0"})
 	tcp, _, _ := s.Addrs()
@@ -49,7 +50,7 @@ func TestLogger(t *testing.T) {
 		{"tcp-newline-3164", []string{"--tcp", "--rfc3164"}},
 		{"udp-5424", []string{"--udp", "--rfc5424"}},
 	} {
-		file, lines := recvtest.Numbered(t, v.name, 200)
+		file, lines := shippertest.Numbered(t, v.name, 200)
 		args := append([]string{"-n", "127.0.0.1", "-P", p, "-t", "quarrytest", "-f", file}, v.args...)
 		if out, err := exec.Command(logger, args...).CombinedOutput(); err != nil {
 			t.Fatalf("logger %v: %v\n%s", args, err, out)
@@ -67,7 +68,7 @@ func TestLogger(t *testing.T) {
 			t.Fatalf("record %q: attrs %v, time source %v", r.Text, r.Attrs, r.TSSource)
 		}
 	}
-	recvtest.ExactlyOnce(t, got, want)
+	shippertest.ExactlyOnce(t, got, want)
 }
 
 func tcpPort(addr string) string {
@@ -83,8 +84,8 @@ func TestRsyslog(t *testing.T) {
 	s := startSyslog(t, hub, syslog.Config{Addr: "127.0.0.1:0"})
 	tcp, _, _ := s.Addrs()
 	port := tcpPort(tcp.String())
-	octet, want1 := recvtest.Numbered(t, "rsyslog-octet", 500)
-	plain, want2 := recvtest.Numbered(t, "rsyslog-newline", 500)
+	octet, want1 := shippertest.Numbered(t, "rsyslog-octet", 500)
+	plain, want2 := shippertest.Numbered(t, "rsyslog-newline", 500)
 	conf := fmt.Sprintf(`global(workDirectory="WORKDIR")
 module(load="imfile")
 input(type="imfile" file=%q tag="octet:" ruleset="octet")
@@ -96,7 +97,7 @@ ruleset(name="plain") {
   action(type="omfwd" target="127.0.0.1" port=%q protocol="tcp" template="RSYSLOG_ForwardFormat")
 }
 `, octet, plain, port, port)
-	d := recvtest.Rsyslogd(t, conf)
+	d := shippertest.Rsyslogd(t, conf)
 	want := append(want1, want2...)
 	waitAcked(t, hub, len(want), d)
 	recs := recvtest.Records(t, js, "logs")
@@ -104,7 +105,7 @@ ruleset(name="plain") {
 	for _, r := range recs {
 		got = append(got, r.Text)
 	}
-	recvtest.ExactlyOnce(t, got, want)
+	shippertest.ExactlyOnce(t, got, want)
 	for _, r := range recs {
 		if app := recvtest.Attr(r, "app"); app != "octet" && app != "plain" {
 			t.Fatalf("record %q: app %q", r.Text, app)
@@ -127,8 +128,8 @@ func TestSyslogNGTLS(t *testing.T) {
 	}
 	s := startSyslog(t, hub, syslog.Config{TLSAddr: "127.0.0.1:0", TLS: tc})
 	_, _, addr := s.Addrs()
-	file, want := recvtest.Numbered(t, "syslogng-tls", 1000)
-	d := recvtest.SyslogNG(t, fmt.Sprintf(`
+	file, want := shippertest.Numbered(t, "syslogng-tls", 1000)
+	d := shippertest.SyslogNG(t, fmt.Sprintf(`
 source s_in { file(%q follow-freq(0.1) flags(no-parse)); };
 destination d_quarry {
   syslog("127.0.0.1" port(%s) transport("tls")
@@ -141,5 +142,5 @@ log { source(s_in); destination(d_quarry); };
 	for _, r := range recvtest.Records(t, js, "logs") {
 		got = append(got, r.Text)
 	}
-	recvtest.ExactlyOnce(t, got, want)
+	shippertest.ExactlyOnce(t, got, want)
 }

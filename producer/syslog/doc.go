@@ -2,7 +2,8 @@
 // newline framing, detected from a connection's first byte), UDP (one
 // message per datagram) and TLS (RFC 5425), parses RFC 5424 and RFC 3164
 // (Parse) and writes each message through an ingest.Hub for the hub's
-// default tenant: the MSG is the record's text, the timestamp its event
+// default tenant (over TLS with client tenants configured, for the
+// tenant of the connection's client certificate: ingest.ClientTenantsEnv): the MSG is the record's text, the timestamp its event
 // time (TSSource event; none: the stamper decides, as for a file), and
 // facility, severity, host, app, procid, msgid and structured data its
 // attributes (Message.Attrs).
@@ -15,7 +16,9 @@
 // 5424 header), is longer than max_line_bytes or breaks the octet-counted
 // framing is dead-lettered with the reason, never dropped; after broken
 // framing the connection is closed, since where the next message starts
-// is unknown. On shutdown the server stops accepting and reading, waits
+// is unknown. A batch whose source stopped before it was durable (the WAL
+// full or failing) is handed again to the source that replaces it, the
+// connection still unread meanwhile; only shutdown gives up on it. On shutdown the server stops accepting and reading, waits
 // for the batches in flight and closes the connections. A crash loses
 // what was read and not yet durable: the sender had no acknowledgement to
 // wait for.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/producer/ingest"
 )
@@ -173,52 +174,75 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 			return
 		}
 	}
+	tenant, ok := s.connTenant(c)
+	if !ok {
+		return
+	}
 	stop := context.AfterFunc(ctx, func() { c.SetReadDeadline(time.Now()) })
 	defer stop()
 	log := s.log.With("remote", c.RemoteAddr().String())
 	r := bufio.NewReaderSize(c, 64<<10)
 	slots := make(chan struct{}, connInFlight)
-	var failed error
+	var lost int
+	var lastErr error
 	var mu sync.Mutex
 	defer func() {
 		// Wait for the batches in flight before closing: the sender's
-		// lines are durable or their failure is logged.
+		// lines are durable or, at shutdown, their loss is logged.
 		for range connInFlight {
 			slots <- struct{}{}
 		}
 		mu.Lock()
-		if failed != nil {
-			log.Warn("syslog batch not written", "err", failed)
+		if lost > 0 {
+			log.Warn("syslog lines not written at shutdown", "lines", lost, "err", lastErr)
 		}
 		mu.Unlock()
 	}()
-	fr := &framer{r: r, max: s.rc.MaxLineBytes}
-	var batch []producer.Entry
-	var size int64
-	submit := func() bool {
-		if len(batch) == 0 {
-			return true
+	// hand gives batch b to the hub until it is durable. A batch refused
+	// or not made durable (its source stopped: the WAL full or failing)
+	// is handed over again after a backoff, to the source that replaces
+	// it, while it keeps its slot, so the connection stops reading
+	// meanwhile: TCP pushes back instead of lines being dropped. Only
+	// shutdown (ctx) gives up on it, as a crash would. A resend after a
+	// failure the WAL did not report exactly may write lines twice.
+	var hand func(b []producer.Entry, n int64, bo *backoff.Backoff)
+	retry := func(b []producer.Entry, n int64, bo *backoff.Backoff, err error) {
+		log.Warn("syslog batch not durable; handing it over again", "lines", len(b), "attempt", bo.Attempts()+1, "err", err)
+		if bo.Wait(ctx) != nil {
+			mu.Lock()
+			lost, lastErr = lost+len(b), err
+			mu.Unlock()
+			<-slots
+			return
 		}
+		hand(b, n, bo)
+	}
+	hand = func(b []producer.Entry, n int64, bo *backoff.Backoff) {
 		// Not bounded by ctx: what was read is handed over even while
 		// shutting down; every batch's done comes (the hub answers it
 		// when its source stops).
-		slots <- struct{}{}
-		b, n := batch, size
-		batch, size = nil, 0
-		err := s.hub.Submit(context.WithoutCancel(ctx), "syslog", s.hub.DefaultTenant(), b, n, true, func(_ producer.Ingested, err error) {
+		err := s.hub.Submit(context.WithoutCancel(ctx), "syslog", tenant, b, n, true, func(_ producer.Ingested, err error) {
 			if err != nil {
-				mu.Lock()
-				failed = err
-				mu.Unlock()
+				go retry(b, n, bo, err)
+				return
 			}
 			<-slots
 		})
 		if err != nil {
-			<-slots
-			log.Warn("syslog batch refused", "lines", len(b), "err", err)
-			return false
+			go retry(b, n, bo, err)
 		}
-		return true
+	}
+	fr := &framer{r: r, max: s.rc.MaxLineBytes}
+	var batch []producer.Entry
+	var size int64
+	submit := func() {
+		if len(batch) == 0 {
+			return
+		}
+		slots <- struct{}{}
+		b, n := batch, size
+		batch, size = nil, 0
+		hand(b, n, backoff.New(backoff.Default))
 	}
 	for {
 		msg, bad, err := fr.next()
@@ -232,15 +256,33 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		batch = append(batch, s.entry(msg, bad))
 		size += int64(len(msg))
 		if len(batch) >= batchMessages || size >= batchBytes || r.Buffered() == 0 {
-			if !submit() {
-				return
-			}
+			submit()
 		}
 		if fr.broken {
 			submit()
 			return
 		}
 	}
+}
+
+// connTenant is the tenant of connection c: over TLS, its verified client
+// certificate's (ingest.ClientTenantsEnv); else, and when no client
+// tenants are configured, the default tenant. !ok: the certificate's
+// common name is not listed and the connection is refused (logged).
+func (s *Server) connTenant(c net.Conn) (string, bool) {
+	tc, isTLS := c.(*tls.Conn)
+	if !isTLS {
+		return s.hub.DefaultTenant(), true
+	}
+	cn := ""
+	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+		cn = certs[0].Subject.CommonName
+	}
+	tenant, ok := s.hub.ClientTenant(cn)
+	if !ok {
+		s.log.Warn("syslog tls client refused: its certificate names no tenant ("+ingest.ClientTenantsEnv+")", "remote", c.RemoteAddr().String(), "common_name", cn)
+	}
+	return tenant, ok
 }
 
 // entry parses one message; a malformed one becomes a Bad entry holding

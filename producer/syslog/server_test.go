@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -227,5 +228,124 @@ func TestTCPBackpressure(t *testing.T) {
 		if want := fmt.Sprintf("line %07d %s", i, pad); x != want {
 			t.Fatalf("line %d: %q, want %q (lost or repeated)", i, x, want)
 		}
+	}
+}
+
+// The limits of producer.receivers apply to syslog: a TCP message or UDP
+// datagram above max_line_bytes and a message with more than max_attrs
+// attributes are dead-lettered with the limit's name; the messages around
+// them land.
+func TestLimits(t *testing.T) {
+	hub, js := testHub(t, producer.ReceiversConfig{MaxLineBytes: 100, MaxAttrs: 8})
+	s := startSyslog(t, hub, syslog.Config{Addr: "127.0.0.1:0"})
+	tcp, udp, _ := s.Addrs()
+	long := "<13>1 - h a - - - " + strings.Repeat("x", 120)
+	c, err := net.Dial("tcp", tcp.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "<13>1 - h a - - - tcp before\n%s\n", long)
+	fmt.Fprint(c, `<13>1 - h a - - [x@1 a="1" b="2" c="3" d="4" e="5" f="6"] many attrs`+"\n")
+	fmt.Fprint(c, "<13>1 - h a - - - tcp after\n")
+	c.Close()
+	recvtest.Wait(t, 30*time.Second, func() bool { return len(recvtest.DeadLetters(t, js)) >= 2 })
+	u, err := net.Dial("udp", udp.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprint(u, long)
+	u.Close()
+	recvtest.Wait(t, 30*time.Second, func() bool { return len(recvtest.DeadLetters(t, js)) >= 3 })
+	if got := waitTexts(t, js, "logs", 2); !reflect.DeepEqual(got, []string{"tcp after", "tcp before"}) {
+		t.Fatalf("WAL %q", got)
+	}
+	var reasons []string
+	for _, d := range recvtest.DeadLetters(t, js) {
+		reasons = append(reasons, d.Reason)
+	}
+	for i, want := range []string{"max_line_bytes", "max_attrs", "max_line_bytes"} {
+		if !strings.Contains(reasons[i], want) {
+			t.Fatalf("dead letter %d: reason %q, want %s (all %q)", i, reasons[i], want, reasons)
+		}
+	}
+}
+
+// With client tenants (ingest.ClientTenantsEnv), a syslog TLS connection
+// writes for its verified client certificate's tenant, and one whose
+// certificate's common name is not listed is refused before anything is
+// read; plain TCP still writes for the default tenant.
+func TestTLSClientTenant(t *testing.T) {
+	dir := t.TempDir()
+	if err := tlsgen.Write(dir, []string{"127.0.0.1"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	rc := producer.ReceiversConfig{TLSCert: filepath.Join(dir, tlsgen.Server), TLSKey: filepath.Join(dir, tlsgen.ServerKey), TLSClientCA: filepath.Join(dir, tlsgen.CA)}
+	srv := natstest.RunServer(t)
+	_, js := natstest.Connect(t, srv.URL(), streams.Config{})
+	for _, tt := range []struct {
+		name, env, tenant string
+	}{
+		{"listed", "quarry=acme other=globex", "acme"},
+		{"not listed", "other=globex", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clients, err := ingest.ParseClientTenants(tt.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hub := recvtest.HubWith(t, producer.Config{Tenant: "logs", Receivers: rc}, ingest.Deps{JS: js, ClientTenants: clients})
+			tc, err := ingest.ServerTLS(hub.Config())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := startSyslog(t, hub, syslog.Config{Addr: "127.0.0.1:0", TLSAddr: "127.0.0.1:0", TLS: tc})
+			tcp, _, addr := s.Addrs()
+			pool := x509.NewCertPool()
+			pem, _ := os.ReadFile(filepath.Join(dir, tlsgen.CA))
+			pool.AppendCertsFromPEM(pem)
+			cert, err := tls.LoadX509KeyPair(filepath.Join(dir, tlsgen.Client), filepath.Join(dir, tlsgen.ClientKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := tls.Dial("tcp", addr.String(), &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(c, "<13>1 - h a - - - %s over tls\n", tt.name)
+			if tt.tenant == "" {
+				// Refused: the server closes the connection unread.
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatalf("unlisted client certificate: read %v, want the connection closed", err)
+				}
+			}
+			c.Close()
+			p, err := net.Dial("tcp", tcp.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(p, "<13>1 - h a - - - %s plain\n", tt.name)
+			p.Close()
+			want := 1 // the plain line
+			if tt.tenant != "" {
+				want = 2
+			}
+			waitAcked(t, hub, want)
+			if got := recvtest.Texts(t, js, "logs"); !slices.Contains(got, tt.name+" plain") {
+				t.Fatalf("tenant logs: %q", got)
+			}
+			if tt.tenant != "" {
+				if got := recvtest.Texts(t, js, tt.tenant); !reflect.DeepEqual(got, []string{tt.name + " over tls"}) {
+					t.Fatalf("tenant %s: %q", tt.tenant, got)
+				}
+			}
+			for _, ten := range []string{"logs", "acme", "globex"} {
+				for _, x := range recvtest.Texts(t, js, ten) {
+					if x == tt.name+" over tls" && ten != tt.tenant {
+						t.Fatalf("%q written for tenant %s, want %q", x, ten, tt.tenant)
+					}
+				}
+			}
+		})
 	}
 }

@@ -4,8 +4,6 @@ package recvtest
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -30,13 +28,19 @@ func Hub(t testing.TB, cfg producer.Config, tokens map[string]string) (*ingest.H
 // HubOn is Hub on an existing connection.
 func HubOn(t testing.TB, js jetstream.JetStream, cfg producer.Config, tokens map[string]string) *ingest.Hub {
 	t.Helper()
+	return HubWith(t, cfg, ingest.Deps{JS: js, Tokens: tokens})
+}
+
+// HubWith is Hub with deps (deps.JS the connection).
+func HubWith(t testing.TB, cfg producer.Config, deps ingest.Deps) *ingest.Hub {
+	t.Helper()
 	if cfg.Tenant == "" {
 		cfg.Tenant = "default"
 	}
 	if cfg.Linger == 0 {
 		cfg.Linger = 5 * time.Millisecond
 	}
-	h, err := ingest.New(cfg, ingest.Deps{JS: js, Tokens: tokens})
+	h, err := ingest.New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,30 +167,5 @@ func Attr(r streams.Record, key string) string {
 			return a.Value
 		}
 	}
-	return ""
-}
-
-// Binary finds a real client's binary: the environment variable env when
-// set, else name on PATH, else the first of extra that exists. Missing,
-// the test is skipped with a message saying how to install it, except
-// with CI=true, where it fails.
-func Binary(t testing.TB, env, name, install string, extra ...string) string {
-	t.Helper()
-	if p := os.Getenv(env); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	for _, p := range extra {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	msg := name + " not found (set " + env + " or install it: " + install + ")"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
 	return ""
 }

@@ -1,4 +1,8 @@
-package recvtest
+// Package shippertest runs the real log shippers the receiver tests drive
+// (syslog-ng, rsyslog, util-linux logger) and checks what they delivered:
+// producer/internal/recvtest (the receivers' package tests) and cmd/quarry
+// (through the lake) share it.
+package shippertest
 
 import (
 	"bytes"
@@ -177,3 +181,28 @@ func ExactlyOnce(t testing.TB, got, want []string) {
 }
 
 func head(s []string) []string { return s[:min(len(s), 3)] }
+
+// Binary finds a real client's binary: the environment variable env when
+// set, else name on PATH, else the first of extra that exists. Missing,
+// the test is skipped with a message saying how to install it, except
+// with CI=true, where it fails.
+func Binary(t testing.TB, env, name, install string, extra ...string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, p := range extra {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	msg := name + " not found (set " + env + " or install it: " + install + ")"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
