@@ -2,6 +2,8 @@ package recfile
 
 import (
 	"bytes"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -90,6 +92,62 @@ func FuzzDecode(f *testing.F) {
 				p.Keep = nil
 			}
 			_, _ = DecodeProjected(data, tpl, p)
+		}
+	})
+}
+
+// classifyRef is the classifier classify replaced: each numeric parser in
+// turn, then the UTF-8 check.
+func classifyRef(p string) (kind byte, digits uint8, v int64) {
+	if len(p) == 0 || len(p) > 20 || !numStart[p[0]] {
+		return textKind(p), 0, 0
+	}
+	if n, ok := canonicalIntRef(p); ok {
+		return kindInt, 0, n
+	}
+	if n, d, ok := canonicalDecimal(p); ok {
+		return kindDecimal, d, n
+	}
+	if n, ok := canonicalIPv4(p); ok {
+		return kindIPv4, 0, n
+	}
+	if n, ok := canonicalHex(p); ok {
+		return kindHex, 0, n
+	}
+	return textKind(p), 0, 0
+}
+
+// canonicalIntRef is canonicalInt through strconv.
+func canonicalIntRef(p string) (int64, bool) {
+	s := strings.TrimPrefix(p, "-")
+	if len(s) == 0 || len(s) > 19 || (s[0] == '0' && (len(s) > 1 || len(p) > 1)) {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i]-'0' > 9 {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(p, 10, 64)
+	return n, err == nil
+}
+
+// classifySeeds are texts at the edges of each kind.
+var classifySeeds = []string{"0", "-0", "-", "--1", "1-2", "-1", "007", "+5", "1.50", "-0.05", "-0.0", "0.0", ".5", "5.",
+	"1.2.3", "1..2", "10.0.0.1", "-10.0.0.1", "1.2.3.4.5", "256.1.1.1", "01.2.3.4", "7f3a", "-7f3a", "add", "0abc",
+	"9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809", "99999999999999999999",
+	"ffffffffffffffff", "1ffffffffffffffff", "1e5", "\xff", "h\xc3\xa9", "1\xff", "a\x80", "héllo", "12345678901234567890.5", "1.1234567890"}
+
+// FuzzClassifyRef holds classify equal to classifyRef.
+func FuzzClassifyRef(f *testing.F) {
+	for _, s := range classifySeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		k, d, v := classify(p)
+		rk, rd, rv := classifyRef(p)
+		if k != rk || d != rd || v != rv {
+			t.Fatalf("classify(%q) = %c %d %d, reference %c %d %d", p, k, d, v, rk, rd, rv)
 		}
 	})
 }

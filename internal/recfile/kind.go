@@ -88,32 +88,100 @@ func parseKinds(dst []slot, kinds string) ([]slot, error) {
 // classify returns the kind of a parameter that is not part of a timestamp
 // and, for the numeric kinds, its value. Only canonical text is numeric: the
 // value renders back to exactly p.
+//
+// One pass over p sorts its bytes into classes; the numeric kinds take
+// disjoint sets of bytes ([-]digits: i; [-]digits, one '.': f; digits,
+// three '.': a; digits and a-f: x), so at most one parser runs, and ASCII
+// text skips the UTF-8 check. classifyRef (tests) is the parser chain this
+// replaced; FuzzClassifyRef holds the two equal.
 func classify(p string) (kind byte, digits uint8, v int64) {
 	// Every numeric kind starts with a digit, '-' or a lowercase hex
 	// letter.
 	if len(p) == 0 || len(p) > 20 || !numStart[p[0]] {
-		if !utf8.ValidString(p) {
-			return kindBytes, 0, 0
+		return textKind(p), 0, 0
+	}
+	var seen uint8
+	dots := 0
+	for i := 0; i < len(p); i++ {
+		c := byteClass[p[i]]
+		seen |= c
+		if c == bcDot {
+			dots++
 		}
+	}
+	if p[0] == '-' {
+		// A '-' anywhere else is not numeric: count only the first.
+		seen &^= bcMinus
+		for i := 1; i < len(p); i++ {
+			if p[i] == '-' {
+				seen |= bcMinus
+			}
+		}
+	}
+	var ok bool
+	switch {
+	case seen&^(bcDigit|bcDot|bcHex) != 0:
+		// other bytes: text
+	case seen == bcDigit:
+		if v, ok = canonicalInt(p); ok {
+			return kindInt, 0, v
+		}
+	case seen == bcDigit|bcDot && dots == 1:
+		if v, digits, ok = canonicalDecimal(p); ok {
+			return kindDecimal, digits, v
+		}
+	case seen == bcDigit|bcDot && dots == 3 && p[0] != '-':
+		if v, ok = canonicalIPv4(p); ok {
+			return kindIPv4, 0, v
+		}
+	case seen == bcDigit|bcHex && p[0] != '-':
+		if v, ok = canonicalHex(p); ok {
+			return kindHex, 0, v
+		}
+	}
+	if seen&bcHigh == 0 {
 		return kindString, 0, 0
 	}
-	if n, ok := canonicalInt(p); ok {
-		return kindInt, 0, n
-	}
-	if n, d, ok := canonicalDecimal(p); ok {
-		return kindDecimal, d, n
-	}
-	if n, ok := canonicalIPv4(p); ok {
-		return kindIPv4, 0, n
-	}
-	if n, ok := canonicalHex(p); ok {
-		return kindHex, 0, n
-	}
-	if !utf8.ValidString(p) {
-		return kindBytes, 0, 0
-	}
-	return kindString, 0, 0
+	return textKind(p), 0, 0
 }
+
+// textKind is the kind of a parameter that is not numeric.
+func textKind(p string) byte {
+	if !utf8.ValidString(p) {
+		return kindBytes
+	}
+	return kindString
+}
+
+// Byte classes for classify.
+const (
+	bcDigit = 1 << iota
+	bcDot
+	bcHex   // a-f
+	bcMinus // '-' past the first byte (see classify)
+	bcOther // any other ASCII byte
+	bcHigh  // >= 0x80
+)
+
+var byteClass = func() (t [256]uint8) {
+	for c := range t {
+		switch {
+		case c >= '0' && c <= '9':
+			t[c] = bcDigit
+		case c == '.':
+			t[c] = bcDot
+		case c >= 'a' && c <= 'f':
+			t[c] = bcHex
+		case c == '-':
+			t[c] = bcMinus
+		case c >= 0x80:
+			t[c] = bcHigh
+		default:
+			t[c] = bcOther
+		}
+	}
+	return t
+}()
 
 // numStart marks the bytes a numeric parameter (i, f, a, x) may start with.
 var numStart = func() (t [256]bool) {
@@ -133,13 +201,25 @@ func canonicalInt(p string) (int64, bool) {
 	if len(s) == 0 || len(s) > 19 || (s[0] == '0' && (len(s) > 1 || len(p) > 1)) {
 		return 0, false
 	}
+	// 19 digits fit a uint64, so the sum cannot wrap.
+	var u uint64
 	for i := 0; i < len(s); i++ {
-		if s[i]-'0' > 9 {
+		d := s[i] - '0'
+		if d > 9 {
 			return 0, false
 		}
+		u = u*10 + uint64(d)
 	}
-	n, err := strconv.ParseInt(p, 10, 64)
-	return n, err == nil
+	if len(s) != len(p) {
+		if u > 1<<63 {
+			return 0, false
+		}
+		return -int64(u), true
+	}
+	if u > 1<<63-1 {
+		return 0, false
+	}
+	return int64(u), true
 }
 
 // canonicalDecimal parses [-]I.F where I is a canonical unsigned integer,

@@ -177,3 +177,41 @@ func checkDecoded(t *testing.T, f File, tpl Templates, rows []Row) {
 		}
 	}
 }
+
+// TestEncodeLoghubReference encodes the Loghub 2k datasets (read in
+// place), each as one tenant and all as one, with the encoder as it is and
+// with the reference classifier (classifyRef, the parser chain classify
+// replaced): the files must be byte for byte the same, and decode to the
+// lines.
+func TestEncodeLoghubReference(t *testing.T) {
+	var sets [][]string
+	for _, s := range loghubSets {
+		sets = append(sets, []string{s})
+	}
+	sets = append(sets, loghubSets)
+	ran := 0
+	for _, s := range sets {
+		c := loadCorpus(t, strings.Join(s, "+"), s...)
+		if c == nil {
+			continue
+		}
+		ran++
+		f, err := Encode(c.rows, c.tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := defaultOptions()
+		o.classify = classifyRef
+		ref, err := encode(c.rows, c.tpl, &o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(f.Data, ref.Data) || f.Stats != ref.Stats {
+			t.Errorf("%s: %d bytes encoded, %d with the reference classifier, not the same", c.name, len(f.Data), len(ref.Data))
+		}
+		checkDecoded(t, f, c.tpl, c.rows)
+	}
+	if ran == 0 {
+		t.Skip("no loghub data in " + loghubDir)
+	}
+}
