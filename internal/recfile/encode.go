@@ -530,15 +530,15 @@ func (e *encoder) pageBuffer(rows int) int {
 }
 
 // codecs are the zstd codecs per level, shared by all encodes so their
-// encoders (and history buffers) are pooled, not made per file.
-var codecs = [...]*zstd.Codec{
-	zstd.SpeedFastest:           {Level: zstd.SpeedFastest},
-	zstd.SpeedDefault:           {Level: zstd.SpeedDefault},
-	zstd.SpeedBetterCompression: {Level: zstd.SpeedBetterCompression},
-	zstd.SpeedBestCompression:   {Level: zstd.SpeedBestCompression},
+// encoders (and history buffers) are reused, not made per file.
+var codecs = [...]*zstdCodec{
+	zstd.SpeedFastest:           newZstdCodec(zstd.SpeedFastest),
+	zstd.SpeedDefault:           newZstdCodec(zstd.SpeedDefault),
+	zstd.SpeedBetterCompression: newZstdCodec(zstd.SpeedBetterCompression),
+	zstd.SpeedBestCompression:   newZstdCodec(zstd.SpeedBestCompression),
 }
 
-func codec(l zstd.Level) *zstd.Codec {
+func codec(l zstd.Level) *zstdCodec {
 	if int(l) < len(codecs) && codecs[l] != nil {
 		return codecs[l]
 	}
