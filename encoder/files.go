@@ -24,7 +24,7 @@ const statsStringPrefix = 32
 // bounded by Config.TargetFileBytes).
 func writerOptions() []parquet.WriterOption {
 	return []parquet.WriterOption{
-		parquet.Compression(&parquet.Zstd),
+		parquet.Compression(recfile.Zstd),
 		parquet.DataPageStatistics(true),
 		parquet.CreatedBy("quarry", "1", ""),
 	}
@@ -129,7 +129,7 @@ func encodeParquet[T any](rows []T) ([]byte, error) {
 // to 40,964 bytes over 11 tenants); readers read it as before.
 func encodeTemplates(rows []lake.TemplateRow) ([]byte, error) {
 	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[lake.TemplateRow](&buf, parquet.Compression(&parquet.Zstd),
+	w := parquet.NewGenericWriter[lake.TemplateRow](&buf, parquet.Compression(recfile.Zstd),
 		parquet.DataPageVersion(1), parquet.CreatedBy("quarry", "1", ""))
 	if _, err := w.Write(rows); err != nil {
 		return nil, fmt.Errorf("write parquet rows: %w", err)

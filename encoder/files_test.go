@@ -234,6 +234,19 @@ func TestEncodeTemplatesTrimmed(t *testing.T) {
 	if len(data) >= len(full) {
 		t.Errorf("templates file %d bytes, not smaller than the untrimmed %d", len(data), len(full))
 	}
+	// recfile.Zstd keeps its encoders; the bytes are parquet-go's codec's.
+	var ref bytes.Buffer
+	w := parquet.NewGenericWriter[lake.TemplateRow](&ref, parquet.Compression(&parquet.Zstd),
+		parquet.DataPageVersion(1), parquet.CreatedBy("quarry", "1", ""))
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if want, err := recfile.TrimFooter(ref.Bytes(), "template_id", "wal_seq"); err != nil || !bytes.Equal(data, want) {
+		t.Errorf("templates file differs from parquet-go's zstd codec's (%d bytes, %d; %v)", len(data), len(want), err)
+	}
 	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"runtime"
 
 	kzstd "github.com/klauspost/compress/zstd"
+	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 )
 
@@ -48,3 +49,8 @@ func (c *zstdCodec) Encode(dst, src []byte) ([]byte, error) {
 	}
 	return dst, nil
 }
+
+// Zstd is the zstd codec at the default level (parquet-go's parquet.Zstd
+// writes the same bytes) whose encoders outlive garbage collections; for
+// the other Parquet files the pipeline writes per flush.
+var Zstd compress.Codec = codec(zstd.SpeedDefault)
