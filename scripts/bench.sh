@@ -199,6 +199,21 @@ if [ -x scripts/bench-encoders.sh ]; then
 	echo "$enc_rows" >&2
 fi
 
+# Hand-written sections (profile findings and the like) carry the marker
+# line below under their heading; they are kept, in their order, after the
+# generated sections, so a rerun does not drop what was learned by hand.
+KEEP_MARK='<!-- kept by make bench: written by hand -->'
+kept_sections() { # kept_sections FILE: the sections of FILE that carry KEEP_MARK
+	[ -f "$1" ] || return 0
+	awk -v mark="$KEEP_MARK" '
+		function flush() { if (keep) printf "%s", buf; buf = ""; keep = 0 }
+		/^## / {flush(); insec = 1}
+		insec {buf = buf $0 "\n"; if ($0 == mark) keep = 1}
+		END {flush()}
+	' "$1"
+}
+kept_sections "$OUT" >"$tmp/kept.md"
+
 {
 	echo "# quarry benchmarks"
 	echo
@@ -305,6 +320,7 @@ fi
 		echo "encoders without loss, not a speed-up: one encoder already keeps pace with the committer and the"
 		echo "fsync'd NATS server here. Scaling out pays where encoders get cores of their own."
 	fi
+	if [ -s "$tmp/kept.md" ]; then echo; cat "$tmp/kept.md"; fi
 } >"$OUT"
 . scripts/bench/subscribe.sh && subscribe_bench "$OUT"
 echo "wrote $OUT" >&2
