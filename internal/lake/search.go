@@ -133,7 +133,7 @@ type tenantPlan struct {
 	plan *query.Plan
 	tpls []query.Template // the tenant's template versions, sorted; ParamBytes unset
 	scan bool             // some template is Scan: a file's summary may settle it
-	ids  []int64 // Plan.IDs (within opts.TemplateID's family), sorted: for pruning by stats
+	ids  []int64          // Plan.IDs (within opts.TemplateID's family), sorted: for pruning by stats
 	// narrow: every column the plan reads is template_id or ts, so the
 	// file's other columns are not read.
 	narrow bool
