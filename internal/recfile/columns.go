@@ -75,7 +75,9 @@ func (cv *colVals) appendPage(p parquet.Page, bytesCol bool) error {
 			default:
 				return fmt.Errorf("%w: dictionary of kind %v", ErrCorrupt, dv.Kind())
 			}
-			for _, x := range data.Int32() {
+			idx := data.Int32()
+			cv.ints, cv.owned = slices.Grow(cv.ints, len(idx)), true
+			for _, x := range idx {
 				if x < 0 || int(x) >= len(dict) {
 					return fmt.Errorf("%w: dictionary index %d of %d", ErrCorrupt, x, len(dict))
 				}
@@ -175,7 +177,9 @@ func (cv *colVals) appendPage(p parquet.Page, bytesCol bool) error {
 			cv.ints = append(cv.ints, v...)
 		}
 	case encoding.Int32:
-		for _, x := range data.Int32() {
+		v := data.Int32()
+		cv.ints, cv.owned = slices.Grow(cv.ints, len(v)), true
+		for _, x := range v {
 			cv.ints = append(cv.ints, int64(x))
 		}
 	default:
@@ -405,6 +409,13 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 			need[i] = true
 		}
 	}
+	if lines && kept != nil {
+		// Only some rows are kept: their kinds say which slot columns
+		// (and whether ts_residue) they use; the others are not read.
+		if err := d.narrowSlots(rg, cols, need, vals, kept, base[cKinds]); err != nil {
+			return out, err
+		}
+	}
 	var skip []bool
 	if kept != nil {
 		skip = make([]bool, nrows)
@@ -504,6 +515,71 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 		}
 	}
 	return out, nil
+}
+
+// narrowSlots reads the kinds column and clears need for the slot columns
+// (p, n, b beyond what the kept rows' kinds count) and ts_residue (when no
+// kept row has a timestamp item) that no kept row uses. A kinds value that
+// does not parse leaves need as it is (rendering reports it).
+func (d *decoder) narrowSlots(rg parquet.RowGroup, cols []column, need []bool, vals []colVals, kept []int32, kinds *colVals) error {
+	only := make([]bool, len(cols))
+	for i, c := range cols {
+		only[i] = c.kind == cKinds
+	}
+	if err := readColumns(rg, cols, only, vals, nil); err != nil {
+		return err
+	}
+	var ns, nn, nb int
+	timed := false
+	seen := map[string]bool{}
+	for _, i := range kept {
+		k := d.internAt(kinds, int(i))
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		slots, ok := d.kinds[k]
+		if !ok {
+			var err error
+			if slots, err = parseKinds(nil, k); err != nil {
+				return nil
+			}
+			d.kinds[k] = slots
+		}
+		var s, n, b int
+		for _, sl := range slots {
+			switch sl.kind {
+			case kindCovered:
+			case kindTime:
+				timed = true
+			case kindInner:
+				timed = true
+				s++
+			case kindString:
+				s++
+			case kindBytes:
+				b++
+			default:
+				n++
+			}
+		}
+		ns, nn, nb = max(ns, s), max(nn, n), max(nb, b)
+	}
+	for i, c := range cols {
+		switch c.kind {
+		case cKinds:
+			need[i] = false // read
+		case cResidue:
+			need[i] = need[i] && timed
+		case cP:
+			need[i] = need[i] && c.slot < ns
+		case cN:
+			need[i] = need[i] && c.slot < nn
+		case cB:
+			need[i] = need[i] && c.slot < nb
+		}
+	}
+	return nil
 }
 
 // keep returns the rows of a row group d.proj keeps, ascending, or nil for
