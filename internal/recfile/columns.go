@@ -445,12 +445,16 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 	pos := walPositions(base[cWALSeq].ints, base[cIndex].ints, kept)
 	start := len(out)
 	out = slices.Grow(out, n)[:start+n]
+	// A record is built in rec and copied to its place once: out is written
+	// in WAL order while the columns are read in file order, and one copy
+	// of a cold struct costs less than a write per field.
+	var tmp Record
 	for x := 0; x < n; x++ {
 		i := x
 		if kept != nil {
 			i = int(kept[x])
 		}
-		rec := &out[start+int(pos[x])]
+		rec := &tmp
 		*rec = Record{}
 		rec.WALSeq = uint64(base[cWALSeq].ints[i])
 		rec.Index = uint32(base[cIndex].ints[i])
@@ -513,6 +517,7 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 				}
 			}
 		}
+		out[start+int(pos[x])] = *rec
 	}
 	return out, nil
 }
