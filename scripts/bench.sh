@@ -121,7 +121,7 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   settled only the template whose text holds the term, the ~150 others were "scan" because nothing said
   which bytes their parameters use, so every line was rendered and matched. The count decompressed and
   decoded five integer columns of every file.
-- After (this section's numbers): full render: decoder 76%, of it rendering 24%, reading the columns
+- After (this branch, same benchmark): full render: decoder 76%, of it rendering 24%, reading the columns
   21% (zstd 11%), building the lake's records 11%, restoring WAL order 5%, garbage collection about
   15%. Term: zstd decompressing the column chunks the kept template's rows need is a third of its CPU,
   Parquet page decoding 8%, reading the templates table 8%: the rest of the skipping needs pages or row

@@ -13,7 +13,11 @@
 // footer is trimmed: no page index (column and offset indexes), chunk
 // statistics only for wal_seq, ts and template_id, created_by "quarry";
 // both are optional in Parquet and readers without them read every page of
-// the file, which they do anyway for a file this size.
+// the file, which they do anyway for a file this size. The footer's
+// key-value metadata holds quarry.records.version = 3 and the file's
+// template summary (SummaryKey, Summary: per template version its row
+// count, ts range and the bytes its parameters use), which readers use to
+// skip templates and files and to count without reading rows.
 //
 //	column            Parquet type                 meaning
 //	wal_seq           INT64                        WAL sequence of the record's frame
