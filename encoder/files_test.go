@@ -210,3 +210,54 @@ func TestTemplateRowsKeepKinds(t *testing.T) {
 		t.Fatalf("rows %+v", rows)
 	}
 }
+
+// encodeTemplates writes the templates file small: no page index, chunk
+// statistics only for template_id and wal_seq, version 1 pages; its rows
+// read back as written.
+func TestEncodeTemplatesTrimmed(t *testing.T) {
+	var rows []lake.TemplateRow
+	for i := range 40 {
+		rows = append(rows, lake.TemplateRow{TemplateID: int64(100 + i), Tenant: "acme", Version: 1,
+			Template: fmt.Sprintf("user <*> logged in from <*> step %d", i), Kind: "created", WALSeq: int64(1 + i/4)})
+	}
+	rows = append(rows, lake.TemplateRow{TemplateID: 100, Tenant: "acme", Version: 2, Template: "user <*> logged <*> from <*> step 0",
+		Kind: "changed", Previous: rows[0].Template, WALSeq: 11, Kinds: []string{"", "", "ipv4"}})
+	data, err := encodeTemplates(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := encodeParquet(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) >= len(full) {
+		t.Errorf("templates file %d bytes, not smaller than the untrimmed %d", len(data), len(full))
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range f.Metadata().RowGroups[0].Columns {
+		name := c.MetaData.PathInSchema[0]
+		if c.ColumnIndexOffset != 0 || c.OffsetIndexOffset != 0 {
+			t.Errorf("%s: page index kept", name)
+		}
+		stats := c.MetaData.Statistics.MinValue != nil
+		if want := name == "template_id" || name == "wal_seq"; stats != want {
+			t.Errorf("%s: chunk statistics %v, want %v", name, stats, want)
+		}
+	}
+	got, err := parquet.Read[lake.TemplateRow](bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(rows) {
+		t.Fatalf("%d rows read, want %d", len(got), len(rows))
+	}
+	for i := range rows {
+		if got[i].Template != rows[i].Template || got[i].Previous != rows[i].Previous || got[i].TemplateID != rows[i].TemplateID ||
+			got[i].Version != rows[i].Version || !slices.Equal(got[i].Kinds, rows[i].Kinds) {
+			t.Fatalf("row %d: %+v, want %+v", i, got[i], rows[i])
+		}
+	}
+}

@@ -297,10 +297,11 @@ fi
 		echo
 		echo "\`$size_cmd\`: each Loghub 2k log (\$LOGHUB_DIR or ../shared/loghub2k, lines with their headers,"
 		echo "read in place) goes through \`quarry run --input\` as one tenant into a lake of its own; lake bytes are"
-		echo "the records and templates data files (Delta logs left out), set against \`zstd -3\`, \`zstd -19\` and"
-		echo "\`gzip -6\` of the same file, as fractions of the raw bytes. Each lake is read back with"
-		echo "\`quarry query --format raw\` and must equal its file byte for byte. p<j>, n<j> and b<j> sum the"
-		echo "parameter slot columns of records v3 (docs/formats.md)."
+		echo "the records and templates data files (Delta logs and the progress table left out), set against"
+		echo "\`zstd -3\`, \`zstd -19\` and \`gzip -6\` of the same file, as fractions of the raw bytes. Each lake is"
+		echo "read back with \`quarry query --format raw\` and must equal its file byte for byte. A lake has one"
+		echo "records file per event-time date (a sample spread over many days is many small files). p<j>, n<j>"
+		echo "and b<j> sum the parameter slot columns of records v3 (docs/formats.md)."
 		echo
 		echo "$size_md"
 	fi

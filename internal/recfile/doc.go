@@ -9,15 +9,19 @@
 //
 // Rows are ordered by (template_id, template_version, wal_seq,
 // record_index); WAL order is restored by sorting on (wal_seq,
-// record_index). One row group per file, one page per column chunk. The
-// footer is trimmed: no page index (column and offset indexes), chunk
-// statistics only for wal_seq, ts and template_id, created_by "quarry";
-// both are optional in Parquet and readers without them read every page of
-// the file, which they do anyway for a file this size. The footer's
-// key-value metadata holds quarry.records.version = 3 and the file's
-// template summary (SummaryKey, Summary: per template version its row
-// count, ts range and the bytes its parameters use), which readers use to
-// skip templates and files and to count without reading rows.
+// record_index). One row group per file, one page per column chunk,
+// version 1 data pages without a CRC. The footer is trimmed: no page index
+// (column and offset indexes), chunk statistics only for wal_seq, ts and
+// template_id, created_by "quarry"; all are optional in Parquet and readers
+// without them read every page of the file, which they do anyway for a file
+// this size. A file of a few rows is written for its fixed cost: a column of
+// fewer than 32 bytes of values is not compressed, source, kinds and
+// ts_source are PLAIN below 64 rows (dictionary from 64), and a slot column
+// fewer than 16 rows use is left out (its values in more).
+// The footer's key-value metadata holds quarry.records.version = 3 and
+// the file's template summary (SummaryKey, Summary: per template version
+// its row count, ts range and the bytes its parameters use), which readers
+// use to skip templates and files and to count without reading rows.
 //
 //	column            Parquet type                 meaning
 //	wal_seq           INT64                        WAL sequence of the record's frame
@@ -73,8 +77,9 @@
 // first s parameter is in p0, its second in p1, its first numeric one in n0
 // and so on, so a file has as many p columns as its widest record has s
 // parameters. A record's 33rd and later numeric parameters are typed s or b.
-// A file leaves out a slot column fewer than 1/16 of its rows would use
-// (each row costs a column a value, null or not); those parameters, and
+// A file leaves out a slot column fewer than 1/16 of its rows, or fewer
+// than 16 rows, would use (each row costs a column a value, null or not,
+// and each column its page header and footer entry); those parameters, and
 // the 33rd and later of a kind, are in more: their exact text (for u, the
 // text without the timestamp), in parameter order. So a parameter whose
 // column value is null (or absent) is the next item of more.
@@ -145,8 +150,43 @@
 //	  257,849 243,153)
 //	  n<k> INT32 when its values fit     254,788      239,536  rejected
 //
+// quarry run writes one file per event-time date, and the Loghub samples
+// spread over months and years: 769 files for the 11 datasets (HPC 545,
+// BGL 166, Linux 44), most of a few rows, so a file's fixed cost (about
+// 1.4 KB for 3 rows) decides the lake. Levers for it, measured as above
+// plus "per-date" (one file per dataset and UTC date, 769 files):
+//
+//	variant                              per-dataset  per-date   all-one
+//	default then                         255,556      1,513,520  239,691
+//	version 1 data pages                 255,235      1,478,978  238,922
+//	  + PLAIN under 64 rows, columns     255,235      1,383,410  238,922  chosen
+//	    under 32 bytes uncompressed
+//	    (raw under 16/64/128 B: 1,391,586 / 1,389,473 / 1,466,972;
+//	    dictionary from 16/256 rows: 1,393,855 / 1,388,382 with raw 64)
+//	  + page headers without CRC         253,934      1,328,701  238,794  chosen
+//	  + slot columns used by fewer than  253,934      1,215,213  238,794  chosen
+//	    16 rows left out (2: 1,293,779;
+//	    4: 1,253,393; 8: 1,232,396;
+//	    32: 1,204,627)
+//	  p<k> zstd better (others default)  244,051      1,323,344  228,183  rejected:
+//	    (best: 235,647 1,318,894 220,353)                                encode CPU
+//	                                                                     +15-25%
+//	                                                                     (best +40%)
+//	  ts or n<k> zstd better / best      under 1% each (252,737 default:
+//	                                     ts 252,508 / 250,579, n 252,358 /
+//	                                     251,359): not taken
+//	  footer schema without type_length  per-date 1,215,213 -> 1,162,300
+//	    and INT annotations on integer   (records); chosen
+//	    columns, created_by "quarry"
+//
+// The templates file (written by the encoder) dropped its page index, page
+// statistics and all chunk statistics but template_id's and wal_seq's, and
+// uses version 1 pages: 50,101 to 40,964 bytes over the 11 datasets.
+// Writing no previous text (derivable from the row of version-1) would
+// save 4,000 more (TestSizeTemplates); not done, it changes the table.
 // Lake bytes (records + templates file) against the raw lines
-// (TestSizeLoghub, go test -run TestSizeLoghub -v ./internal/recfile/):
+// (TestSizeLoghub, go test -run TestSizeLoghub -v ./internal/recfile/),
+// before the small-file levers above:
 //
 //	dataset      raw      v2+tpl  v3+tpl  zstd-3  zstd-19 gzip-6  v3/zstd-3
 //	Android      279,076  39,761  28,798  21,665  16,430  25,637  1.33
@@ -163,7 +203,10 @@
 //	sum        2,733,809 432,832 303,975 275,464 203,247 278,624  1.10
 //	all-one    2,733,809 386,985 263,278 279,849 203,257 281,789  0.94
 //
-// Of the per-dataset sum, 50,079 bytes are the templates files. Their
+// With them and the trimmed templates file: sum 293,514 (1.07 of zstd
+// -3), all-one 261,288 (0.93), per-date 1,203,077 (4.37). TestSizeLoghub
+// fails above 1.09 for the sum and 1.0 for all-one.
+// Of the per-dataset sum, 50,079 bytes were the templates files. Their
 // footers trimmed with TrimFooter they are 41,194 (sum 1.07); written with
 // only created/changed templates, no previous text, and trimmed, 28,170
 // (sum 1.02; TestSizeTemplates).

@@ -152,6 +152,14 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 		}
 	}
 	e.demote(len(rows))
+	e.u.rows = len(rows)
+	if o.rawBytes > 0 {
+		e.u.textBytes = map[string]int{}
+		for x, i := range order {
+			e.u.textBytes[colSource] += len(rows[i].Source) + 4
+			e.u.textBytes[colKinds] += len(enc[x].kinds) + 4
+		}
+	}
 	if o.tsMillis {
 		e.u.tsMillis = true
 		for i := range rows {
@@ -440,6 +448,7 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 		parquet.Compression(codec(e.o.level)),
 		parquet.PageBufferSize(e.pageBuffer(len(rows))),
 		parquet.DataPageStatistics(!e.o.noPageStats),
+		parquet.DataPageVersion(e.o.pageVersion),
 		parquet.CreatedBy("quarry", "", ""),
 		parquet.KeyValueMetadata("quarry.records.version", "3"),
 		parquet.KeyValueMetadata(SummaryKey, encodeSummary(summarize(rows, order))),
@@ -493,7 +502,11 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	if !e.o.trimFooter {
 		return buf.Bytes(), nil
 	}
-	return trimFooter(buf.Bytes(), statsColumns)
+	data, err := trimFooter(buf.Bytes(), statsColumns)
+	if err != nil || !e.o.noCRC {
+		return data, err
+	}
+	return dropChecksums(data)
 }
 
 // pageBuffer is the writer's page buffer: o.pageBuffer, or less when the
@@ -684,10 +697,10 @@ func (e *encoder) moreItems(r *Row, en *encoded) []item {
 // their values go to more. Writing a column costs every row a value, null
 // or not; a column of a few values costs more than the list.
 func (e *encoder) demote(rows int) {
-	if e.o.slotMin <= 0 {
+	if e.o.slotMin <= 0 && e.o.slotRows <= 0 {
 		return
 	}
-	min := max(1, int(float64(rows)*e.o.slotMin))
+	min := max(1, e.o.slotRows, int(float64(rows)*e.o.slotMin))
 	for k := range MaxSlots {
 		if n := e.u.p[k].n; n > 0 && n < min {
 			e.u.p[k] = strStats{}

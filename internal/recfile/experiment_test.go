@@ -3,8 +3,10 @@ package recfile
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quarrylake/quarry/internal/mining"
 
@@ -48,24 +50,79 @@ func TestSizeLevers(t *testing.T) {
 		{"strings=dict", func(o *options) { o.strings = "dict" }},
 		{"zstd=better", func(o *options) { o.level = zstd.SpeedBetterCompression }},
 		{"zstd=fastest", func(o *options) { o.level = zstd.SpeedFastest }},
+		{"dict from 16 rows", func(o *options) { o.dictRows = 16 }},
+		{"dict from 64 rows", func(o *options) { o.dictRows = 64 }},
+		{"raw below 64 B", func(o *options) { o.rawBytes = 64 }},
+		{"raw below 128 B", func(o *options) { o.rawBytes = 128 }},
+		{"raw below 256 B", func(o *options) { o.rawBytes = 256 }},
+		{"page v1", func(o *options) { o.pageVersion = 1 }},
+		{"v1 dict64 raw64", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 64, 64, 1 }},
+		{"v1 dict16 raw64", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 16, 64, 1 }},
+		{"v1 dict256 raw64", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 256, 64, 1 }},
+		{"v1 dict64 raw32", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 64, 32, 1 }},
+		{"with page CRCs", func(o *options) { o.noCRC = false }},
+		{"slot rows >= 2", func(o *options) { o.slotRows = 2 }},
+		{"slot rows >= 4", func(o *options) { o.slotRows = 4 }},
+		{"slot rows >= 8", func(o *options) { o.slotRows = 8 }},
+		{"slot rows >= 1", func(o *options) { o.slotRows = 0 }},
+		{"slot rows >= 32", func(o *options) { o.slotRows = 32 }},
+		{"p zstd better", func(o *options) { o.pLevel = zstd.SpeedBetterCompression }},
+		{"p zstd best", func(o *options) { o.pLevel = zstd.SpeedBestCompression }},
+		{"v1 dict64 raw16", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 64, 16, 1 }},
+		{"v1 dict64 raw0", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 64, 0, 1 }},
+	}
+	if only := os.Getenv("RECFILE_LEVERS"); only != "1" {
+		variants = slices.DeleteFunc(variants, func(v struct {
+			name string
+			mod  func(*options)
+		}) bool {
+			return v.name != "default" && !strings.Contains(v.name, only)
+		})
 	}
 	for _, v := range variants {
 		o := defaultOptions()
 		v.mod(&o)
-		sum := 0
+		sum, dated, files := 0, 0, 0
 		for _, c := range sets {
 			f, err := encode(c.rows, c.tpl, &o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			sum += len(f.Data)
+			for _, part := range byDate(c.rows) {
+				f, err := encode(part, c.tpl, &o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dated += len(f.Data)
+				files++
+			}
 		}
 		f, err := encode(all.rows, all.tpl, &o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(os.Stderr, "%-16s per-dataset records=%7d  all-one records=%7d %s\n", v.name, sum, len(f.Data), fmtSizes(groupSizes(columnSizes(t, f.Data)), len(f.Data)))
+		fmt.Fprintf(os.Stderr, "%-18s per-dataset records=%7d  per-date (%d files)=%8d  all-one records=%7d %s\n", v.name, sum, files, dated, len(f.Data), fmtSizes(groupSizes(columnSizes(t, f.Data)), len(f.Data)))
 	}
+}
+
+// byDate splits rows by the UTC day of their ts, as the encoder writes one
+// file per date partition.
+func byDate(rows []Row) [][]Row {
+	var days []string
+	parts := map[string][]Row{}
+	for _, r := range rows {
+		d := time.Unix(0, r.TS).UTC().Format(time.DateOnly)
+		if parts[d] == nil {
+			days = append(days, d)
+		}
+		parts[d] = append(parts[d], r)
+	}
+	out := make([][]Row, 0, len(days))
+	for _, d := range days {
+		out = append(out, parts[d])
+	}
+	return out
 }
 
 // TestSizeTemplates measures smaller representations of the templates

@@ -1,6 +1,7 @@
 package recfile
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -48,6 +49,7 @@ func trimFooter(data []byte, keepStats map[string]bool) ([]byte, error) {
 			m.SizeStatistics = format.SizeStatistics{}
 		}
 	}
+	plainSchema(&md)
 	meta, err := thrift.Marshal(proto, &md)
 	if err != nil {
 		return nil, fmt.Errorf("trim footer: %w", err)
@@ -55,6 +57,31 @@ func trimFooter(data []byte, keepStats map[string]bool) ([]byte, error) {
 	out := append(data[:cut:cut], meta...)
 	out = binary.LittleEndian.AppendUint32(out, uint32(len(meta)))
 	return append(out, "PAR1"...), nil
+}
+
+// plainSchema drops what parquet-go writes in a schema that says nothing
+// to a reader: a type_length on integer columns (it is for
+// FIXED_LEN_BYTE_ARRAY only), and the INT(32|64, signed) annotation of
+// INT32 and INT64 columns, which is what an unannotated one means. And
+// created_by is "quarry" (parquet-go appends " version (build )"). A
+// small file's footer is most of it: 7 bytes less per integer column.
+func plainSchema(md *format.FileMetaData) {
+	md.CreatedBy = "quarry"
+	for i := range md.Schema {
+		e := &md.Schema[i]
+		if !e.Type.Valid || (e.Type.V != format.Int32 && e.Type.V != format.Int64) {
+			continue
+		}
+		e.TypeLength.Reset()
+		it, ok := e.LogicalType.Value.(*format.IntType)
+		width := int8(32)
+		if e.Type.V == format.Int64 {
+			width = 64
+		}
+		if ok && it.IsSigned && it.BitWidth == width && !e.ConvertedType.Valid {
+			e.LogicalType = format.LogicalType{}
+		}
+	}
 }
 
 // TrimFooter rewrites the footer of a Parquet file (one written by
@@ -70,4 +97,84 @@ func TrimFooter(data []byte, keepStats ...string) ([]byte, error) {
 		keep[c] = true
 	}
 	return trimFooter(data, keep)
+}
+
+// dropChecksums rewrites a Parquet file (one trimFooter made: no page
+// index, no bloom filters) without the CRC of its page headers, moving the
+// pages and fixing the footer's offsets and sizes. A CRC is optional in
+// Parquet, and 6 of the 25 or so bytes of a small page's header; readers
+// check it only when it is there. The page data is copied unchanged.
+func dropChecksums(data []byte) ([]byte, error) {
+	n := len(data)
+	size := int(binary.LittleEndian.Uint32(data[n-8:]))
+	var md format.FileMetaData
+	proto := &thrift.CompactProtocol{}
+	if err := thrift.Unmarshal(proto, data[n-8-size:n-8], &md); err != nil {
+		return nil, fmt.Errorf("drop checksums: %w", err)
+	}
+	out := make([]byte, 0, n)
+	out = append(out, "PAR1"...)
+	var hdr []byte
+	for i := range md.RowGroups {
+		rg := &md.RowGroups[i]
+		var rgSize int64
+		for j := range rg.Columns {
+			c := &rg.Columns[j]
+			m := &c.MetaData
+			pos := m.DataPageOffset
+			if m.DictionaryPageOffset > 0 && m.DictionaryPageOffset < pos {
+				pos = m.DictionaryPageOffset
+			}
+			end := pos + m.TotalCompressedSize
+			if pos < 4 || end > int64(n-8-size) {
+				return nil, fmt.Errorf("drop checksums: column chunk %v at %d..%d outside the file", m.PathInSchema, pos, end)
+			}
+			start := int64(len(out))
+			var uncompressed int64
+			for pos < end {
+				r := bytes.NewReader(data[pos:end])
+				var h format.PageHeader
+				if err := thrift.NewDecoder(proto.NewReader(r)).Decode(&h); err != nil {
+					return nil, fmt.Errorf("drop checksums: page header of %v at %d: %w", m.PathInSchema, pos, err)
+				}
+				body := pos + int64(end-pos) - int64(r.Len())
+				next := body + int64(h.CompressedPageSize)
+				if h.CompressedPageSize < 0 || next > end {
+					return nil, fmt.Errorf("drop checksums: page of %v at %d overruns its chunk", m.PathInSchema, pos)
+				}
+				h.CRC = 0
+				var err error
+				if hdr, err = thrift.Marshal(proto, &h); err != nil {
+					return nil, fmt.Errorf("drop checksums: %w", err)
+				}
+				switch {
+				case h.Type == format.DictionaryPage:
+					m.DictionaryPageOffset = int64(len(out))
+				case pos == m.DataPageOffset:
+					m.DataPageOffset = int64(len(out))
+				}
+				out = append(out, hdr...)
+				out = append(out, data[body:next]...)
+				uncompressed += int64(len(hdr)) + int64(h.UncompressedPageSize)
+				pos = next
+			}
+			m.TotalCompressedSize = int64(len(out)) - start
+			m.TotalUncompressedSize = uncompressed
+			if c.FileOffset != 0 {
+				c.FileOffset = start
+			}
+			rgSize += m.TotalCompressedSize
+			if j == 0 {
+				rg.FileOffset = start
+			}
+		}
+		rg.TotalCompressedSize = rgSize
+	}
+	meta, err := thrift.Marshal(proto, &md)
+	if err != nil {
+		return nil, fmt.Errorf("drop checksums: %w", err)
+	}
+	out = append(out, meta...)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(meta)))
+	return append(out, "PAR1"...), nil
 }

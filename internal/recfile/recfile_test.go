@@ -102,14 +102,22 @@ func TestRoundTrip(t *testing.T) {
 	if _, ok := fileColumns(t, fd.Data)["p3"]; ok {
 		t.Error("p3 not left out at slotMin 0.5")
 	}
-	f, err := Encode(rows, tpl)
+	// Every slot column some row uses (the default leaves out those fewer
+	// than 16 rows use: most, in this file of a few rows per case).
+	all := defaultOptions()
+	all.slotRows = 0
+	f, err := encode(rows, tpl, &all)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := fileColumns(t, f.Data)["p3"]; !ok {
-		t.Error("no p3 by default")
+		t.Error("no p3 with every slot column")
 	}
-	for _, file := range []File{f, fd} {
+	fdef, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []File{f, fd, fdef} {
 		checkRoundTrip(t, file, tpl, rows, want)
 	}
 	// The kinds each case expects, read with a plain Parquet reader.
@@ -234,7 +242,11 @@ func TestPlainParquet(t *testing.T) {
 		{WALSeq: 9, Index: 1, TS: ns("2026-11-29T00:00:01Z"), TemplateID: 7, TemplateVersion: 2, Source: "s",
 			Params: []string{"2026-11-29T00:00:01Z", "0.5", "bob", "x", "ok"}},
 	}
-	f, err := Encode(rows, tpl)
+	// Every slot column some row uses: by default a file has only those
+	// 16 rows or more use, and this one has 2.
+	o := defaultOptions()
+	o.slotRows = 0
+	f, err := encode(rows, tpl, &o)
 	if err != nil {
 		t.Fatal(err)
 	}

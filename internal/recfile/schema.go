@@ -76,14 +76,20 @@ type options struct {
 	pageBuffer  int
 	sortByTpl   bool
 	noPageStats bool
-	indexPlain  bool    // record_index PLAIN instead of DELTA_BINARY_PACKED
-	trimFooter  bool    // no page index, chunk statistics only for statsColumns
-	innerTime   bool    // a timestamp inside a parameter is cut out of it (kind u)
-	slotMin     float64 // slot columns used by fewer rows than this share go to more
-	tsMillis    bool    // ts TIMESTAMP(MILLIS) when every ts is whole milliseconds
-	tsDelta     bool    // ts DELTA_BINARY_PACKED
-	walDelta    bool    // wal_seq DELTA_BINARY_PACKED
-	untyped     bool    // every parameter s or b (measurement only)
+	indexPlain  bool       // record_index PLAIN instead of DELTA_BINARY_PACKED
+	trimFooter  bool       // no page index, chunk statistics only for statsColumns
+	innerTime   bool       // a timestamp inside a parameter is cut out of it (kind u)
+	slotMin     float64    // slot columns used by fewer rows than this share go to more
+	tsMillis    bool       // ts TIMESTAMP(MILLIS) when every ts is whole milliseconds
+	tsDelta     bool       // ts DELTA_BINARY_PACKED
+	walDelta    bool       // wal_seq DELTA_BINARY_PACKED
+	untyped     bool       // every parameter s or b (measurement only)
+	dictRows    int        // source, kinds, ts_source dictionary-encoded only from this many rows (PLAIN below)
+	rawBytes    int        // a column whose values take fewer bytes than this is not compressed
+	pageVersion int        // data page header version, 1 or 2
+	noCRC       bool       // page headers without their CRC
+	slotRows    int        // slot columns used by fewer rows than this go to more
+	pLevel      zstd.Level // p<j> columns' zstd level when set
 }
 
 // statsColumns keep their chunk statistics in a trimmed footer: the columns
@@ -91,7 +97,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true}
 
 func defaultOptions() options {
-	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true}
+	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
@@ -106,11 +112,11 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		colWALSeq:     parquet.Leaf(parquet.Int64Type),
 		colIndex:      index,
 		colTS:         parquet.Timestamp(parquet.Microsecond),
-		colTSSource:   parquet.Encoded(parquet.Leaf(parquet.Int32Type), &parquet.RLEDictionary),
+		colTSSource:   dict(parquet.Leaf(parquet.Int32Type), u.rows, o),
 		colTemplateID: parquet.Encoded(parquet.Leaf(parquet.Int64Type), &parquet.DeltaBinaryPacked),
 		colVersion:    parquet.Encoded(parquet.Leaf(parquet.Int32Type), &parquet.DeltaBinaryPacked),
-		colSource:     parquet.Encoded(parquet.String(), &parquet.RLEDictionary),
-		colKinds:      parquet.Encoded(parquet.String(), &parquet.RLEDictionary),
+		colSource:     dict(parquet.String(), u.rows, o),
+		colKinds:      dict(parquet.String(), u.rows, o),
 	}
 	if u.tsMillis {
 		g[colTS] = parquet.Timestamp(parquet.Millisecond)
@@ -133,6 +139,9 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 	for j := 0; j < MaxSlots; j++ {
 		if u.p[j].n > 0 {
 			g[slotName('p', j)] = parquet.Optional(stringNode(&u.p[j], o.strings))
+			if o.pLevel != 0 {
+				g[slotName('p', j)] = parquet.Compressed(g[slotName('p', j)], codec(o.pLevel))
+			}
 		}
 		if u.n[j] > 0 {
 			n := parquet.Leaf(parquet.Int64Type)
@@ -145,7 +154,48 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 			g[slotName('b', j)] = parquet.Optional(bin)
 		}
 	}
+	if o.rawBytes > 0 {
+		for name, n := range g {
+			if u.rawSize(name) < o.rawBytes {
+				g[name] = parquet.Compressed(n, &parquet.Uncompressed)
+			}
+		}
+	}
 	return parquet.NewSchema("records", g)
+}
+
+// dict dictionary-encodes n when the file has o.dictRows rows or more: a
+// dictionary page costs a page header, more than a few PLAIN values.
+func dict(n parquet.Node, rows int, o *options) parquet.Node {
+	if rows < o.dictRows {
+		return n
+	}
+	return parquet.Encoded(n, &parquet.RLEDictionary)
+}
+
+// rawSize estimates the bytes of a column's values before compression.
+func (u *usage) rawSize(name string) int {
+	switch name {
+	case colWALSeq, colTS, colTemplateID:
+		return 8 * u.rows
+	case colIndex, colTSSource, colVersion:
+		return 4 * u.rows
+	case colSource, colKinds:
+		return u.textBytes[name]
+	case colResidue, colMore, colAttrs:
+		return 1 << 30 // rare: left compressed
+	}
+	var k int
+	for i := 1; i < len(name); i++ {
+		k = k*10 + int(name[i]-'0')
+	}
+	switch name[0] {
+	case 'p':
+		return u.p[k].bytes
+	case 'n':
+		return 8 * u.n[k]
+	}
+	return 1 << 30
 }
 
 // stringNode picks a string column's encoding: a dictionary when values
@@ -170,6 +220,8 @@ func stringNode(s *strStats, mode string) parquet.Node {
 type usage struct {
 	residue, more, attrs bool
 	tsMillis             bool // ts is written in milliseconds
+	rows                 int
+	textBytes            map[string]int // source, kinds: bytes of their values
 	p                    [MaxSlots]strStats
 	n, b                 [MaxSlots]int // values per column
 }

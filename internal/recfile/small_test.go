@@ -1,0 +1,171 @@
+package recfile
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// renderRow is the line a row stands for: its template's pieces and its
+// parameters interleaved.
+func renderRow(t *testing.T, tpl Templates, r Row) string {
+	t.Helper()
+	pieces := strings.Split(tpl[Key{r.TemplateID, r.TemplateVersion}], Wildcard)
+	if len(pieces) != len(r.Params)+1 {
+		t.Fatalf("template %d: %d pieces for %d params", r.TemplateID, len(pieces), len(r.Params))
+	}
+	var b strings.Builder
+	for j, p := range r.Params {
+		b.WriteString(pieces[j])
+		b.WriteString(p)
+	}
+	b.WriteString(pieces[len(pieces)-1])
+	return b.String()
+}
+
+// smallRows are n records of two templates, as a date partition of a
+// sparse log holds a few.
+func smallRows(n int) ([]Row, Templates) {
+	tpl := Templates{{1, 1}: "<*> INFO took <*> ms on <*>", {2, 1}: "<*> WARN <*> retry"}
+	rows := make([]Row, n)
+	for i := range rows {
+		ts := ns("2026-11-29T00:00:00.010Z") + int64(i)*1e9
+		ts0 := fmt.Sprintf("2026-11-29T00:00:%02d.010Z", i%60)
+		rows[i] = Row{WALSeq: 1, Index: uint32(i), TS: ts, TemplateID: 1, TemplateVersion: 1,
+			Params: []string{ts0, fmt.Sprint(40 + i), fmt.Sprintf("host-%d", i%3)}, Source: "file:app.log"}
+		if i%2 == 1 {
+			rows[i].TemplateID, rows[i].Params = 2, []string{ts0, "disk full"}
+		}
+	}
+	return rows, tpl
+}
+
+// TestSmallFileLayout: a file of a few rows (a date partition of a sparse
+// log) is written for its fixed cost: version 1 data pages without CRCs, no dictionary
+// for source, kinds and ts_source, columns of fewer than 32 bytes not
+// compressed (a zstd frame costs more than it saves there), and no slot
+// column used by fewer than 16 rows (its parameters are in more); a larger
+// file keeps the dictionaries, compression and slot columns. Both read back
+// exactly. The footer's schema has no type_length or INT annotation on
+// integer columns.
+func TestSmallFileLayout(t *testing.T) {
+	for _, n := range []int{3, 200} {
+		rows, tpl := smallRows(n)
+		f, err := Encode(rows, tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := Decode(f.Data, tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range recs {
+			want := renderRow(t, tpl, rows[i])
+			if string(r.Line) != want {
+				t.Fatalf("%d rows: line %d = %q, want %q", n, i, r.Line, want)
+			}
+		}
+		pf, err := parquet.OpenFile(bytes.NewReader(f.Data), int64(len(f.Data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots, more := 0, false
+		for _, c := range pf.Metadata().RowGroups[0].Columns {
+			m := c.MetaData
+			name := m.PathInSchema[0]
+			dict := m.DictionaryPageOffset != 0
+			if name == colMore {
+				more = true
+			}
+			if name[0] == 'p' || name[0] == 'n' {
+				slots++
+			}
+			switch name {
+			case colSource, colKinds, colTSSource:
+				if dict != (n >= 64) {
+					t.Errorf("%d rows: %s dictionary page %v", n, name, dict)
+				}
+			}
+			if small := m.TotalUncompressedSize < 32; n == 3 && name == colTemplateID && m.Codec != format.Uncompressed {
+				t.Errorf("%d rows: %s (%d bytes) compressed with %v", n, name, m.TotalUncompressedSize, m.Codec)
+			} else if n == 200 && (name == colTS || name == colWALSeq) && m.Codec != format.Zstd {
+				t.Errorf("%d rows: %s compressed with %v (small %v)", n, name, m.Codec, small)
+			}
+		}
+		// The schema says no more than a reader needs: integer columns
+		// without a type_length or an INT annotation of their own width.
+		md := pf.Metadata()
+		if md.CreatedBy != "quarry" {
+			t.Errorf("created_by %q", md.CreatedBy)
+		}
+		for _, e := range md.Schema {
+			if _, isInt := e.LogicalType.Value.(*format.IntType); e.TypeLength.Valid || isInt {
+				t.Errorf("%d rows: schema element %s has type_length %v, logical type %v", n, e.Name, e.TypeLength, e.LogicalType.Value)
+			}
+		}
+		// A slot column fewer than 16 rows use costs more than the list
+		// item: a file of 3 rows has its parameters in more.
+		if (n == 3) != (slots == 0 && more) {
+			t.Errorf("%d rows: %d slot columns, more %v", n, slots, more)
+		}
+		// Every data page is a version 1 page (its header is smaller).
+		for _, c := range pf.Metadata().RowGroups[0].Columns {
+			var h format.PageHeader
+			dec := thrift.NewDecoder((&thrift.CompactProtocol{}).NewReader(bytes.NewReader(f.Data[c.MetaData.DataPageOffset:])))
+			if err := dec.Decode(&h); err != nil {
+				t.Fatal(err)
+			}
+			if h.Type != format.DataPage || h.CRC != 0 {
+				t.Errorf("%d rows: %s data page of type %v, crc %x", n, c.MetaData.PathInSchema[0], h.Type, h.CRC)
+			}
+		}
+		if n == 3 {
+			raw := 0
+			for _, r := range rows {
+				raw += len(renderRow(t, tpl, r)) + 1
+			}
+			t.Logf("%d rows: %d bytes for %d bytes of lines", n, len(f.Data), raw)
+		}
+	}
+}
+
+// TestDecodePreviousLayout: files written before the small-file layout
+// (version 2 data pages with CRCs, dictionaries at any size, every column
+// compressed) are the same records v3 and still decode exactly.
+func TestDecodePreviousLayout(t *testing.T) {
+	o := defaultOptions()
+	o.pageVersion, o.dictRows, o.rawBytes, o.noCRC = 2, 0, 0, false
+	for _, n := range []int{3, 200} {
+		rows, tpl := smallRows(n)
+		f, err := encode(rows, tpl, &o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pf, err := parquet.OpenFile(bytes.NewReader(f.Data), int64(len(f.Data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range pf.Metadata().RowGroups[0].Columns {
+			if name := c.MetaData.PathInSchema[0]; name == colSource && c.MetaData.DictionaryPageOffset == 0 {
+				t.Fatalf("%d rows: the previous layout has a source dictionary", n)
+			}
+		}
+		recs, err := Decode(f.Data, tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != n {
+			t.Fatalf("%d records, want %d", len(recs), n)
+		}
+		for i, r := range recs {
+			if want := renderRow(t, tpl, rows[i]); string(r.Line) != want || r.TS != rows[i].TS {
+				t.Fatalf("%d rows: line %d = %q ts %d, want %q ts %d", n, i, r.Line, r.TS, want, rows[i].TS)
+			}
+		}
+	}
+}
