@@ -93,7 +93,7 @@ search_bench() {
 		echo "selective term $(verdict "$qbc" "$zbc" 10) (target: 10× faster than zstdcat | grep -F); count by template"
 		echo "reads no parameter (met by construction: TestSummarySkipsRows answers it from footers over files whose"
 		echo "rows are garbage) and is $(ratio "$qcc" "$zcc")× zstdcat | wc -l."
-		echo "How quarry reads: each records file's footer carries a summary per template version (rows, ts range,"
+		echo "How quarry reads: each records file's footer carries a summary per template version (rows and"
 		echo "the bytes its parameters use). The term is settled per file: true for templates whose text holds it,"
 		echo "false for those whose text and parameter bytes cannot spell it; a file with nothing left is not read"
 		echo "past its footer, and of the others only the kept templates' rows are rendered, from only the slot columns"

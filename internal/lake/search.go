@@ -594,8 +594,8 @@ func (s *search) openMeta(ctx context.Context, f searchFile) (*fileMeta, error) 
 // the tenant's templates with each version's ParamBytes taken from the
 // summary, so that a term no parameter of this file could supply settles
 // false for its template. skip reports that no row of the file can match:
-// every version the summary lists is None, outside opts' template family or
-// outside the time range. Without a summary the plan is f.plan and nothing
+// every version the summary lists is None or outside opts' template
+// family (the file's ts stats prune by time, in prepare). Without a summary the plan is f.plan and nothing
 // is skipped; a version the summary lists that the templates table lacks is
 // ErrTemplateMissing, as it is for a row.
 func (s *search) filePlan(f searchFile, sum recfile.Summary) (*tenantPlan, bool, error) {
@@ -606,6 +606,9 @@ func (s *search) filePlan(f searchFile, sum recfile.Summary) (*tenantPlan, bool,
 	if tp.scan {
 		chars := make(map[recfile.Key]*query.Charset, len(sum))
 		for i := range sum {
+			if sum[i].AnyBytes {
+				continue // any byte may occur: ParamBytes stays nil
+			}
 			cs := query.Charset(sum[i].ParamBytes)
 			chars[sum[i].Key] = &cs
 		}
@@ -625,21 +628,30 @@ func (s *search) filePlan(f searchFile, sum recfile.Summary) (*tenantPlan, bool,
 		if p == nil {
 			return nil, false, fmt.Errorf("records file %s: template %d version %d: %w", f.add.Path, t.Key.ID, t.Key.Version, ErrTemplateMissing)
 		}
-		if p.Decision != query.None && s.overlapsTS(t.MinTS, t.MaxTS) {
+		if p.Decision != query.None {
 			skip = false
 		}
 	}
 	return tp, skip, nil
 }
 
-// overlapsTS reports whether [lo, hi] (microseconds) meets the time range.
-func (s *search) overlapsTS(lo, hi int64) bool {
-	return (s.since.IsZero() || hi >= s.since.UnixMicro()) && (s.until.IsZero() || lo < s.until.UnixMicro())
-}
-
-// withinTS reports whether [lo, hi] (microseconds) lies in the time range.
-func (s *search) withinTS(lo, hi int64) bool {
-	return s.keepTS64(lo) && s.keepTS64(hi)
+// fileWithinTS reports whether every row of the file lies in the time
+// range, by its ts stats (a maximum may lie up to a millisecond below the
+// true one, see statTime); false without stats.
+func (s *search) fileWithinTS(a delta.Add) bool {
+	if s.since.IsZero() && s.until.IsZero() {
+		return true
+	}
+	st, err := delta.ParseStats(a.Stats)
+	if err != nil {
+		return false
+	}
+	lo, ok1 := statTime(st.MinValues["ts"])
+	hi, ok2 := statTime(st.MaxValues["ts"])
+	if !ok1 || !ok2 {
+		return false
+	}
+	return (s.since.IsZero() || !lo.Before(s.since)) && (s.until.IsZero() || hi.Add(time.Millisecond).Before(s.until))
 }
 
 // decodeV3 reads a v3 file whole and decodes the rows of the template
@@ -889,11 +901,11 @@ func (s *search) aggregateNarrow(ctx context.Context, f searchFile, agg *query.A
 // countSummary counts a v3 file's rows from its summary, reading no row,
 // when the summary's per-version counts are the answer: the aggregation's
 // keys need no field but the template (and tenant), no paging position
-// applies, and every version the plan takes (within opts' family and
-// meeting the time range) is All with every row inside the time range.
+// applies, every row of the file lies inside the time range (its ts
+// stats), and every version the plan takes (within opts' family) is All.
 // It reports whether it counted; if not, agg is unchanged.
 func (s *search) countSummary(f searchFile, sum recfile.Summary, agg *query.Aggregator) bool {
-	if sum == nil || s.opts.After != nil || agg.Columns()&^query.ColTemplate != 0 {
+	if sum == nil || s.opts.After != nil || agg.Columns()&^query.ColTemplate != 0 || !s.fileWithinTS(f.add) {
 		return false
 	}
 	take := func(t *recfile.TemplateSummary) (bool, bool) { // (counted, exact)
@@ -901,10 +913,10 @@ func (s *search) countSummary(f searchFile, sum recfile.Summary, agg *query.Aggr
 			return false, true
 		}
 		p := f.plan.plan.Template(t.Key.ID, t.Key.Version)
-		if p == nil || p.Decision == query.None || !s.overlapsTS(t.MinTS, t.MaxTS) {
+		if p == nil || p.Decision == query.None {
 			return false, p != nil
 		}
-		return true, p.Decision == query.All && s.withinTS(t.MinTS, t.MaxTS)
+		return true, p.Decision == query.All
 	}
 	for i := range sum {
 		if _, exact := take(&sum[i]); !exact {

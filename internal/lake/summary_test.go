@@ -157,9 +157,9 @@ func summaryLake(t *testing.T, prep func(name string, data []byte) []byte) *fixt
 		return delta.Add{Path: rel, PartitionValues: map[string]string{"tenant": "acme", "date": date}, Size: int64(len(enc.Data)),
 			ModificationTime: time.Now().UnixMilli(), DataChange: true, Stats: enc.Stats}
 	}
-	a := file("a", "2026-01-01", summaryRows(r, 300, 10, day1, 1, 2, 3, 5, 6, 7, 8, 9, 10))
-	b := file("b", "2026-01-01", summaryRows(r, 200, 200, day1.Add(time.Hour), 1, 2, 4, 9))
-	c := file("c", "2026-01-02", summaryRows(r, 300, 400, day2, 4, 5, 6, 8, 10))
+	a := file("a", "2026-01-01", summaryRows(r, 1500, 10, day1, 1, 2, 3, 5, 6, 7, 8, 9, 10))
+	b := file("b", "2026-01-01", summaryRows(r, 800, 600, day1.Add(time.Hour), 1, 2, 4, 9))
+	c := file("c", "2026-01-02", summaryRows(r, 900, 1000, day2, 4, 5, 6, 8, 10))
 	v2 := f.recordsFile("acme", "2026-01-01", "w2", []lake.RecordRow{
 		rec(5, 0, "2026-01-01T10:00:00Z", 1, 1, "/a", "200", "12"),
 		rec(6, 1, "2026-01-01T10:01:00Z", 5, 1, "77", "deadbeef"),

@@ -20,7 +20,7 @@
 // fewer than 16 rows use is left out (its values in more).
 // The footer's key-value metadata holds quarry.records.version = 3 and
 // the file's template summary (SummaryKey, Summary: per template version
-// its row count, ts range and the bytes its parameters use), which readers
+// its row count and the bytes its parameters use), which readers
 // use to skip templates and files and to count without reading rows.
 //
 //	column            Parquet type                 meaning

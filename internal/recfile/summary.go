@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
 )
 
 // SummaryKey is the footer key-value entry that holds a records file's
@@ -21,11 +22,11 @@ type TemplateSummary struct {
 	Key Key
 	// Rows is the number of the file's rows with this template version.
 	Rows int64
-	// MinTS and MaxTS bound the rows' ts, in microseconds since the epoch.
-	MinTS, MaxTS int64
 	// ParamBytes holds every byte of every parameter of these rows (the
-	// original text, as the line shows it): bit b&63 of word b>>6.
+	// original text, as the line shows it): bit b&63 of word b>>6. It is
+	// not known (AnyBytes) for a version with few rows in the file.
 	ParamBytes [4]uint64
+	AnyBytes   bool
 }
 
 // Summary is a records file's per-template summary, in file order (by
@@ -57,20 +58,18 @@ func summarize(rows []Row, order []int32) Summary {
 	for _, i := range order {
 		r := &rows[i]
 		k := Key{r.TemplateID, r.TemplateVersion}
-		ts := floorDiv(r.TS, 1000)
 		if cur < 0 || k != curKey {
 			flush()
 			x, ok := at[k]
 			if !ok {
 				x = len(out)
 				at[k] = x
-				out = append(out, TemplateSummary{Key: k, MinTS: ts, MaxTS: ts})
+				out = append(out, TemplateSummary{Key: k})
 			}
 			cur, curKey = x, k
 		}
 		t := &out[cur]
 		t.Rows++
-		t.MinTS, t.MaxTS = min(t.MinTS, ts), max(t.MaxTS, ts)
 		for _, p := range r.Params {
 			for j := 0; j < len(p); j++ {
 				seen[p[j]] = true
@@ -78,54 +77,87 @@ func summarize(rows []Row, order []int32) Summary {
 		}
 	}
 	flush()
+	for i := range out {
+		if out[i].Rows < paramBytesMinRows {
+			out[i].ParamBytes, out[i].AnyBytes = [4]uint64{}, true
+		}
+	}
 	return out
 }
 
-// encodeSummary writes s as base64 (standard, padded) of: the version byte
-// 1, uvarint count, then per entry uvarint id, uvarint version, uvarint
-// rows, varint min ts, uvarint max ts - min ts, a byte whose bit w says
-// that word w of ParamBytes is not zero, and those words (little-endian, in
-// order).
+// paramBytesMinRows: a template version with fewer rows in a file gets
+// no byte set (its bytes are "unknown"): its rows cost little to read, and
+// a byte set per rare template is most of a summary's size.
+const paramBytesMinRows = 64
+
+// unknownBytes in an entry's word mask: the entry has no byte set.
+const unknownBytes = 1 << 4
+
+// encodeSummary writes s as base64 (standard, padded) of the version byte
+// 1 followed by the zstd frame of: uvarint count, then per entry uvarint
+// id minus the previous entry's id (0 before the first; ids ascend),
+// uvarint version, uvarint rows, a mask byte, and the words of
+// ParamBytes whose mask bit (w = 0..3) is set (little-endian, in order).
+// Mask bit 4 says the entry has no byte set (fewer than paramBytesMinRows
+// rows): any byte may occur in its parameters.
 func encodeSummary(s Summary) string {
-	b := []byte{summaryVersion}
-	b = binary.AppendUvarint(b, uint64(len(s)))
+	var raw []byte
+	raw = binary.AppendUvarint(raw, uint64(len(s)))
+	var prevID uint64
 	for i := range s {
 		t := &s[i]
-		b = binary.AppendUvarint(b, t.Key.ID)
-		b = binary.AppendUvarint(b, uint64(t.Key.Version))
-		b = binary.AppendUvarint(b, uint64(t.Rows))
-		b = binary.AppendVarint(b, t.MinTS)
-		b = binary.AppendUvarint(b, uint64(t.MaxTS-t.MinTS))
+		raw = binary.AppendUvarint(raw, t.Key.ID-prevID)
+		raw = binary.AppendUvarint(raw, uint64(t.Key.Version))
+		raw = binary.AppendUvarint(raw, uint64(t.Rows))
+		prevID = t.Key.ID
+		if t.AnyBytes {
+			raw = append(raw, unknownBytes)
+			continue
+		}
 		var mask byte
 		for w, v := range t.ParamBytes {
 			if v != 0 {
 				mask |= 1 << w
 			}
 		}
-		b = append(b, mask)
+		raw = append(raw, mask)
 		for _, v := range t.ParamBytes {
 			if v != 0 {
-				b = binary.LittleEndian.AppendUint64(b, v)
+				raw = binary.LittleEndian.AppendUint64(raw, v)
 			}
 		}
 	}
-	return base64.StdEncoding.EncodeToString(b)
+	z, err := codec(zstd.SpeedBestCompression).Encode(nil, raw)
+	if err != nil {
+		return "" // not written: readers read such a file row by row
+	}
+	return base64.StdEncoding.EncodeToString(append([]byte{summaryVersion}, z...))
 }
 
 var errSummary = errors.New("recfile: bad template summary")
+
+// maxSummary bounds a decompressed summary (a footer is small; this stops
+// a frame that claims more).
+const maxSummary = 64 << 20
 
 // ParseSummary decodes the value of a file's SummaryKey entry. A summary
 // of a later version is an error; callers read such a file as one without
 // a summary.
 func ParseSummary(v string) (Summary, error) {
-	b, err := base64.StdEncoding.DecodeString(v)
+	z, err := base64.StdEncoding.DecodeString(v)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errSummary, err)
 	}
-	if len(b) == 0 || b[0] != summaryVersion {
+	if len(z) == 0 || z[0] != summaryVersion {
 		return nil, fmt.Errorf("%w: unknown version", errSummary)
 	}
-	b = b[1:]
+	b, err := codec(zstd.SpeedBestCompression).Decode(nil, z[1:])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errSummary, err)
+	}
+	if len(b) > maxSummary {
+		return nil, fmt.Errorf("%w: %d bytes", errSummary, len(b))
+	}
 	next := func() (uint64, bool) {
 		v, n := binary.Uvarint(b)
 		if n <= 0 {
@@ -139,23 +171,27 @@ func ParseSummary(v string) (Summary, error) {
 		return nil, fmt.Errorf("%w: count", errSummary)
 	}
 	out := make(Summary, 0, n)
+	var prevID uint64
 	for range n {
 		var t TemplateSummary
-		id, ok1 := next()
+		did, ok1 := next()
 		ver, ok2 := next()
 		rows, ok3 := next()
-		minTS, m := binary.Varint(b)
-		if !ok1 || !ok2 || !ok3 || m <= 0 || ver > 1<<32-1 || rows > 1<<62 {
+		if !ok1 || !ok2 || !ok3 || ver > 1<<32-1 || rows > 1<<62 || did > ^prevID || len(b) < 1 || b[0] > 31 {
 			return nil, fmt.Errorf("%w: entry %d", errSummary, len(out))
 		}
-		b = b[m:]
-		span, ok4 := next()
-		if !ok4 || len(b) < 1 || span > 1<<62 || b[0] > 15 {
-			return nil, fmt.Errorf("%w: entry %d", errSummary, len(out))
-		}
-		t.Key, t.Rows, t.MinTS, t.MaxTS = Key{id, uint32(ver)}, int64(rows), minTS, minTS+int64(span)
+		t.Key, t.Rows = Key{prevID + did, uint32(ver)}, int64(rows)
+		prevID = t.Key.ID
 		mask := b[0]
 		b = b[1:]
+		if mask&unknownBytes != 0 {
+			if mask != unknownBytes {
+				return nil, fmt.Errorf("%w: entry %d", errSummary, len(out))
+			}
+			t.AnyBytes = true
+			out = append(out, t)
+			continue
+		}
 		for w := range t.ParamBytes {
 			if mask&(1<<w) == 0 {
 				continue

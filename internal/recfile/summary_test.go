@@ -7,11 +7,13 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
 )
 
 // TestSummary: Encode writes a summary whose entries are, per template
-// version of the file in file order, the row count, the ts bounds and
-// exactly the bytes of the rows' parameters (invalid UTF-8 included).
+// version of the file in file order, the row count and
+// exactly the bytes of the rows' parameters (invalid UTF-8 included) when
+// it has enough rows for a byte set.
 func TestSummary(t *testing.T) {
 	tpl := Templates{{ID: 1, Version: 1}: "a <*> b <*>", {ID: 1, Version: 2}: "a <*>", {ID: 7, Version: 1}: "none"}
 	rows := []Row{
@@ -19,6 +21,10 @@ func TestSummary(t *testing.T) {
 		{WALSeq: 1, Index: 1, TS: 3_000_999, TemplateID: 1, TemplateVersion: 1, Params: []string{"xy", "\xff1"}},
 		{WALSeq: 2, TS: 9_000_000, TemplateID: 1, TemplateVersion: 2, Params: []string{"Q"}},
 		{WALSeq: 3, TS: -2_500, TemplateID: 1, TemplateVersion: 1, Params: []string{"", "z"}},
+	}
+	// Version 1 of template 1 gets enough rows for a byte set.
+	for i := range paramBytesMinRows {
+		rows = append(rows, Row{WALSeq: uint64(10 + i), TS: 1000, TemplateID: 1, TemplateVersion: 1, Params: []string{"x", "y"}})
 	}
 	f, err := Encode(rows, tpl)
 	if err != nil {
@@ -39,9 +45,9 @@ func TestSummary(t *testing.T) {
 		return c
 	}
 	want := Summary{
-		{Key: Key{1, 1}, Rows: 2, MinTS: -3, MaxTS: 3000, ParamBytes: chars("xy\xff1z")},
-		{Key: Key{1, 2}, Rows: 1, MinTS: 9000, MaxTS: 9000, ParamBytes: chars("Q")},
-		{Key: Key{7, 1}, Rows: 1, MinTS: 5000, MaxTS: 5000},
+		{Key: Key{1, 1}, Rows: 2 + paramBytesMinRows, ParamBytes: chars("xy\xff1z")},
+		{Key: Key{1, 2}, Rows: 1, AnyBytes: true}, // too few rows for a byte set
+		{Key: Key{7, 1}, Rows: 1, AnyBytes: true},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("summary\n got %v\nwant %v", got, want)
@@ -78,22 +84,35 @@ func writeWithout(t *testing.T) []byte {
 	return buf.Bytes()
 }
 
-// TestParseSummaryRejects: a summary of another version, truncated or with
-// trailing bytes is an error, never a shorter summary.
+// TestParseSummaryRejects: a summary of another version, not a zstd
+// frame, truncated, with trailing bytes or a bad mask is an error, never
+// a shorter summary.
 func TestParseSummaryRejects(t *testing.T) {
-	good, _ := base64.StdEncoding.DecodeString(encodeSummary(Summary{{Key: Key{3, 1}, Rows: 4, MinTS: 1, MaxTS: 2}}))
-	for name, b := range map[string][]byte{
-		"empty":          {},
-		"version 2":      append([]byte{2}, good[1:]...),
-		"truncated":      good[:len(good)-1],
-		"trailing bytes": append(append([]byte{}, good...), 0),
-		"count too big":  {1, 9},
+	pack := func(v byte, raw []byte) string {
+		z, err := codec(zstd.SpeedBestCompression).Encode(nil, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base64.StdEncoding.EncodeToString(append([]byte{v}, z...))
+	}
+	// one entry: id 3, version 1, 4 rows, no byte set
+	entry := []byte{1, 3, 1, 4, unknownBytes}
+	if s, err := ParseSummary(pack(1, entry)); err != nil || len(s) != 1 || s[0].Key != (Key{3, 1}) || !s[0].AnyBytes {
+		t.Fatalf("good summary: %v %v", s, err)
+	}
+	for name, v := range map[string]string{
+		"empty":          "",
+		"version 2":      pack(2, entry),
+		"not zstd":       base64.StdEncoding.EncodeToString([]byte{1, 1, 3, 1, 4, 16}),
+		"truncated":      pack(1, entry[:len(entry)-1]),
+		"trailing bytes": pack(1, append(append([]byte{}, entry...), 0)),
+		"count too big":  pack(1, []byte{9}),
+		"bad mask":       pack(1, append(append([]byte{}, entry[:len(entry)-1]...), unknownBytes|1)),
+		"words missing":  pack(1, append(append([]byte{}, entry[:len(entry)-1]...), 1, 0xff)),
+		"not base64":     "not base64!",
 	} {
-		if s, err := ParseSummary(base64.StdEncoding.EncodeToString(b)); err == nil {
+		if s, err := ParseSummary(v); err == nil {
 			t.Errorf("%s: parsed as %v", name, s)
 		}
-	}
-	if _, err := ParseSummary("not base64!"); err == nil {
-		t.Error("bad base64 parsed")
 	}
 }
