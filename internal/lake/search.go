@@ -1,7 +1,6 @@
 package lake
 
 import (
-	"bytes"
 	"cmp"
 	"container/heap"
 	"context"
@@ -18,6 +17,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/internal/query"
 	"github.com/quarrylake/quarry/internal/recfile"
 )
@@ -131,7 +131,9 @@ type searchFile struct {
 // tenantPlan is the query planned over one tenant's templates.
 type tenantPlan struct {
 	plan *query.Plan
-	ids  []int64 // Plan.IDs (within opts.TemplateID's family), sorted: for pruning by stats
+	tpls []query.Template // the tenant's template versions, sorted; ParamBytes unset
+	scan bool             // some template is Scan: a file's summary may settle it
+	ids  []int64          // Plan.IDs (within opts.TemplateID's family), sorted: for pruning by stats
 	// narrow: every column the plan reads is template_id or ts, so the
 	// file's other columns are not read.
 	narrow bool
@@ -235,8 +237,13 @@ func (s *search) plan(tenant string, agg *query.Aggregator) *tenantPlan {
 	slices.SortFunc(tpls, func(a, b query.Template) int {
 		return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Version, b.Version))
 	})
+	return s.planOver(tenant, tpls, agg)
+}
+
+// planOver plans the query over tpls (one tenant's template versions).
+func (s *search) planOver(tenant string, tpls []query.Template, agg *query.Aggregator) *tenantPlan {
 	p := s.q.PlanTemplates(tenant, tpls)
-	tp := &tenantPlan{plan: p}
+	tp := &tenantPlan{plan: p, tpls: tpls}
 	for _, id := range p.IDs() {
 		if s.family == nil || s.family[int64(id)] {
 			tp.ids = append(tp.ids, int64(id))
@@ -246,6 +253,7 @@ func (s *search) plan(tenant string, agg *query.Aggregator) *tenantPlan {
 	for _, t := range p.Templates() {
 		if t.Decision == query.Scan {
 			tp.residual |= t.Columns
+			tp.scan = true
 		}
 	}
 	return tp
@@ -455,17 +463,31 @@ func (h *recHeap) Pop() any {
 
 // readFile decodes one file and returns the records the plan selects, in
 // WAL order. A records v3 file is decoded column by column
-// (recfile.DecodeProjected) and only for the template versions the plan may
-// match; a v2 file is streamed as Query does.
+// (recfile.DecodeProjected) and only for the template versions the plan,
+// narrowed by the file's summary (filePlan), may match; a file the summary
+// rules out is not read past its footer. A v2 file is streamed as Query
+// does.
 func (s *search) readFile(ctx context.Context, f searchFile) ([]Record, error) {
-	src, err := s.openFile(ctx, f, true)
+	m, err := s.openMeta(ctx, f)
 	if err != nil {
 		return nil, err
 	}
-	defer src.close()
-	if v3, ok := src.(*v3Source); ok {
-		return s.readV3(f, v3.recs)
+	defer m.close()
+	if m.v == 3 {
+		tp, skip, err := s.filePlan(f, m.summary)
+		if err != nil || skip {
+			return nil, err
+		}
+		f.plan = tp
+		recs, err := s.decodeV3(ctx, f, m, true)
+		if err != nil {
+			return nil, err
+		}
+		return s.readV3(f, recs)
 	}
+	r := parquet.NewGenericReader[RecordRow](m.pf)
+	defer r.Close()
+	src := &v2Source{r: r, closeFn: r.Close}
 	var out []Record
 	buf := make([]fileRow, cursorBatch)
 	var prev fileRow
@@ -528,26 +550,120 @@ func (s *search) readV3(f searchFile, recs []recfile.Record) ([]Record, error) {
 	return out, nil
 }
 
-// openFile opens a records file of either version for the search; lines
-// false reads no parameter and renders no line (v3 only; a v2 file is read
-// whole).
-func (s *search) openFile(ctx context.Context, f searchFile, lines bool) (rowSource, error) {
+// fileMeta is a records file opened for its footer; its rows are not read.
+type fileMeta struct {
+	ra   objstore.ReaderAtCloser
+	size int64
+	pf   *parquet.File
+	v    int // records format version
+	// summary is a v3 file's template summary (recfile.Summary); nil when
+	// it has none (written before summaries) or one this reader does not
+	// understand: the file is then read as before, row by row.
+	summary recfile.Summary
+}
+
+func (m *fileMeta) close() { m.ra.Close() }
+
+// openMeta opens a records file of either version and reads its footer.
+func (s *search) openMeta(ctx context.Context, f searchFile) (*fileMeta, error) {
 	key := s.l.records.FileKey(f.add.Path)
-	data, err := readObject(ctx, s.l, key)
+	ra, size, err := s.l.store.Open(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open %s: %w", key, err)
 	}
-	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	pf, err := parquet.OpenFile(ra, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
+		ra.Close()
 		return nil, fmt.Errorf("parquet %s: %w", key, err)
 	}
 	v, err := RecordsFileVersion(pf)
 	if err != nil {
+		ra.Close()
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
-	if v == 2 {
-		r := parquet.NewGenericReader[RecordRow](pf)
-		return &v2Source{r: r, closeFn: r.Close}, nil
+	m := &fileMeta{ra: ra, size: size, pf: pf, v: v}
+	if v == 3 {
+		// A summary that does not parse is ignored: reading every row
+		// gives the same answer.
+		m.summary, _ = recfile.FileSummary(pf)
+	}
+	return m, nil
+}
+
+// filePlan narrows f's plan with the file's summary: the query planned over
+// the tenant's templates with each version's ParamBytes taken from the
+// summary, so that a term no parameter of this file could supply settles
+// false for its template. skip reports that no row of the file can match:
+// every version the summary lists is None or outside opts' template
+// family (the file's ts stats prune by time, in prepare). Without a summary the plan is f.plan and nothing
+// is skipped; a version the summary lists that the templates table lacks is
+// ErrTemplateMissing, as it is for a row.
+func (s *search) filePlan(f searchFile, sum recfile.Summary) (*tenantPlan, bool, error) {
+	tp := f.plan
+	if sum == nil {
+		return tp, false, nil
+	}
+	if tp.scan {
+		chars := make(map[recfile.Key]*query.Charset, len(sum))
+		for i := range sum {
+			if sum[i].AnyBytes {
+				continue // any byte may occur: ParamBytes stays nil
+			}
+			cs := query.Charset(sum[i].ParamBytes)
+			chars[sum[i].Key] = &cs
+		}
+		tpls := slices.Clone(tp.tpls)
+		for i := range tpls {
+			tpls[i].ParamBytes = chars[recfile.Key{ID: tpls[i].ID, Version: tpls[i].Version}]
+		}
+		tp = s.planOver(f.tenant, tpls, s.q.NewAggregator())
+	}
+	skip := true
+	for i := range sum {
+		t := &sum[i]
+		if s.family != nil && !s.family[int64(t.Key.ID)] {
+			continue
+		}
+		p := tp.plan.Template(t.Key.ID, t.Key.Version)
+		if p == nil {
+			return nil, false, fmt.Errorf("records file %s: template %d version %d: %w", f.add.Path, t.Key.ID, t.Key.Version, ErrTemplateMissing)
+		}
+		if p.Decision != query.None {
+			skip = false
+		}
+	}
+	return tp, skip, nil
+}
+
+// fileWithinTS reports whether every row of the file lies in the time
+// range, by its ts stats (a maximum may lie up to a millisecond below the
+// true one, see statTime); false without stats.
+func (s *search) fileWithinTS(a delta.Add) bool {
+	if s.since.IsZero() && s.until.IsZero() {
+		return true
+	}
+	st, err := delta.ParseStats(a.Stats)
+	if err != nil {
+		return false
+	}
+	lo, ok1 := statTime(st.MinValues["ts"])
+	hi, ok2 := statTime(st.MaxValues["ts"])
+	if !ok1 || !ok2 {
+		return false
+	}
+	return (s.since.IsZero() || !lo.Before(s.since)) && (s.until.IsZero() || hi.Add(time.Millisecond).Before(s.until))
+}
+
+// decodeV3 reads a v3 file whole and decodes the rows of the template
+// versions f.plan may match; lines false reads no parameter and renders no
+// line.
+func (s *search) decodeV3(ctx context.Context, f searchFile, m *fileMeta, lines bool) ([]recfile.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	data := make([]byte, m.size)
+	if _, err := m.ra.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && int64(len(data)) == m.size) {
+		return nil, fmt.Errorf("read %s: %w", f.add.Path, err)
 	}
 	var missing *recfile.Key
 	keep := func(k recfile.Key) bool {
@@ -579,21 +695,7 @@ func (s *search) openFile(ctx context.Context, f searchFile, lines bool) (rowSou
 	if missing != nil {
 		return nil, fmt.Errorf("records file %s: template %d version %d: %w", f.add.Path, missing.ID, missing.Version, ErrTemplateMissing)
 	}
-	return &v3Source{recs: recs}, nil
-}
-
-// readObject reads a whole object.
-func readObject(ctx context.Context, l *Lake, key string) ([]byte, error) {
-	ra, size, err := l.store.Open(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", key, err)
-	}
-	defer ra.Close()
-	data := make([]byte, size)
-	if _, err := ra.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && int64(len(data)) == size) {
-		return nil, fmt.Errorf("read %s: %w", key, err)
-	}
-	return data, nil
+	return recs, nil
 }
 
 // match decides one row and, when it matches, builds its Record.
@@ -718,22 +820,35 @@ func (s *search) aggregateFile(ctx context.Context, f searchFile, agg *query.Agg
 
 // aggregateNarrow counts a file reading only wal_seq, record_index, ts,
 // template_id and template_version (and source and attrs for a v3 file when
-// the plan needs them, which narrow excludes).
+// the plan needs them, which narrow excludes), or only its footer when its
+// summary answers the count (countSummary).
 func (s *search) aggregateNarrow(ctx context.Context, f searchFile, agg *query.Aggregator) error {
-	src, err := s.openFile(ctx, f, false)
+	m, err := s.openMeta(ctx, f)
 	if err != nil {
 		return err
 	}
-	defer src.close()
-	if v3, ok := src.(*v3Source); ok {
+	defer m.close()
+	if m.v == 3 {
+		tp, skip, err := s.filePlan(f, m.summary)
+		if err != nil || skip {
+			return err
+		}
+		f.plan = tp
+		if s.countSummary(f, m.summary, agg) {
+			return nil
+		}
+		recs, err := s.decodeV3(ctx, f, m, false)
+		if err != nil {
+			return err
+		}
 		var qr query.Record
-		for i := range v3.recs {
-			r := &v3.recs[i]
+		for i := range recs {
+			r := &recs[i]
 			ts := floorDiv(r.TS, 1000)
 			if !s.keepRow(ts, int64(r.TemplateID), int64(r.WALSeq), int32(r.Index)) {
 				continue
 			}
-			tp := f.plan.plan.Template(r.TemplateID, r.TemplateVersion) // not nil: openFile kept only planned versions
+			tp := f.plan.plan.Template(r.TemplateID, r.TemplateVersion) // not nil: decodeV3 kept only planned versions
 			qr = query.Record{Tenant: f.tenant, TS: time.UnixMicro(ts).UTC(), TemplateID: r.TemplateID, TemplateVersion: r.TemplateVersion}
 			if tp.Decision == query.Scan && !tp.Match(&qr) {
 				continue
@@ -742,12 +857,8 @@ func (s *search) aggregateNarrow(ctx context.Context, f searchFile, agg *query.A
 		}
 		return nil
 	}
-	src.close()
-	r, closeFn, err := openParquet[narrowRow](ctx, s.l.records, f.add.Path)
-	if err != nil {
-		return err
-	}
-	defer closeFn()
+	r := parquet.NewGenericReader[narrowRow](m.pf)
+	defer r.Close()
 	buf := make([]narrowRow, 4096)
 	var qr query.Record
 	for {
@@ -785,4 +896,38 @@ func (s *search) aggregateNarrow(ctx context.Context, f searchFile, agg *query.A
 			return nil
 		}
 	}
+}
+
+// countSummary counts a v3 file's rows from its summary, reading no row,
+// when the summary's per-version counts are the answer: the aggregation's
+// keys need no field but the template (and tenant), no paging position
+// applies, every row of the file lies inside the time range (its ts
+// stats), and every version the plan takes (within opts' family) is All.
+// It reports whether it counted; if not, agg is unchanged.
+func (s *search) countSummary(f searchFile, sum recfile.Summary, agg *query.Aggregator) bool {
+	if sum == nil || s.opts.After != nil || agg.Columns()&^query.ColTemplate != 0 || !s.fileWithinTS(f.add) {
+		return false
+	}
+	take := func(t *recfile.TemplateSummary) (bool, bool) { // (counted, exact)
+		if s.family != nil && !s.family[int64(t.Key.ID)] {
+			return false, true
+		}
+		p := f.plan.plan.Template(t.Key.ID, t.Key.Version)
+		if p == nil || p.Decision == query.None {
+			return false, p != nil
+		}
+		return true, p.Decision == query.All
+	}
+	for i := range sum {
+		if _, exact := take(&sum[i]); !exact {
+			return false
+		}
+	}
+	for i := range sum {
+		t := &sum[i]
+		if ok, _ := take(t); ok && t.Rows > 0 {
+			agg.AddN(&query.Record{Tenant: f.tenant, TemplateID: t.Key.ID, TemplateVersion: t.Key.Version}, t.Rows)
+		}
+	}
+	return true
 }

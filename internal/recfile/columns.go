@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding"
 
 	"github.com/quarrylake/quarry/streams"
 )
@@ -17,12 +18,240 @@ import (
 // required columns, sparse (the rows that have a value, ascending) for
 // optional ones, by row for repeated ones.
 type colVals struct {
-	c     column
-	ints  []int64    // integer columns
-	strs  [][]byte   // byte array columns
+	c    column
+	ints []int64 // integer columns
+	// Byte array columns: value j is data[offs[j]:offs[j+1]], or, for a
+	// dictionary-encoded column, dict[idx[j]]. The bytes are the decoded
+	// pages' own (never released to parquet-go's pools), not copies.
+	data  []byte
+	offs  []uint32
+	dict  [][]byte
+	idx   []int32
+	owned bool       // data, ints or idx was copied from the pages: append in place
 	rows  []int32    // optional columns: the row of each value
 	next  int        // optional columns: the next value to take
 	lists [][][]byte // repeated columns: the row's items
+	// interned: dictionary columns, the dictionary entries as strings
+	// (filled on first use)
+	interned []string
+}
+
+// str returns byte array value j.
+func (cv *colVals) str(j int) []byte {
+	if cv.dict != nil {
+		return cv.dict[cv.idx[j]]
+	}
+	a, b := cv.offs[j], cv.offs[j+1]
+	return cv.data[a:b:b]
+}
+
+// count is the number of values of a byte array column.
+func (cv *colVals) count() int {
+	if cv.dict != nil {
+		return len(cv.idx)
+	}
+	return max(len(cv.offs)-1, 0)
+}
+
+// appendPage appends the values of a page (its non-null values, in order)
+// to cv, without copying the bytes of a column's first page.
+func (cv *colVals) appendPage(p parquet.Page, bytesCol bool) error {
+	data := p.Data()
+	if d := p.Dictionary(); d != nil {
+		if data.Kind() != encoding.Int32 {
+			return fmt.Errorf("%w: dictionary indexes of kind %v", ErrCorrupt, data.Kind())
+		}
+		if !bytesCol {
+			// An integer column (ts_source): look the values up.
+			dv := d.Page().Data()
+			var dict []int64
+			switch dv.Kind() {
+			case encoding.Int32:
+				for _, x := range dv.Int32() {
+					dict = append(dict, int64(x))
+				}
+			case encoding.Int64:
+				dict = dv.Int64()
+			default:
+				return fmt.Errorf("%w: dictionary of kind %v", ErrCorrupt, dv.Kind())
+			}
+			idx := data.Int32()
+			cv.ints, cv.owned = slices.Grow(cv.ints, len(idx)), true
+			for _, x := range idx {
+				if x < 0 || int(x) >= len(dict) {
+					return fmt.Errorf("%w: dictionary index %d of %d", ErrCorrupt, x, len(dict))
+				}
+				cv.ints = append(cv.ints, dict[x])
+			}
+			return nil
+		}
+		if cv.offs != nil {
+			// Plain pages came first (a writer that fell back to plain
+			// encoding, in reverse): append this one's values as bytes.
+			for _, x := range data.Int32() {
+				b, err := dictValue(d, x)
+				if err != nil {
+					return err
+				}
+				if !cv.owned {
+					cv.data, cv.owned = slices.Clone(cv.data), true
+				}
+				cv.data = append(cv.data, b...)
+				cv.offs = append(cv.offs, uint32(len(cv.data)))
+			}
+			return nil
+		}
+		if cv.dict == nil {
+			dv := d.Page().Data()
+			if dv.Kind() != encoding.ByteArray {
+				return fmt.Errorf("%w: dictionary of kind %v", ErrCorrupt, dv.Kind())
+			}
+			b, offs := dv.ByteArray()
+			cv.dict = make([][]byte, max(len(offs)-1, 0))
+			for j := range cv.dict {
+				cv.dict[j] = b[offs[j]:offs[j+1]:offs[j+1]]
+			}
+		}
+		idx := data.Int32()
+		for _, x := range idx {
+			if x < 0 || int(x) >= len(cv.dict) {
+				return fmt.Errorf("%w: dictionary index %d of %d", ErrCorrupt, x, len(cv.dict))
+			}
+		}
+		if cv.idx == nil {
+			cv.idx = idx
+		} else {
+			if !cv.owned {
+				cv.idx, cv.owned = slices.Clone(cv.idx), true
+			}
+			cv.idx = append(cv.idx, idx...)
+		}
+		return nil
+	}
+	if bytesCol {
+		if data.Kind() != encoding.ByteArray {
+			return fmt.Errorf("%w: byte array column of kind %v", ErrCorrupt, data.Kind())
+		}
+		b, offs := data.ByteArray()
+		if len(offs) == 0 {
+			return nil
+		}
+		if cv.dict != nil {
+			// A plain page after dictionary pages (a writer that fell
+			// back to plain encoding): the values so far become bytes.
+			cv.offs = []uint32{0}
+			for _, x := range cv.idx {
+				cv.data = append(cv.data, cv.dict[x]...)
+				cv.offs = append(cv.offs, uint32(len(cv.data)))
+			}
+			cv.dict, cv.idx, cv.interned, cv.owned = nil, nil, nil, true
+		}
+		if cv.offs == nil && offs[0] == 0 {
+			cv.data, cv.offs = b, offs
+			return nil
+		}
+		if cv.offs == nil {
+			cv.offs = []uint32{0}
+		}
+		// A later page: copy it behind the earlier ones, into bytes of
+		// our own (the first page's buffer is not grown in place).
+		if !cv.owned {
+			cv.data, cv.owned = slices.Clone(cv.data), true
+		}
+		base := uint32(len(cv.data)) - offs[0]
+		cv.data = append(cv.data, b[offs[0]:offs[len(offs)-1]]...)
+		for _, o := range offs[1:] {
+			cv.offs = append(cv.offs, o+base)
+		}
+		return nil
+	}
+	switch data.Kind() {
+	case encoding.Int64:
+		v := data.Int64()
+		if cv.ints == nil {
+			cv.ints = v
+		} else {
+			if !cv.owned {
+				cv.ints, cv.owned = slices.Clone(cv.ints), true
+			}
+			cv.ints = append(cv.ints, v...)
+		}
+	case encoding.Int32:
+		v := data.Int32()
+		cv.ints, cv.owned = slices.Grow(cv.ints, len(v)), true
+		for _, x := range v {
+			cv.ints = append(cv.ints, int64(x))
+		}
+	default:
+		return fmt.Errorf("%w: integer column of kind %v", ErrCorrupt, data.Kind())
+	}
+	return nil
+}
+
+// dictValue is entry x of a byte array dictionary.
+func dictValue(d parquet.Dictionary, x int32) ([]byte, error) {
+	dv := d.Page().Data()
+	if dv.Kind() != encoding.ByteArray {
+		return nil, fmt.Errorf("%w: dictionary of kind %v", ErrCorrupt, dv.Kind())
+	}
+	b, offs := dv.ByteArray()
+	if x < 0 || int(x)+1 >= len(offs) {
+		return nil, fmt.Errorf("%w: dictionary index %d of %d", ErrCorrupt, x, max(len(offs)-1, 0))
+	}
+	return b[offs[x]:offs[x+1]], nil
+}
+
+// readTyped reads a required or optional (not repeated) column from its
+// pages' typed buffers: no parquet.Value per value, no copy of the bytes.
+func readTyped(chunk parquet.ColumnChunk, c column, cv *colVals, nrows int) error {
+	optional := c.maxDef > 0
+	bytesCol := isBytes(c.kind)
+	pages := chunk.Pages()
+	defer pages.Close()
+	rows := 0
+	for {
+		p, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		before := len(cv.ints)
+		if bytesCol {
+			before = cv.count()
+		}
+		if err := cv.appendPage(p, bytesCol); err != nil {
+			return err
+		}
+		n := len(cv.ints) - before
+		if bytesCol {
+			n = cv.count() - before
+		}
+		if !optional {
+			if int(p.NumNulls()) != 0 {
+				return fmt.Errorf("%w: null in a required column", ErrCorrupt)
+			}
+			rows += n
+			continue
+		}
+		defs := p.DefinitionLevels()
+		vals := 0
+		for _, d := range defs {
+			if int(d) == c.maxDef {
+				cv.rows = append(cv.rows, int32(rows))
+				vals++
+			}
+			rows++
+		}
+		if vals != n {
+			return fmt.Errorf("%w: %d values for %d defined levels", ErrCorrupt, n, vals)
+		}
+	}
+	if rows != nrows {
+		return fmt.Errorf("%w: %d of %d rows", ErrCorrupt, rows, nrows)
+	}
+	return nil
 }
 
 // at returns the optional column's value index for row i, taking rows in
@@ -65,21 +294,15 @@ func readColumns(rg parquet.RowGroup, cols []column, need []bool, out []colVals,
 			continue
 		}
 		repeated := c.kind == cMore || c.kind == cAttrKey || c.kind == cAttrValue
-		optional := !repeated && c.maxDef > 0
-		bytesCol := isBytes(c.kind)
-		switch {
-		case repeated:
-			cv.lists = make([][][]byte, nrows)
-		case optional:
-		case bytesCol:
-			cv.strs = make([][]byte, nrows)
-		default:
-			cv.ints = make([]int64, nrows)
+		if !repeated {
+			if err := readTyped(chunks[ci], c, cv, nrows); err != nil {
+				return fmt.Errorf("read records column %d: %w", ci, err)
+			}
+			continue
 		}
-		row := 0
-		if repeated {
-			row = -1
-		}
+		// Repeated columns (more, attrs) are rare: read value by value.
+		cv.lists = make([][][]byte, nrows)
+		row := -1
 		pages := chunks[ci].Pages()
 		for {
 			p, err := pages.ReadPage()
@@ -97,66 +320,19 @@ func readColumns(rg parquet.RowGroup, cols []column, need []bool, out []colVals,
 				}
 				n, rerr := vr.ReadValues(buf[:cap(buf)])
 				for _, v := range buf[:n] {
-					if repeated {
-						if v.RepetitionLevel() == 0 {
-							row++
-						}
-						if row < 0 || row >= nrows {
-							parquet.Release(p)
-							pages.Close()
-							return fmt.Errorf("%w: column %d has more rows than the row group", ErrCorrupt, ci)
-						}
-						if !v.IsNull() && v.DefinitionLevel() == c.maxDef && (skip == nil || !skip[row]) {
-							start := len(arena)
-							arena = append(arena, v.ByteArray()...)
-							cv.lists[row] = append(cv.lists[row], arena[start:len(arena):len(arena)])
-						}
-						continue
+					if v.RepetitionLevel() == 0 {
+						row++
 					}
-					if row >= nrows {
+					if row < 0 || row >= nrows {
 						parquet.Release(p)
 						pages.Close()
 						return fmt.Errorf("%w: column %d has more rows than the row group", ErrCorrupt, ci)
 					}
-					if v.IsNull() {
-						if !optional {
-							parquet.Release(p)
-							pages.Close()
-							return fmt.Errorf("%w: null in required column %d", ErrCorrupt, ci)
-						}
-						row++
-						continue
-					}
-					var s []byte
-					var n int64
-					if bytesCol && skip != nil && skip[row] {
-						// not copied: the row is dropped
-					} else if bytesCol {
-						b := v.ByteArray()
-						if cap(arena)-len(arena) < len(b) {
-							arena = make([]byte, 0, max(64<<10, len(b)))
-						}
+					if !v.IsNull() && v.DefinitionLevel() == c.maxDef && (skip == nil || !skip[row]) {
 						start := len(arena)
-						arena = append(arena, b...)
-						s = arena[start:len(arena):len(arena)]
-					} else if v.Kind() == parquet.Int32 {
-						n = int64(v.Int32())
-					} else {
-						n = v.Int64()
+						arena = append(arena, v.ByteArray()...)
+						cv.lists[row] = append(cv.lists[row], arena[start:len(arena):len(arena)])
 					}
-					switch {
-					case optional && bytesCol:
-						cv.rows = append(cv.rows, int32(row))
-						cv.strs = append(cv.strs, s)
-					case optional:
-						cv.rows = append(cv.rows, int32(row))
-						cv.ints = append(cv.ints, n)
-					case bytesCol:
-						cv.strs[row] = s
-					default:
-						cv.ints[row] = n
-					}
-					row++
 				}
 				if rerr != nil {
 					if !errors.Is(rerr, io.EOF) {
@@ -173,9 +349,6 @@ func readColumns(rg parquet.RowGroup, cols []column, need []bool, out []colVals,
 			parquet.Release(p)
 		}
 		pages.Close()
-		if !repeated && row != nrows {
-			return fmt.Errorf("%w: column %d has %d of %d rows", ErrCorrupt, ci, row, nrows)
-		}
 	}
 	return nil
 }
@@ -236,6 +409,13 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 			need[i] = true
 		}
 	}
+	if lines && kept != nil {
+		// Only some rows are kept: their kinds say which slot columns
+		// (and whether ts_residue) they use; the others are not read.
+		if err := d.narrowSlots(rg, cols, need, vals, kept, base[cKinds]); err != nil {
+			return out, err
+		}
+	}
 	var skip []bool
 	if kept != nil {
 		skip = make([]bool, nrows)
@@ -265,12 +445,16 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 	pos := walPositions(base[cWALSeq].ints, base[cIndex].ints, kept)
 	start := len(out)
 	out = slices.Grow(out, n)[:start+n]
+	// A record is built in rec and copied to its place once: out is written
+	// in WAL order while the columns are read in file order, and one copy
+	// of a cold struct costs less than a write per field.
+	var tmp Record
 	for x := 0; x < n; x++ {
 		i := x
 		if kept != nil {
 			i = int(kept[x])
 		}
-		rec := &out[start+int(pos[x])]
+		rec := &tmp
 		*rec = Record{}
 		rec.WALSeq = uint64(base[cWALSeq].ints[i])
 		rec.Index = uint32(base[cIndex].ints[i])
@@ -281,7 +465,7 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 			rec.TSSource = streams.TSSource(c.ints[i])
 		}
 		if source {
-			rec.Source = d.intern(base[cSource].strs[i])
+			rec.Source = d.internAt(base[cSource], i)
 		}
 		if attrs {
 			if ck, cv := base[cAttrKey], base[cAttrValue]; ck != nil || cv != nil {
@@ -294,11 +478,11 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 			}
 		}
 		if lines {
-			kinds := d.intern(base[cKinds].strs[i])
+			kinds := d.internAt(base[cKinds], i)
 			var residue []byte
 			if c := base[cResidue]; c != nil {
 				if j := c.seek(i); j >= 0 {
-					residue = c.strs[j]
+					residue = c.str(j)
 				}
 			}
 			d.has = [MaxSlots]uint8{}
@@ -310,13 +494,13 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 				k := cv.c.slot
 				switch cv.c.kind {
 				case cP:
-					d.p[k] = cv.strs[j]
+					d.p[k] = cv.str(j)
 					d.has[k] |= 1
 				case cN:
 					d.n[k] = cv.ints[j]
 					d.has[k] |= 2
 				case cB:
-					d.b[k] = cv.strs[j]
+					d.b[k] = cv.str(j)
 					d.has[k] |= 4
 				}
 			}
@@ -333,8 +517,74 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 				}
 			}
 		}
+		out[start+int(pos[x])] = *rec
 	}
 	return out, nil
+}
+
+// narrowSlots reads the kinds column and clears need for the slot columns
+// (p, n, b beyond what the kept rows' kinds count) and ts_residue (when no
+// kept row has a timestamp item) that no kept row uses. A kinds value that
+// does not parse leaves need as it is (rendering reports it).
+func (d *decoder) narrowSlots(rg parquet.RowGroup, cols []column, need []bool, vals []colVals, kept []int32, kinds *colVals) error {
+	only := make([]bool, len(cols))
+	for i, c := range cols {
+		only[i] = c.kind == cKinds
+	}
+	if err := readColumns(rg, cols, only, vals, nil); err != nil {
+		return err
+	}
+	var ns, nn, nb int
+	timed := false
+	seen := map[string]bool{}
+	for _, i := range kept {
+		k := d.internAt(kinds, int(i))
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		slots, ok := d.kinds[k]
+		if !ok {
+			var err error
+			if slots, err = parseKinds(nil, k); err != nil {
+				return nil
+			}
+			d.kinds[k] = slots
+		}
+		var s, n, b int
+		for _, sl := range slots {
+			switch sl.kind {
+			case kindCovered:
+			case kindTime:
+				timed = true
+			case kindInner:
+				timed = true
+				s++
+			case kindString:
+				s++
+			case kindBytes:
+				b++
+			default:
+				n++
+			}
+		}
+		ns, nn, nb = max(ns, s), max(nn, n), max(nb, b)
+	}
+	for i, c := range cols {
+		switch c.kind {
+		case cKinds:
+			need[i] = false // read
+		case cResidue:
+			need[i] = need[i] && timed
+		case cP:
+			need[i] = need[i] && c.slot < ns
+		case cN:
+			need[i] = need[i] && c.slot < nn
+		case cB:
+			need[i] = need[i] && c.slot < nb
+		}
+	}
+	return nil
 }
 
 // keep returns the rows of a row group d.proj keeps, ascending, or nil for

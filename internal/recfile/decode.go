@@ -137,6 +137,22 @@ func (d *decoder) intern(b []byte) string {
 	return s
 }
 
+// internAt returns value i of a byte array column as a string, one
+// allocation per distinct value (per dictionary entry for a dictionary
+// column).
+func (d *decoder) internAt(cv *colVals, i int) string {
+	if cv.dict == nil {
+		return d.intern(cv.str(i))
+	}
+	if cv.interned == nil {
+		cv.interned = make([]string, len(cv.dict))
+		for j, b := range cv.dict {
+			cv.interned[j] = d.intern(b)
+		}
+	}
+	return cv.interned[cv.idx[i]]
+}
+
 // MissingTemplateError: a record names a template version the caller's
 // Templates lack.
 type MissingTemplateError struct{ Key Key }

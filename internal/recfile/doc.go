@@ -18,6 +18,10 @@
 // fewer than 32 bytes of values is not compressed, source, kinds and
 // ts_source are PLAIN below 64 rows (dictionary from 64), and a slot column
 // fewer than 16 rows use is left out (its values in more).
+// The footer's key-value metadata holds quarry.records.version = 3 and
+// the file's template summary (SummaryKey, Summary: per template version
+// its row count and the bytes its parameters use), which readers
+// use to skip templates and files and to count without reading rows.
 //
 //	column            Parquet type                 meaning
 //	wal_seq           INT64                        WAL sequence of the record's frame

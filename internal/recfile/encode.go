@@ -507,6 +507,7 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 		parquet.DataPageVersion(e.o.pageVersion),
 		parquet.CreatedBy("quarry", "", ""),
 		parquet.KeyValueMetadata("quarry.records.version", "3"),
+		parquet.KeyValueMetadata(SummaryKey, encodeSummary(summarize(rows, order))),
 	}
 	if e.o.trimFooter {
 		// The trimmed footer keeps only statsColumns' bounds: computing

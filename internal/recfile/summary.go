@@ -1,0 +1,221 @@
+package recfile
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+)
+
+// SummaryKey is the footer key-value entry that holds a records file's
+// template summary (see Summary; docs/formats.md, records v3 summary v1).
+const SummaryKey = "quarry.records.templates"
+
+// summaryVersion is the first byte of an encoded summary.
+const summaryVersion = 1
+
+// TemplateSummary describes the rows of one template version in a file.
+type TemplateSummary struct {
+	Key Key
+	// Rows is the number of the file's rows with this template version.
+	Rows int64
+	// ParamBytes holds every byte of every parameter of these rows (the
+	// original text, as the line shows it): bit b&63 of word b>>6. It is
+	// not known (AnyBytes) for a version with few rows in the file.
+	ParamBytes [4]uint64
+	AnyBytes   bool
+}
+
+// Summary is a records file's per-template summary, in file order (by
+// template id and version). A reader can count by template from it and
+// settle text terms against ParamBytes without reading a row.
+type Summary []TemplateSummary
+
+// summarize builds the summary of rows written in order (rows sorted by
+// template, as the encoder writes them, give one entry per version; any
+// order is summarized correctly).
+func summarize(rows []Row, order []int32) Summary {
+	var out Summary
+	at := map[Key]int{}
+	var seen [256]bool
+	cur := -1
+	var curKey Key
+	flush := func() {
+		if cur < 0 {
+			return
+		}
+		t := &out[cur]
+		for b, ok := range seen {
+			if ok {
+				t.ParamBytes[b>>6] |= 1 << (b & 63)
+			}
+		}
+		seen = [256]bool{}
+	}
+	for _, i := range order {
+		r := &rows[i]
+		k := Key{r.TemplateID, r.TemplateVersion}
+		if cur < 0 || k != curKey {
+			flush()
+			x, ok := at[k]
+			if !ok {
+				x = len(out)
+				at[k] = x
+				out = append(out, TemplateSummary{Key: k})
+			}
+			cur, curKey = x, k
+		}
+		t := &out[cur]
+		t.Rows++
+		for _, p := range r.Params {
+			for j := 0; j < len(p); j++ {
+				seen[p[j]] = true
+			}
+		}
+	}
+	flush()
+	for i := range out {
+		if out[i].Rows < paramBytesMinRows {
+			out[i].ParamBytes, out[i].AnyBytes = [4]uint64{}, true
+		}
+	}
+	return out
+}
+
+// paramBytesMinRows: a template version with fewer rows in a file gets
+// no byte set (its bytes are "unknown"): its rows cost little to read, and
+// a byte set per rare template is most of a summary's size.
+const paramBytesMinRows = 64
+
+// unknownBytes in an entry's word mask: the entry has no byte set.
+const unknownBytes = 1 << 4
+
+// encodeSummary writes s as base64 (standard, padded) of the version byte
+// 1 followed by the zstd frame of: uvarint count, then per entry uvarint
+// id minus the previous entry's id (0 before the first; ids ascend),
+// uvarint version, uvarint rows, a mask byte, and the words of
+// ParamBytes whose mask bit (w = 0..3) is set (little-endian, in order).
+// Mask bit 4 says the entry has no byte set (fewer than paramBytesMinRows
+// rows): any byte may occur in its parameters.
+func encodeSummary(s Summary) string {
+	var raw []byte
+	raw = binary.AppendUvarint(raw, uint64(len(s)))
+	var prevID uint64
+	for i := range s {
+		t := &s[i]
+		raw = binary.AppendUvarint(raw, t.Key.ID-prevID)
+		raw = binary.AppendUvarint(raw, uint64(t.Key.Version))
+		raw = binary.AppendUvarint(raw, uint64(t.Rows))
+		prevID = t.Key.ID
+		if t.AnyBytes {
+			raw = append(raw, unknownBytes)
+			continue
+		}
+		var mask byte
+		for w, v := range t.ParamBytes {
+			if v != 0 {
+				mask |= 1 << w
+			}
+		}
+		raw = append(raw, mask)
+		for _, v := range t.ParamBytes {
+			if v != 0 {
+				raw = binary.LittleEndian.AppendUint64(raw, v)
+			}
+		}
+	}
+	z, err := codec(zstd.SpeedBestCompression).Encode(nil, raw)
+	if err != nil {
+		return "" // not written: readers read such a file row by row
+	}
+	return base64.StdEncoding.EncodeToString(append([]byte{summaryVersion}, z...))
+}
+
+var errSummary = errors.New("recfile: bad template summary")
+
+// maxSummary bounds a decompressed summary (a footer is small; this stops
+// a frame that claims more).
+const maxSummary = 64 << 20
+
+// ParseSummary decodes the value of a file's SummaryKey entry. A summary
+// of a later version is an error; callers read such a file as one without
+// a summary.
+func ParseSummary(v string) (Summary, error) {
+	z, err := base64.StdEncoding.DecodeString(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errSummary, err)
+	}
+	if len(z) == 0 || z[0] != summaryVersion {
+		return nil, fmt.Errorf("%w: unknown version", errSummary)
+	}
+	b, err := codec(zstd.SpeedBestCompression).Decode(nil, z[1:])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errSummary, err)
+	}
+	if len(b) > maxSummary {
+		return nil, fmt.Errorf("%w: %d bytes", errSummary, len(b))
+	}
+	next := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	n, ok := next()
+	if !ok || n > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: count", errSummary)
+	}
+	out := make(Summary, 0, n)
+	var prevID uint64
+	for range n {
+		var t TemplateSummary
+		did, ok1 := next()
+		ver, ok2 := next()
+		rows, ok3 := next()
+		if !ok1 || !ok2 || !ok3 || ver > 1<<32-1 || rows > 1<<62 || did > ^prevID || len(b) < 1 || b[0] > 31 {
+			return nil, fmt.Errorf("%w: entry %d", errSummary, len(out))
+		}
+		t.Key, t.Rows = Key{prevID + did, uint32(ver)}, int64(rows)
+		prevID = t.Key.ID
+		mask := b[0]
+		b = b[1:]
+		if mask&unknownBytes != 0 {
+			if mask != unknownBytes {
+				return nil, fmt.Errorf("%w: entry %d", errSummary, len(out))
+			}
+			t.AnyBytes = true
+			out = append(out, t)
+			continue
+		}
+		for w := range t.ParamBytes {
+			if mask&(1<<w) == 0 {
+				continue
+			}
+			if len(b) < 8 {
+				return nil, fmt.Errorf("%w: entry %d", errSummary, len(out))
+			}
+			t.ParamBytes[w] = binary.LittleEndian.Uint64(b)
+			b = b[8:]
+		}
+		out = append(out, t)
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", errSummary, len(b))
+	}
+	return out, nil
+}
+
+// FileSummary returns the summary in f's footer; nil without error when f
+// has none (a file written before summaries, or by another writer).
+func FileSummary(f *parquet.File) (Summary, error) {
+	v, ok := f.Lookup(SummaryKey)
+	if !ok {
+		return nil, nil
+	}
+	return ParseSummary(v)
+}
