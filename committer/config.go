@@ -72,7 +72,8 @@ type Config struct {
 	// Default 1m.
 	ProgressInterval time.Duration `yaml:"progress_interval"`
 	// FetchBatch is how many reports one fetch from the report stream asks
-	// for. Default 256.
+	// for (a fetch never waits past the next commit, see doc.go). Default
+	// 256.
 	FetchBatch int `yaml:"fetch_batch"`
 	// Compaction rewrites the small files of closed partitions (see
 	// Compaction).
