@@ -61,6 +61,8 @@ type Committer struct {
 	// so a quiet term still checks its consumer, maintenance and
 	// progress. Tests set it.
 	idleWait time.Duration
+	// now is the clock of tombstone expiry and log cleanup; tests set it.
+	now func() time.Time
 
 	running atomic.Bool
 	// crash, in tests, makes a term end without releasing the lease or
@@ -103,6 +105,7 @@ func New(cfg Config, deps Deps) (*Committer, error) {
 		progress:  delta.OpenTable(deps.Store, lake.ProgressTable),
 		status:    "starting",
 		idleWait:  min(max(cfg.CommitInterval/2, 10*time.Millisecond), time.Second),
+		now:       time.Now,
 	}
 	c.cp = newCheckpointer(c)
 	c.maint = newMaintainer(cfg, deps.Store, c.log, time.Now)
