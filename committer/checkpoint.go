@@ -67,7 +67,7 @@ func (cp *checkpointer) write(ctx context.Context, t *delta.Table) {
 	// A checkpoint replays and rewrites the whole table state: allow it
 	// more than one operation's time.
 	cctx, cancel := context.WithTimeout(ctx, 6*c.cfg.OpTimeout)
-	v, err := t.Checkpoint(cctx)
+	v, err := t.CheckpointExpiring(cctx, c.tombstoneExpiry())
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -90,7 +90,7 @@ func (cp *checkpointer) write(ctx context.Context, t *delta.Table) {
 func (cp *checkpointer) cleanup(ctx context.Context, t *delta.Table) {
 	c := cp.c
 	cctx, cancel := context.WithTimeout(ctx, 6*c.cfg.OpTimeout)
-	res, err := t.CleanupLog(cctx, time.Now().Add(-c.cfg.LogRetention))
+	res, err := t.CleanupLog(cctx, c.now().Add(-c.cfg.LogRetention))
 	cancel()
 	c.m.logVersions.WithLabelValues(t.Root()).Add(float64(res.Versions))
 	if err != nil {
@@ -102,5 +102,35 @@ func (cp *checkpointer) cleanup(ctx context.Context, t *delta.Table) {
 	}
 	if res.Versions > 0 {
 		c.log.Info("log cleaned up", "table", t.Root(), "versions_deleted", res.Versions, "log_start", res.Start)
+	}
+}
+
+// tombstoneExpiry leaves out of a checkpoint the tombstones removed longer
+// than TombstoneRetention ago, except those naming a WAL batch above the
+// high-water (tag quarry.seqs). Dropping one is safe for every reader of
+// tombstones:
+//
+//   - vacuum (lake.Vacuum) never deletes a live file, whatever the
+//     tombstones; the file of a dropped tombstone was removed at least
+//     TombstoneRetention >= lake.DefaultGrace ago, so the default grace
+//     has passed, and while a retained log entry names it vacuum keeps it
+//     as referenced; after that it is an old orphan and deleted;
+//   - a rebuild marks committed the reports of tombstones (loadRemoved) so
+//     a replayed report is not committed again: a report whose batches
+//     are all at or below the high-water is rejected (or, with a stored
+//     accepted verdict, kept out as a conflict) without that mark, so only
+//     tombstones naming a batch above the high-water are needed, and kept;
+//     compacted files carry their reports in their own tags;
+//   - subscribers find a vacuumed file's rows through the commit that
+//     removed it (its JSON entry, kept LogRetention), never through the
+//     snapshot's tombstones.
+func (c *Committer) tombstoneExpiry() delta.Expiry {
+	hw := c.hw.Load()
+	return delta.Expiry{
+		Before: c.now().Add(-c.cfg.TombstoneRetention),
+		Keep: func(r delta.Remove) bool {
+			top, err := lastSeq(r.Tags[TagSeqs])
+			return err != nil || top > hw // unreadable: keep it
+		},
 	}
 }

@@ -56,6 +56,14 @@ type Committer struct {
 	progFailSince time.Time
 	progErr       error
 
+	// idleWait is the longest a fetch of reports waits (for the first
+	// report when the committer idles): CommitInterval/2 within 10ms..1s,
+	// so a quiet term still checks its consumer, maintenance and
+	// progress. Tests set it.
+	idleWait time.Duration
+	// now is the clock of tombstone expiry and log cleanup; tests set it.
+	now func() time.Time
+
 	running atomic.Bool
 	// crash, in tests, makes a term end without releasing the lease or
 	// flushing, as if the process died.
@@ -96,6 +104,8 @@ func New(cfg Config, deps Deps) (*Committer, error) {
 		templates: delta.OpenTable(deps.Store, lake.TemplatesTable),
 		progress:  delta.OpenTable(deps.Store, lake.ProgressTable),
 		status:    "starting",
+		idleWait:  min(max(cfg.CommitInterval/2, 10*time.Millisecond), time.Second),
+		now:       time.Now,
 	}
 	c.cp = newCheckpointer(c)
 	c.maint = newMaintainer(cfg, deps.Store, c.log, time.Now)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/objstore"
 )
 
@@ -66,13 +67,25 @@ type Config struct {
 	// (delta.Table.CleanupLog), so time travel reaches back at least this
 	// far. Default 720h (30 days).
 	LogRetention time.Duration `yaml:"log_retention"`
+	// TombstoneRetention is how long a checkpoint keeps the remove
+	// tombstone of a file the table removed (compaction, retention, the
+	// progress table's overwrites), after its deletionTimestamp: Delta's
+	// delta.deletedFileRetentionDuration. An older tombstone is left out
+	// of the next checkpoint (PROTOCOL.md: checkpoints hold tombstones
+	// "until they are expired"), so checkpoints do not grow with every
+	// remove ever committed; one naming a batch above the high-water is
+	// kept (a replayed report could otherwise be judged again). It must be
+	// at least lake.DefaultGrace, vacuum's default grace, which reads the
+	// removal time from the tombstone. Default lake.DefaultGrace (7 days).
+	TombstoneRetention time.Duration `yaml:"tombstone_retention"`
 	// ProgressInterval is the least time between two commits of the
 	// progress table (each removes the previous file and adds a new one);
 	// commitInfo carries the progress of every commit regardless.
 	// Default 1m.
 	ProgressInterval time.Duration `yaml:"progress_interval"`
 	// FetchBatch is how many reports one fetch from the report stream asks
-	// for. Default 256.
+	// for (a fetch never waits past the next commit, see doc.go). Default
+	// 256.
 	FetchBatch int `yaml:"fetch_batch"`
 	// Compaction rewrites the small files of closed partitions (see
 	// Compaction).
@@ -123,6 +136,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.LogRetention == 0 {
 		c.LogRetention = DefaultLogRetention
+	}
+	if c.TombstoneRetention == 0 {
+		c.TombstoneRetention = lake.DefaultGrace
 	}
 	c.Compaction = c.Compaction.Defaults()
 	if c.ProgressInterval == 0 {
@@ -179,6 +195,10 @@ func (c Config) Validate() error {
 	}
 	if c.LogRetention < time.Hour {
 		errs = append(errs, fmt.Errorf("committer.log_retention %s: must be at least 1h", c.LogRetention))
+	}
+	if c.TombstoneRetention < lake.DefaultGrace {
+		errs = append(errs, fmt.Errorf("committer.tombstone_retention %s: must be at least %s (vacuum's default grace)",
+			c.TombstoneRetention, lake.DefaultGrace))
 	}
 	errs = append(errs, c.Compaction.Validate(), c.Retention.Validate())
 	if c.ProgressInterval < 0 || c.ProgressInterval > 24*time.Hour {

@@ -79,6 +79,13 @@ func (c *failingConsumer) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.Me
 	return c.Consumer.Fetch(n, opts...)
 }
 
+func (c *failingConsumer) FetchNoWait(n int) (jetstream.MessageBatch, error) {
+	if c.f.fail.Load() {
+		return nil, nats.ErrNoResponders
+	}
+	return c.Consumer.FetchNoWait(n)
+}
+
 // TestReportConsumerStuck: a consumer that only ever answers "no responders"
 // ends the term; the next term's new consumer catches up.
 func TestReportConsumerStuck(t *testing.T) {

@@ -42,6 +42,13 @@ func (c *deafConsumer) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.Messa
 	return c.Consumer.Fetch(n, opts...)
 }
 
+func (c *deafConsumer) FetchNoWait(n int) (jetstream.MessageBatch, error) {
+	if c.deaf {
+		return emptyBatch{}, nil
+	}
+	return c.Consumer.FetchNoWait(n)
+}
+
 type emptyBatch struct{}
 
 func (emptyBatch) Messages() <-chan jetstream.Msg {

@@ -80,6 +80,16 @@
 // report stream's prefix of reports at or below W' (PurgeReports; later
 // reports and all verdicts stay, so a rebuild reaches the same state).
 //
+// No report waits for a fetch to end: the replay takes what the stream
+// holds without waiting (an empty fetch means it caught up); after it,
+// while an advance is due (CommitInterval passed since the last one) the
+// term blocks for the first report only and then takes, without waiting,
+// up to FetchBatch reports already there, so a report arriving at an idle
+// committer is judged and committed at once; within an interval it
+// fetches up to FetchBatch reports until the interval ends, and no
+// longer, so reports are batched under load and committed when the
+// interval ends.
+//
 // # Progress
 //
 // Producers publish progress facts (streams.Progress, KV

@@ -183,7 +183,17 @@ func (c *Committer) release(kv jetstream.KeyValue, l *lease) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.OpTimeout)
 	defer cancel()
-	if err := kv.Delete(ctx, streams.KeyLease, jetstream.LastRevision(l.revision())); err != nil {
+	err := kv.Delete(ctx, streams.KeyLease, jetstream.LastRevision(l.revision()))
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		// A renewal cancelled by the term's end may still have landed
+		// (the server applied it, the client gave up waiting): the lease
+		// is then ours at a later revision. Our name is written only by us.
+		var v leaseValue
+		if ent, gerr := kv.Get(ctx, streams.KeyLease); gerr == nil && json.Unmarshal(ent.Value(), &v) == nil && v.Holder == c.cfg.Name {
+			err = kv.Delete(ctx, streams.KeyLease, jetstream.LastRevision(ent.Revision()))
+		}
+	}
+	if err != nil {
 		c.log.Warn("lease release", "err", err)
 		return
 	}

@@ -70,3 +70,20 @@ func parseSeqs(s string) ([]uint64, error) {
 	}
 	return out, nil
 }
+
+// lastSeq is the highest sequence of a formatSeqs value (its last range's
+// end; 0 for ""), without expanding the ranges.
+func lastSeq(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	last := s[strings.LastIndexByte(s, ',')+1:]
+	if i := strings.IndexByte(last, '-'); i >= 0 {
+		last = last[i+1:]
+	}
+	v, err := strconv.ParseUint(last, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("seqs %q: %w", s, err)
+	}
+	return v, nil
+}

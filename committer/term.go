@@ -67,7 +67,7 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 	if err != nil {
 		return fmt.Errorf("report stream consumer: %w", err)
 	}
-	wait := min(max(c.cfg.CommitInterval/2, 10*time.Millisecond), time.Second)
+	wait := c.idleWait
 	replayed := false
 	// A consumer whose server died answers "no responders" for ever; the
 	// client does not always recreate it. After maxFetchFailures failed
@@ -91,29 +91,91 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 		return nil
 	}
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(c.cfg.FetchBatch, jetstream.FetchMaxWait(wait))
-		if err != nil {
-			if ctx.Err() != nil {
-				break
+		// While replaying, take what the stream holds without waiting: an
+		// empty fetch means the replay caught up. Then, when the next
+		// commit is due (CommitInterval passed since the last advance), a
+		// report that arrives is committed at once: wait for the first one
+		// only, then take what is already there without waiting. Otherwise
+		// nothing is committed before the interval ends: batch up what
+		// arrives until then, and no longer, so a report never waits past
+		// its commit for a fetch to end.
+		const (
+			noWait   = iota // what is there, at once
+			first           // block for one report
+			untilDue        // a batch, until the next commit is due
+		)
+		steps := []int{noWait}
+		due := time.Duration(0)
+		if replayed {
+			due = c.cfg.CommitInterval - time.Since(ts.lastAdv)
+			steps = []int{first, noWait}
+			if due > 0 {
+				steps = []int{untilDue}
 			}
-			if err := fetchFailed(err); err != nil {
-				return err
-			}
-			continue
 		}
 		n, caughtUp := 0, false
 		var perr error
-		for msg := range batch.Messages() {
+		ok := true
+		for i, step := range steps {
+			var batch jetstream.MessageBatch
+			var done func()
+			var err error
+			switch step {
+			case untilDue:
+				batch, done, err = fetchReports(ctx, cons, c.cfg.FetchBatch, min(due, wait))
+			case first:
+				batch, done, err = fetchReports(ctx, cons, 1, wait)
+			default:
+				size := c.cfg.FetchBatch
+				if i > 0 {
+					size-- // after the first report
+				}
+				batch, err = cons.FetchNoWait(max(size, 1))
+				done = func() {}
+			}
+			if errors.Is(err, errFetchExpired) {
+				break // the wait ended before the fetch was sent
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				if err := fetchFailed(err); err != nil {
+					return err
+				}
+				ok = n > 0 // nothing fetched: fetch again
+				break
+			}
+			got := 0
+			for msg := range batch.Messages() {
+				if perr != nil {
+					continue // drain the batch; the next term replays it
+				}
+				got++
+				if md, err := msg.Metadata(); err == nil {
+					stuck.delivered(md.Sequence.Stream)
+				}
+				pending, err := c.process(ctx, ts, msg)
+				perr = err
+				caughtUp = pending == 0
+			}
+			berr := batch.Error()
+			done()
+			n += got
 			if perr != nil {
-				continue // drain the batch; the next term replays it
+				break
 			}
-			n++
-			if md, err := msg.Metadata(); err == nil {
-				stuck.delivered(md.Sequence.Stream)
+			if berr != nil && !fetchTimeout(berr) && ctx.Err() == nil {
+				if err := fetchFailed(berr); err != nil {
+					return err
+				}
+				break
 			}
-			pending, err := c.process(ctx, ts, msg)
-			perr = err
-			caughtUp = pending == 0
+			failures = 0
+			// The first report of an idle wait came: take the rest.
+			if step != first || got == 0 || c.cfg.FetchBatch == 1 || caughtUp {
+				break
+			}
 		}
 		if perr != nil {
 			if ctx.Err() != nil {
@@ -121,12 +183,11 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 			}
 			return perr
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) && ctx.Err() == nil {
-			if err := fetchFailed(err); err != nil {
-				return err
-			}
-		} else {
-			failures = 0
+		if ctx.Err() != nil {
+			break
+		}
+		if !ok {
+			continue
 		}
 		if n == 0 {
 			caughtUp = true
@@ -176,6 +237,33 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 		return fmt.Errorf("final commit: %w", err)
 	}
 	return nil
+}
+
+// errFetchExpired is a fetch whose wait ended before it was sent.
+var errFetchExpired = errors.New("fetch wait expired")
+
+// fetchReports asks cons for up to n reports, waiting at most d (at least
+// 10ms) for them, and returns as soon as ctx ends. done releases the
+// fetch's context once its batch is drained.
+func fetchReports(ctx context.Context, cons jetstream.Consumer, n int, d time.Duration) (jetstream.MessageBatch, func(), error) {
+	fctx, cancel := context.WithTimeout(ctx, max(d, 10*time.Millisecond))
+	batch, err := cons.Fetch(n, jetstream.FetchContext(fctx))
+	if err != nil {
+		cancel()
+		if errors.Is(err, jetstream.ErrInvalidOption) && fctx.Err() != nil && ctx.Err() == nil {
+			// FetchContext refuses a deadline already passed (a slow
+			// scheduler): the wait is over, nothing was asked.
+			return nil, nil, errFetchExpired
+		}
+		return nil, nil, err
+	}
+	return batch, cancel, nil
+}
+
+// fetchTimeout tells a fetch that ended by its wait (the server's expiry
+// or the fetch context's deadline) from a failed one.
+func fetchTimeout(err error) bool {
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // errConsumerStuck ends a term whose report consumer stopped delivering.

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -168,15 +169,46 @@ const (
 // start from. It returns the checkpointed version (-1 for a table without a
 // log, where it writes nothing). It holds the table's lock only to replay
 // the log, so commits and snapshots proceed while it writes.
+//
+// It keeps every tombstone; CheckpointExpiring drops the expired ones.
 func (t *Table) Checkpoint(ctx context.Context) (int64, error) {
+	return t.CheckpointExpiring(ctx, Expiry{})
+}
+
+// Expiry says which tombstones a checkpoint leaves out. PROTOCOL.md: a
+// checkpoint holds the remove tombstones "until they are expired", that is
+// older than the table's tombstone retention (Delta's
+// delta.deletedFileRetentionDuration, a week by default). Without expiry
+// a checkpoint grows with every remove ever committed.
+type Expiry struct {
+	// Before drops tombstones whose deletionTimestamp is before it; zero
+	// keeps them all. A tombstone without a deletionTimestamp is kept.
+	Before time.Time
+	// Keep, when set, keeps an expired tombstone it returns true for.
+	Keep func(Remove) bool
+}
+
+// expired reports whether e drops r.
+func (e Expiry) expired(r Remove) bool {
+	if e.Before.IsZero() || r.DeletionTimestamp <= 0 || r.DeletionTimestamp >= e.Before.UnixMilli() {
+		return false
+	}
+	return e.Keep == nil || !e.Keep(r)
+}
+
+// CheckpointExpiring is Checkpoint leaving out the tombstones e expires.
+// The table reads the same either way: a tombstone names a file no version
+// from the checkpoint on references; it only tells cleaners (vacuum) how
+// long ago the file was removed.
+func (t *Table) CheckpointExpiring(ctx context.Context, e Expiry) (int64, error) {
 	snap, err := t.Snapshot(ctx)
 	if err != nil {
 		return -1, err
 	}
-	return t.checkpoint(ctx, snap)
+	return t.checkpoint(ctx, snap, e)
 }
 
-func (t *Table) checkpoint(ctx context.Context, snap *Snapshot) (int64, error) {
+func (t *Table) checkpoint(ctx context.Context, snap *Snapshot, e Expiry) (int64, error) {
 	if snap.Version < 0 {
 		return -1, nil
 	}
@@ -207,6 +239,9 @@ func (t *Table) checkpoint(ctx context.Context, snap *Snapshot) (int64, error) {
 			ModificationTime: ptr(a.ModificationTime), DataChange: ptr(false), Stats: optStr(a.Stats), Tags: toStrMap(a.Tags)}})
 	}
 	for _, r := range snap.Tombstones {
+		if e.expired(r) {
+			continue
+		}
 		rm := &cpRemove{Path: ptr(EncodePath(r.Path)), DeletionTimestamp: optInt(r.DeletionTimestamp), DataChange: ptr(false)}
 		if r.ExtendedFileMetadata {
 			rm.ExtendedFileMetadata, rm.PartitionValues, rm.Size = ptr(true), toStrMap(nonNil(r.PartitionValues)), ptr(r.Size)
