@@ -3,6 +3,7 @@ package subscribe_test
 import (
 	"context"
 	"fmt"
+	"github.com/quarrylake/quarry/committer"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,7 +82,12 @@ func envInt(b *testing.B, key string, def int) int {
 func ackToDelivery(b *testing.B, n, seconds int, fraction float64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	p, err := pipeline.Start(ctx, pipeline.Config{Server: pipeline.ServerConfig{DataDir: filepath.Join(b.TempDir(), "data"), Encoders: 2}}, nil, nil)
+	// The split below reads each report's stream time from QUARRY_REPORTS
+	// after the run, so the committer must not purge the reports it
+	// committed (purge_reports is on by default).
+	keepReports := false
+	p, err := pipeline.Start(ctx, pipeline.Config{Server: pipeline.ServerConfig{DataDir: filepath.Join(b.TempDir(), "data"), Encoders: 2},
+		Committer: committer.Config{PurgeReports: &keepReports}}, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
