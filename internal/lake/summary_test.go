@@ -131,6 +131,24 @@ func summaryRows(r *rand.Rand, n int, seq uint64, ts0 time.Time, ids ...uint64) 
 // data passed through prep; file "b" holds no template with hex or upper
 // case parameters.
 func summaryLake(t *testing.T, prep func(name string, data []byte) []byte) *fixture {
+	return summaryLakeOf(t, prep, func(r *rand.Rand, day1, day2 time.Time) []summaryFile {
+		return []summaryFile{
+			{"a", "2026-01-01", summaryRows(r, 1500, 10, day1, 1, 2, 3, 5, 6, 7, 8, 9, 10)},
+			{"b", "2026-01-01", summaryRows(r, 800, 600, day1.Add(time.Hour), 1, 2, 4, 9)},
+			{"c", "2026-01-02", summaryRows(r, 900, 1000, day2, 4, 5, 6, 8, 10)},
+		}
+	})
+}
+
+// summaryFile is a v3 records file of summaryLakeOf.
+type summaryFile struct {
+	name, date string
+	rows       []recfile.Row
+}
+
+// summaryLakeOf writes the v3 files files gives (and one v2 file) of acme,
+// each file's data passed through prep.
+func summaryLakeOf(t *testing.T, prep func(name string, data []byte) []byte, files func(r *rand.Rand, day1, day2 time.Time) []summaryFile) *fixture {
 	f := newFixture(t)
 	var trows []lake.TemplateRow
 	for k, text := range summaryTexts {
@@ -157,14 +175,15 @@ func summaryLake(t *testing.T, prep func(name string, data []byte) []byte) *fixt
 		return delta.Add{Path: rel, PartitionValues: map[string]string{"tenant": "acme", "date": date}, Size: int64(len(enc.Data)),
 			ModificationTime: time.Now().UnixMilli(), DataChange: true, Stats: enc.Stats}
 	}
-	a := file("a", "2026-01-01", summaryRows(r, 1500, 10, day1, 1, 2, 3, 5, 6, 7, 8, 9, 10))
-	b := file("b", "2026-01-01", summaryRows(r, 800, 600, day1.Add(time.Hour), 1, 2, 4, 9))
-	c := file("c", "2026-01-02", summaryRows(r, 900, 1000, day2, 4, 5, 6, 8, 10))
-	v2 := f.recordsFile("acme", "2026-01-01", "w2", []lake.RecordRow{
+	var adds []delta.Add
+	for _, sf := range files(r, day1, day2) {
+		adds = append(adds, file(sf.name, sf.date, sf.rows))
+	}
+	adds = append(adds, f.recordsFile("acme", "2026-01-01", "w2", []lake.RecordRow{
 		rec(5, 0, "2026-01-01T10:00:00Z", 1, 1, "/a", "200", "12"),
 		rec(6, 1, "2026-01-01T10:01:00Z", 5, 1, "77", "deadbeef"),
-	})
-	f.commit(f.rec, 500, a, b, c, v2)
+	}))
+	f.commit(f.rec, 500, adds...)
 	return f
 }
 

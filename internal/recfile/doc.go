@@ -9,7 +9,10 @@
 //
 // Rows are ordered by (template_id, template_version, wal_seq,
 // record_index); WAL order is restored by sorting on (wal_seq,
-// record_index). One row group per file, one page per column chunk,
+// record_index). One row group per file below 2*groupRows rows (16,384);
+// a larger file is cut into row groups between templates, each of at least
+// groupRows rows, so DecodeProjected skips the row groups whose
+// template_id statistics hold no kept version. One page per column chunk,
 // version 1 data pages without a CRC. The footer is trimmed: no page index
 // (column and offset indexes), chunk statistics only for wal_seq, ts and
 // template_id, created_by "quarry"; all are optional in Parquet and readers

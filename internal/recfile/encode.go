@@ -522,14 +522,73 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	// Column by column: each column's values for a batch of whole rows.
 	// enc is in write order, so are the batches.
 	const batch = 16384
-	vals := slices.Grow(e.vals[:0], min(len(order), batch)+64)
-	used := 0 // the most values of a batch, for scratch.put to clear
+	// The values' scratch is reused across encodes (scratch.put clears it).
+	e.vals = slices.Grow(e.vals[:0], min(len(order), batch)+64)
+	cuts := e.groupCuts(rows, order)
+	for g := 1; g < len(cuts); g++ {
+		if g > 1 {
+			// The rows before are a row group of their own.
+			if err := w.Flush(); err != nil {
+				return nil, fmt.Errorf("flush parquet row group: %w", err)
+			}
+		}
+		if err := e.writeRows(w.ColumnWriters(), cols, rows, order, enc, cuts[g-1], cuts[g]); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("close parquet writer: %w", err)
+	}
+	if !e.o.trimFooter {
+		return buf.Bytes(), nil
+	}
+	data, err := trimFooter(buf.Bytes(), statsColumns)
+	if err != nil || !e.o.noCRC {
+		return data, err
+	}
+	return dropChecksums(data)
+}
+
+// groupCuts returns where row groups start in write order, with len(order)
+// last: [0, len(order)] for one row group. Rows come sorted by template, so
+// a row group of its own for a large template group lets a reader that
+// keeps other templates skip it by template_id's chunk statistics, without
+// decompressing it. A row group costs footer bytes (a column chunk's
+// metadata per column) and compression context, so groups are cut only
+// between templates and only once at least o.groupRows rows are gathered:
+// small template groups share a row group, a large one ends its own.
+func (e *encoder) groupCuts(rows []Row, order []int32) []int {
+	cuts := []int{0}
+	if e.o.groupRows <= 0 || len(order) < 2*e.o.groupRows {
+		return append(cuts, len(order))
+	}
+	start := 0
+	for x := 1; x < len(order); x++ {
+		a, b := &rows[order[x-1]], &rows[order[x]]
+		if a.TemplateID == b.TemplateID && a.TemplateVersion == b.TemplateVersion {
+			continue
+		}
+		// x starts a new template group: cut when the rows gathered since
+		// the last cut are many enough and so are the rows left.
+		if x-start >= e.o.groupRows && len(order)-x >= e.o.groupRows {
+			cuts = append(cuts, x)
+			start = x
+		}
+	}
+	return append(cuts, len(order))
+}
+
+// writeRows writes rows order[lo:hi] (enc[lo:hi]) column by column: each
+// column's values for a batch of whole rows.
+func (e *encoder) writeRows(cws []*parquet.ColumnWriter, cols []column, rows []Row, order []int32, enc []encoded, from, to int) error {
+	const batch = 16384
+	vals := e.vals[:0]
+	used := len(e.vals) // the most values of a batch so far, for scratch.put to clear
 	defer func() { e.vals = vals[:used] }()
-	cws := w.ColumnWriters()
 	for ci, c := range cols {
-		for lo := 0; lo < len(order); lo += batch {
+		for lo := from; lo < to; lo += batch {
 			vals = vals[:0]
-			hi := min(lo+batch, len(order))
+			hi := min(lo+batch, to)
 			part, pe := order[lo:hi], enc[lo:hi]
 			switch c.kind {
 			case cP, cN, cB:
@@ -551,21 +610,11 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 			}
 			used = max(used, len(vals))
 			if _, err := cws[ci].WriteRowValues(vals); err != nil {
-				return nil, fmt.Errorf("write parquet column %d: %w", ci, err)
+				return fmt.Errorf("write parquet column %d: %w", ci, err)
 			}
 		}
 	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("close parquet writer: %w", err)
-	}
-	if !e.o.trimFooter {
-		return buf.Bytes(), nil
-	}
-	data, err := trimFooter(buf.Bytes(), statsColumns)
-	if err != nil || !e.o.noCRC {
-		return data, err
-	}
-	return dropChecksums(data)
+	return nil
 }
 
 // pageBuffer is the writer's page buffer: o.pageBuffer, or less when the

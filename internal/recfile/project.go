@@ -37,10 +37,80 @@ func DecodeProjected(data []byte, tpl Templates, p Projection) ([]Record, error)
 	cols := columnsOf(f.Schema())
 	d := decoder{tpl: tpl, proj: &p, infos: map[Key][]string{}, kinds: map[string][]slot{}, strs: map[string]string{}}
 	var out []Record
+	skip := rowGroupSkipper(f, cols, &d)
 	for _, rg := range f.RowGroups() {
+		if skipped, err := skip(rg); err != nil {
+			return nil, err
+		} else if skipped {
+			continue
+		}
 		if out, err = d.rowGroup(out, rg, cols); err != nil {
 			return nil, err
 		}
 	}
 	return walOrder(out), nil
+}
+
+// rowGroupSkipper returns whether a row group holds no row d.proj keeps, by
+// the template_id bounds of its column chunk statistics and the file's
+// summary: a row group none of whose file's template versions with an id
+// in its bounds is kept is skipped unread. A file written as one row group
+// (or with template groups cut into row groups, docs/formats.md) is read
+// either way; a file without a summary or statistics is never skipped.
+func rowGroupSkipper(f *parquet.File, cols []column, d *decoder) func(parquet.RowGroup) (bool, error) {
+	never := func(parquet.RowGroup) (bool, error) { return false, nil }
+	if d.proj == nil || d.proj.Keep == nil || len(f.RowGroups()) < 2 {
+		return never
+	}
+	sum, err := FileSummary(f)
+	if err != nil || sum == nil {
+		return never
+	}
+	tid := -1
+	for i, c := range cols {
+		if c.kind == cTemplateID {
+			tid = i
+		}
+	}
+	if tid < 0 {
+		return never
+	}
+	if d.kept == nil {
+		d.kept = map[Key]bool{}
+	}
+	return func(rg parquet.RowGroup) (bool, error) {
+		chunks := rg.ColumnChunks()
+		if tid >= len(chunks) {
+			return false, nil
+		}
+		fc, ok := chunks[tid].(*parquet.FileColumnChunk)
+		if !ok {
+			return false, nil
+		}
+		lo, hi, ok := fc.Bounds()
+		if !ok || lo.IsNull() || hi.IsNull() {
+			return false, nil
+		}
+		for _, t := range sum {
+			if id := int64(t.Key.ID); id < lo.Int64() || id > hi.Int64() {
+				continue
+			}
+			// Keep is asked once per version: keep (columns.go) reuses
+			// the answer, so the text of a kept version is checked here.
+			k, asked := d.kept[t.Key]
+			if !asked {
+				k = d.proj.Keep(t.Key)
+				d.kept[t.Key] = k
+				if k && !d.proj.Lines {
+					if err := d.known(t.Key); err != nil {
+						return false, err
+					}
+				}
+			}
+			if k {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
 }

@@ -91,7 +91,8 @@ type options struct {
 	slotRows    int        // slot columns used by fewer rows than this go to more
 	pLevel      zstd.Level // p<j> columns' zstd level when set
 	// classify replaces classify when set (tests: the reference chain).
-	classify func(string) (kind byte, digits uint8, v int64)
+	classify  func(string) (kind byte, digits uint8, v int64)
+	groupRows int // a row group is cut between templates once this many rows are gathered (0: one row group)
 }
 
 // statsColumns keep their chunk statistics in a trimmed footer: the columns
@@ -99,7 +100,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true}
 
 func defaultOptions() options {
-	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16}
+	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional

@@ -1,0 +1,184 @@
+package recfile
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// groupRowsCorpus is the round-trip corpus repeated: every third template
+// in 40 rows, the others in 8, so template groups are of mixed sizes.
+func groupRowsCorpus(t *testing.T) ([]Row, Templates) {
+	base, tpl := roundTripRows(t)
+	var rows []Row
+	for rep := range 40 {
+		for i, r := range base {
+			if i%3 == 0 || rep%5 == 0 {
+				r.WALSeq += uint64(rep) * 1000
+				rows = append(rows, r)
+			}
+		}
+	}
+	return rows, tpl
+}
+
+// rowGroupBounds returns each row group's template_id bounds.
+func rowGroupBounds(t *testing.T, data []byte) [][2]int64 {
+	t.Helper()
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid := -1
+	for i, c := range columnsOf(f.Schema()) {
+		if c.kind == cTemplateID {
+			tid = i
+		}
+	}
+	var out [][2]int64
+	for _, rg := range f.RowGroups() {
+		lo, hi, ok := rg.ColumnChunks()[tid].(*parquet.FileColumnChunk).Bounds()
+		if !ok {
+			t.Fatal("no template_id bounds")
+		}
+		out = append(out, [2]int64{lo.Int64(), hi.Int64()})
+	}
+	return out
+}
+
+// TestRowGroupsCutBetweenTemplates: a file of more than twice groupRows
+// rows is cut into row groups between templates (no template's rows in two
+// of them), decodes to the same records as the one row group layout, and
+// every projection equals Decode filtered, for the cut layout, for one
+// whose templates span row groups (rows not sorted by template) and for
+// one row group.
+func TestRowGroupsCutBetweenTemplates(t *testing.T) {
+	rows, tpl := groupRowsCorpus(t)
+	enc := func(mod func(*options)) []byte {
+		o := defaultOptions()
+		mod(&o)
+		f, err := encode(rows, tpl, &o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.Data
+	}
+	cut := enc(func(o *options) { o.groupRows = 16 })
+	spanning := enc(func(o *options) { o.groupRows = 16; o.sortByTpl = false })
+	one := enc(func(o *options) { o.groupRows = 0 })
+	want, err := Decode(one, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rowGroupBounds(t, one)); n != 1 {
+		t.Fatalf("groupRows 0: %d row groups", n)
+	}
+	b := rowGroupBounds(t, cut)
+	if len(b) < 4 {
+		t.Fatalf("cut layout: %d row groups", len(b))
+	}
+	for i := 1; i < len(b); i++ {
+		if b[i][0] <= b[i-1][1] {
+			t.Fatalf("row groups %d and %d share template ids: %v %v", i-1, i, b[i-1], b[i])
+		}
+	}
+	spans := 0
+	sb := rowGroupBounds(t, spanning)
+	for i := 1; i < len(sb); i++ {
+		if sb[i][0] <= sb[i-1][1] {
+			spans++
+		}
+	}
+	if len(sb) < 4 || spans == 0 {
+		t.Fatalf("spanning layout: %d row groups, %d overlapping", len(sb), spans)
+	}
+	for name, data := range map[string][]byte{"cut": cut, "spanning": spanning, "one": one} {
+		t.Run(name, func(t *testing.T) {
+			got, err := Decode(data, tpl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d records, want %d", len(got), len(want))
+			}
+			for i := range got {
+				if g, w := got[i], want[i]; g.WALSeq != w.WALSeq || g.Index != w.Index || !bytes.Equal(g.Line, w.Line) {
+					t.Fatalf("record %d: got %+v, want %+v", i, g, w)
+				}
+			}
+			checkProjected(t, data, tpl)
+		})
+	}
+}
+
+// TestRowGroupsSkipped: DecodeProjected does not read a row group none of
+// whose templates it keeps: with the pages of every other row group
+// overwritten, keeping one template still gives its records, while keeping
+// every template reads the overwritten pages and fails.
+func TestRowGroupsSkipped(t *testing.T) {
+	rows, tpl := groupRowsCorpus(t)
+	o := defaultOptions()
+	o.groupRows = 16
+	f, err := encode(rows, tpl, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := Decode(f.Data, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(bytes.NewReader(f.Data), int64(len(f.Data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounds := rowGroupBounds(t, f.Data)
+	tested := 0
+	for _, k := range []Key{{100, 1}, {97, 1}, {100 - uint64(len(roundTrips)) + 1, 1}} {
+		var broken []byte = slices.Clone(f.Data)
+		others := 0
+		for i, rg := range pf.Metadata().RowGroups {
+			if int64(k.ID) >= bounds[i][0] && int64(k.ID) <= bounds[i][1] {
+				continue
+			}
+			others++
+			for _, c := range rg.Columns {
+				start := c.MetaData.DataPageOffset
+				if d := c.MetaData.DictionaryPageOffset; d > 0 && d < start {
+					start = d
+				}
+				for j := start; j < start+c.MetaData.TotalCompressedSize; j++ {
+					broken[j] = 0xA5
+				}
+			}
+		}
+		if others == 0 {
+			t.Fatalf("%v: in every row group", k)
+		}
+		tested++
+		for _, lines := range []bool{false, true} {
+			got, err := DecodeProjected(broken, tpl, Projection{Keep: func(x Key) bool { return x == k }, Lines: lines})
+			if err != nil {
+				t.Fatalf("%v lines %v: %v", k, lines, err)
+			}
+			var want []Record
+			for _, r := range all {
+				if (Key{r.TemplateID, r.TemplateVersion}) == k {
+					want = append(want, r)
+				}
+			}
+			if len(got) == 0 || len(got) != len(want) {
+				t.Fatalf("%v: %d records, want %d", k, len(got), len(want))
+			}
+			for i := range got {
+				if got[i].WALSeq != want[i].WALSeq || got[i].Index != want[i].Index || (lines && !bytes.Equal(got[i].Line, want[i].Line)) {
+					t.Fatalf("%v record %d: got %+v, want %+v", k, i, got[i], want[i])
+				}
+			}
+		}
+		if _, err := DecodeProjected(broken, tpl, Projection{Keep: func(Key) bool { return true }, Lines: true}); err == nil {
+			t.Fatalf("%v: every template kept read no broken page", k)
+		}
+	}
+}
