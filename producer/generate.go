@@ -125,13 +125,8 @@ func (g *Generate) Stats() Stats {
 	sum := Stats{Source: "gen"}
 	for _, l := range g.sources {
 		s := l.Stats()
-		sum.Lines += s.Lines
-		sum.Frames += s.Frames
-		sum.Bytes += s.Bytes
-		sum.DeadLetters += s.DeadLetters
-		sum.Recovered += s.Recovered
+		sum.Add(s)
 		sum.Position += s.Position
-		sum.LastSeq = max(sum.LastSeq, s.LastSeq)
 	}
 	return sum
 }

@@ -147,6 +147,18 @@ type Stats struct {
 	LastSeq uint64
 }
 
+// Add folds o's counters into s, for a sum over several sources: the
+// counts add up and LastSeq is the highest. Source and Position stay s's
+// (a position is an offset in one source's input, not a count).
+func (s *Stats) Add(o Stats) {
+	s.Lines += o.Lines
+	s.Frames += o.Frames
+	s.Bytes += o.Bytes
+	s.DeadLetters += o.DeadLetters
+	s.Recovered += o.Recovered
+	s.LastSeq = max(s.LastSeq, o.LastSeq)
+}
+
 // ErrStopped is what Ready reports after Run returned.
 var ErrStopped = errors.New("line source stopped")
 

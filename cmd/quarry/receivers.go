@@ -162,12 +162,7 @@ func (r *receivers) Ready() error { return r.hub.Ready() }
 func (r *receivers) Stats() producer.Stats {
 	st := producer.Stats{Source: "receivers"}
 	for _, s := range r.hub.Stats() {
-		st.Lines += s.Lines
-		st.Frames += s.Frames
-		st.Bytes += s.Bytes
-		st.DeadLetters += s.DeadLetters
-		st.Recovered += s.Recovered
-		st.LastSeq = max(st.LastSeq, s.LastSeq)
+		st.Add(s)
 	}
 	return st
 }
@@ -190,13 +185,8 @@ func (b bothSources) Run(ctx context.Context) error {
 }
 
 func (b bothSources) Stats() producer.Stats {
-	x, y := b.a.Stats(), b.r.Stats()
-	x.Lines += y.Lines
-	x.Frames += y.Frames
-	x.Bytes += y.Bytes
-	x.DeadLetters += y.DeadLetters
-	x.Recovered += y.Recovered
-	x.LastSeq = max(x.LastSeq, y.LastSeq)
+	x := b.a.Stats()
+	x.Add(b.r.Stats())
 	return x
 }
 
