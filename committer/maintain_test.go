@@ -58,7 +58,7 @@ func newTestLake(t *testing.T, store objstore.Store, tenants ...string) *testLak
 		t      *delta.Table
 		schema string
 		parts  []string
-	}{{l.tpl, lake.TemplatesSchemaString, []string{}}, {l.rec, lake.RecordsSchemaString, lake.RecordsPartitionColumns}} {
+	}{{l.tpl, lake.TemplatesSchemaString, []string{}}, {l.rec, lake.RecordsSchemaString, lake.DatedLayout.PartitionColumns()}} {
 		if err := c.t.Create(ctx, delta.Metadata{SchemaString: c.schema, PartitionColumns: c.parts}); err != nil {
 			t.Fatal(err)
 		}

@@ -354,7 +354,7 @@ func (c *Committer) ensureTables(ctx context.Context) error {
 		parts  []string
 	}{
 		{c.templates, lake.TemplatesSchemaString, []string{}},
-		{c.records, lake.RecordsSchemaString, lake.RecordsPartitionColumns},
+		{c.records, lake.RecordsSchemaString, lake.DatedLayout.PartitionColumns()},
 		{c.progress, lake.ProgressSchemaString, []string{}},
 	} {
 		err := c.retry(ctx, "create table "+t.t.Root(), func(ctx context.Context) error {

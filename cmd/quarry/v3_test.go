@@ -83,7 +83,7 @@ func TestRunOnV2Lake(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, tpl := delta.OpenTable(store, lake.RecordsTable), delta.OpenTable(store, lake.TemplatesTable)
-	if err := rec.Create(ctx, delta.Metadata{Name: lake.RecordsTable, SchemaString: lake.RecordsSchemaV2String, PartitionColumns: lake.RecordsPartitionColumns}); err != nil {
+	if err := rec.Create(ctx, delta.Metadata{Name: lake.RecordsTable, SchemaString: lake.RecordsSchemaV2String, PartitionColumns: lake.DatedLayout.PartitionColumns()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tpl.Create(ctx, delta.Metadata{Name: lake.TemplatesTable, SchemaString: lake.TemplatesSchemaV1String}); err != nil {

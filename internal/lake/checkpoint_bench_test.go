@@ -146,7 +146,7 @@ func buildLongLog(b *testing.B, dir string, versions int64, checkpoints bool) ob
 	}
 	rec, tpl := delta.OpenTable(store, lake.RecordsTable), delta.OpenTable(store, lake.TemplatesTable)
 	if err := rec.Create(ctx, delta.Metadata{Name: lake.RecordsTable, SchemaString: lake.RecordsSchemaString,
-		PartitionColumns: lake.RecordsPartitionColumns}); err != nil {
+		PartitionColumns: lake.DatedLayout.PartitionColumns()}); err != nil {
 		b.Fatal(err)
 	}
 	if err := tpl.Create(ctx, delta.Metadata{Name: lake.TemplatesTable, SchemaString: lake.TemplatesSchemaString}); err != nil {

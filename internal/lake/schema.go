@@ -5,7 +5,8 @@
 // Layout under a lake root:
 //
 //	<lake>/records/_delta_log/<version:020d>.json
-//	<lake>/records/tenant=<t>/date=<yyyy-mm-dd>/part-<first:020d>-<last:020d>-<writer>.zstd.parquet
+//	<lake>/records/tenant=<t>/part-<first:020d>-<last:020d>-<writer>.zstd.parquet
+//	<lake>/records/tenant=<t>/date=<yyyy-mm-dd>/part-...  (tables created before issue 10: Layout)
 //	<lake>/templates/_delta_log/<version:020d>.json
 //	<lake>/templates/part-<first:020d>-<last:020d>-<writer>.zstd.parquet
 //	<lake>/progress/_delta_log/<version:020d>.json
@@ -19,8 +20,6 @@ package lake
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
-	"path"
 	"slices"
 	"time"
 
@@ -66,9 +65,6 @@ const (
 	RecordsTable   = "records"
 	TemplatesTable = "templates"
 )
-
-// RecordsPartitionColumns are the records table's partition columns.
-var RecordsPartitionColumns = []string{"tenant", "date"}
 
 // RecordsSchemaV2String is the Delta schemaString the records table was
 // created with before records v3: the columns of RecordRow.
@@ -121,7 +117,7 @@ func recordsSuperset() string {
 		if f.Name == "tenant" {
 			// v2-only columns go before the partition columns.
 			for _, g := range v2.Fields {
-				if !have[g.Name] && !slices.Contains(RecordsPartitionColumns, g.Name) && !slices.ContainsFunc(v3.Fields, func(h field) bool { return h.Name == g.Name }) {
+				if !have[g.Name] && !slices.Contains(DatedLayout.PartitionColumns(), g.Name) && !slices.ContainsFunc(v3.Fields, func(h field) bool { return h.Name == g.Name }) {
 					g.Nullable = true // v3 files lack it
 					out = append(out, g)
 				}
@@ -192,8 +188,9 @@ func FileName(first, last uint64, writer string) string {
 	return fmt.Sprintf("part-%020d-%020d-%s.zstd.parquet", first, last, writer)
 }
 
-// RecordsFilePath is a records data file's path relative to the table root:
-// Hive-style partition directories with escaped values, as Delta expects.
+// RecordsFilePath is a records data file's path relative to the table root
+// in partition (tenant, date); date is empty in the current layout
+// (Part.FilePath).
 func RecordsFilePath(tenant, date, name string) string {
-	return path.Join("tenant="+url.PathEscape(tenant), "date="+url.PathEscape(date), name)
+	return Part{tenant, date}.FilePath(name)
 }

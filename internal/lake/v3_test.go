@@ -47,7 +47,7 @@ func TestOldAndNewFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, ctx: t.Context(), store: s, rec: delta.OpenTable(s, lake.RecordsTable), tpl: delta.OpenTable(s, lake.TemplatesTable)}
-	if err := f.rec.Create(f.ctx, delta.Metadata{Name: "records", SchemaString: lake.RecordsSchemaV2String, PartitionColumns: lake.RecordsPartitionColumns}); err != nil {
+	if err := f.rec.Create(f.ctx, delta.Metadata{Name: "records", SchemaString: lake.RecordsSchemaV2String, PartitionColumns: lake.DatedLayout.PartitionColumns()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.tpl.Create(f.ctx, delta.Metadata{Name: "templates", SchemaString: lake.TemplatesSchemaString}); err != nil {

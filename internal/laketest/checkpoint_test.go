@@ -64,7 +64,7 @@ func TestIndependentReplayAfterCheckpoints(t *testing.T) {
 	}
 	tbl := delta.OpenTable(store, lake.RecordsTable)
 	if err := tbl.Create(ctx, delta.Metadata{Name: lake.RecordsTable, SchemaString: lake.RecordsSchemaString,
-		PartitionColumns: lake.RecordsPartitionColumns}); err != nil {
+		PartitionColumns: lake.DatedLayout.PartitionColumns()}); err != nil {
 		t.Fatal(err)
 	}
 	const versions, rowsPerFile, removed = 250, 3, 150

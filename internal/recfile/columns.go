@@ -366,7 +366,7 @@ func isBytes(kind int) bool {
 func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]Record, error) {
 	p := d.proj
 	vals := make([]colVals, len(cols))
-	var base [cAttrValue + 1]*colVals
+	var base [cDate + 1]*colVals
 	for i := range cols {
 		if k := cols[i].kind; k != cP && k != cN && k != cB {
 			base[k] = &vals[i]
@@ -405,6 +405,8 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 			need[i] = attrs
 		case cKinds, cResidue, cP, cN, cB, cMore:
 			need[i] = lines
+		case cDate:
+			need[i] = false // the UTC day of ts: nothing to read
 		default:
 			need[i] = true
 		}

@@ -67,13 +67,26 @@ type File struct {
 	Rows  int
 }
 
-// Encode writes rows as one records v3 Parquet file (one row group), rows
-// ordered by template and, within a template, by WAL position. The rows'
-// templates must be in tpl.
-func Encode(rows []Row, tpl Templates) (File, error) {
+// Encode writes rows as one records v3 Parquet file, rows ordered by
+// template and, within a template, by WAL position. The rows' templates
+// must be in tpl.
+func Encode(rows []Row, tpl Templates, opts ...Option) (File, error) {
 	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
 	return encode(rows, tpl, &o)
 }
+
+// Option changes what Encode writes.
+type Option func(*options)
+
+// WithDate adds (on) the date column: each row's UTC day of ts, a Parquet
+// INT32 DATE, DELTA_BINARY_PACKED, and its bounds in the stats. A records
+// table partitioned by tenant only (lake.Layout) has date as a data
+// column; one partitioned by (tenant, date) has it in the partition values
+// and its files go without. Decode reads files with and without it.
+func WithDate(on bool) Option { return func(o *options) { o.date = on } }
 
 // tplInfo is a template text cut at its wildcards.
 type tplInfo struct {
@@ -225,7 +238,7 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	if err != nil {
 		return File{}, err
 	}
-	return File{Data: data, Stats: stats(rows), Rows: len(rows)}, nil
+	return File{Data: data, Stats: stats(rows, o.date), Rows: len(rows)}, nil
 }
 
 // sortRows returns the order rows are written in: by template (when
@@ -593,7 +606,7 @@ func (e *encoder) writeRows(cws []*parquet.ColumnWriter, cols []column, rows []R
 			switch c.kind {
 			case cP, cN, cB:
 				vals = e.appendSlot(vals, c, ci, pe)
-			case cWALSeq, cIndex, cTS, cTSSource, cTemplateID, cVersion:
+			case cWALSeq, cIndex, cTS, cTSSource, cTemplateID, cVersion, cDate:
 				vals = appendRequired(vals, c.kind, rows, part, e.u.tsMillis)
 			case cSource:
 				for _, i := range part {
@@ -662,6 +675,7 @@ const (
 	cMore
 	cAttrKey
 	cAttrValue
+	cDate
 )
 
 type column struct {
@@ -697,6 +711,8 @@ func columnsOf(s *parquet.Schema) []column {
 			}
 		case colTSSource:
 			c.kind = cTSSource
+		case colDate:
+			c.kind = cDate
 		case colTemplateID:
 			c.kind = cTemplateID
 		case colVersion:
@@ -854,6 +870,10 @@ func appendRequired(vals []parquet.Value, kind int, rows []Row, part []int32, mi
 		for _, i := range part {
 			vals = append(vals, parquet.Int64Value(int64(rows[i].TemplateID)))
 		}
+	case cDate:
+		for _, i := range part {
+			vals = append(vals, parquet.Int32Value(Day(rows[i].TS)))
+		}
 	case cVersion:
 		for _, i := range part {
 			vals = append(vals, parquet.Int32Value(int32(rows[i].TemplateVersion)))
@@ -911,9 +931,10 @@ func (e *encoder) appendCell(vals []parquet.Value, c column, ci int, r *Row, en 
 }
 
 // stats computes the Delta stats of a file: wal_seq, ts, template_id,
-// template_version. Timestamps are ISO-8601 UTC with milliseconds; the
-// maximum is rounded up to the next millisecond so it stays an upper bound.
-func stats(rows []Row) string {
+// template_version, and date when the file has the column. Timestamps are
+// ISO-8601 UTC with milliseconds; the maximum is rounded up to the next
+// millisecond so it stays an upper bound.
+func stats(rows []Row, date bool) string {
 	cols := []string{colWALSeq, colTS, colTemplateID, colVersion}
 	nulls := map[string]int64{}
 	for _, c := range cols {
@@ -938,8 +959,22 @@ func stats(rows []Row) string {
 		mins[colTS], maxs[colTS] = time.UnixMicro(minTS), time.UnixMicro(-floorDiv(-maxTS, 1000)*1000)
 		mins[colTemplateID], maxs[colTemplateID] = int64(minID), int64(maxID)
 		mins[colVersion], maxs[colVersion] = int32(minV), int32(maxV)
+		if date {
+			nulls[colDate] = 0
+			mins[colDate] = DayString(Day(minTS * 1000))
+			maxs[colDate] = DayString(Day(maxTS * 1000))
+		}
 	}
 	return delta.StatsJSON(int64(len(rows)), mins, maxs, nulls)
+}
+
+// Day is the date column's value for a record time: days since
+// 1970-01-01 of ts's UTC day.
+func Day(tsNanos int64) int32 { return int32(floorDiv(tsNanos, int64(24*time.Hour))) }
+
+// DayString is day (Day's value) as yyyy-mm-dd.
+func DayString(day int32) string {
+	return time.Unix(int64(day)*86400, 0).UTC().Format(time.DateOnly)
 }
 
 func floorDiv(a, b int64) int64 {

@@ -69,6 +69,12 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add(file.Data)
 	f.Add(file.Data[:len(file.Data)-1])
+	// A file with the date column (records tables partitioned by tenant only).
+	dated, err := Encode(rows, tpl, WithDate(true))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(dated.Data)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		recs, err := Decode(data, tpl)
 		for _, r := range recs {

@@ -30,6 +30,7 @@ const (
 	colResidue    = "ts_residue"
 	colMore       = "more"
 	colAttrs      = "attrs"
+	colDate       = "date"
 )
 
 func slotName(prefix byte, j int) string { return string(prefix) + strconv.Itoa(j) }
@@ -92,12 +93,13 @@ type options struct {
 	pLevel      zstd.Level // p<j> columns' zstd level when set
 	// classify replaces classify when set (tests: the reference chain).
 	classify  func(string) (kind byte, digits uint8, v int64)
-	groupRows int // a row group is cut between templates once this many rows are gathered (0: one row group)
+	groupRows int  // a row group is cut between templates once this many rows are gathered (0: one row group)
+	date      bool // the date column (WithDate)
 }
 
 // statsColumns keep their chunk statistics in a trimmed footer: the columns
 // a reader filters on.
-var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true}
+var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true, colDate: true}
 
 func defaultOptions() options {
 	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192}
@@ -129,6 +131,9 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 	}
 	if o.walDelta {
 		g[colWALSeq] = parquet.Encoded(g[colWALSeq], &parquet.DeltaBinaryPacked)
+	}
+	if o.date {
+		g[colDate] = parquet.Encoded(parquet.Date(), &parquet.DeltaBinaryPacked)
 	}
 	if u.residue {
 		g[colResidue] = parquet.Optional(bin)
@@ -181,7 +186,7 @@ func (u *usage) rawSize(name string) int {
 	switch name {
 	case colWALSeq, colTS, colTemplateID:
 		return 8 * u.rows
-	case colIndex, colTSSource, colVersion:
+	case colIndex, colTSSource, colVersion, colDate:
 		return 4 * u.rows
 	case colSource, colKinds:
 		return u.textBytes[name]

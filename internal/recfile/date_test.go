@@ -1,0 +1,98 @@
+package recfile
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// TestDateColumn: WithDate(true) writes each row's UTC day of ts as an INT32
+// DATE column, DELTA_BINARY_PACKED, with its bounds in the chunk statistics
+// and the Delta stats; a file with it and one without decode alike.
+func TestDateColumn(t *testing.T) {
+	tpl := Templates{}
+	var rows []Row
+	want := map[[2]uint64]string{}
+	// Rows over three days, one before the epoch (Day floors).
+	days := []string{"2026-11-29T23:59:59.999Z", "2026-11-30T00:00:00Z", "1969-12-31T23:00:00.5Z", "2015-10-18T18:01:47.978Z"}
+	for i, d := range days {
+		id := uint64(10 + i%2)
+		tpl[Key{id, 1}] = "x <*> y"
+		rows = append(rows, Row{WALSeq: uint64(1 + i), TS: ns(d), TemplateID: id, TemplateVersion: 1, Params: []string{d}, Source: "s"})
+		want[[2]uint64{uint64(1 + i), 0}] = "x " + d + " y"
+	}
+	plain, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dated, err := Encode(rows, tpl, WithDate(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fileColumns(t, plain.Data)["date"] {
+		t.Error("a file without WithDate has a date column")
+	}
+	if strings.Contains(plain.Stats, `"date"`) {
+		t.Errorf("stats without WithDate name date: %s", plain.Stats)
+	}
+	for _, f := range []File{plain, dated} {
+		got, err := Decode(f.Data, tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range got {
+			if string(g.Line) != want[[2]uint64{g.WALSeq, uint64(g.Index)}] {
+				t.Errorf("wal %d: line %q", g.WALSeq, g.Line)
+			}
+		}
+		all, err := DecodeProjected(f.Data, tpl, Projection{Keep: func(k Key) bool { return k.ID == 10 }, Lines: true})
+		if err != nil || len(all) != 2 {
+			t.Fatalf("projected: %d records, %v", len(all), err)
+		}
+	}
+	pf, err := parquet.OpenFile(bytes.NewReader(dated.Data), int64(len(dated.Data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, ok := pf.Schema().Lookup("date")
+	if !ok {
+		t.Fatal("no date column")
+	}
+	if lt := leaf.Node.Type().LogicalType(); lt == nil || !isDate(lt) || leaf.Node.Type().Kind() != parquet.Int32 || leaf.Node.Optional() {
+		t.Errorf("date column type %v %v, want required INT32 DATE", leaf.Node.Type().Kind(), lt)
+	}
+	cc := pf.Metadata().RowGroups[0].Columns[leaf.ColumnIndex].MetaData
+	hasDelta := false
+	for _, e := range cc.Encoding {
+		hasDelta = hasDelta || e == format.DeltaBinaryPacked
+	}
+	if !hasDelta {
+		t.Errorf("date encodings %v, want DELTA_BINARY_PACKED", cc.Encoding)
+	}
+	if len(cc.Statistics.MinValue) == 0 || len(cc.Statistics.MaxValue) == 0 {
+		t.Error("date column chunk has no statistics")
+	}
+	// The values, read with parquet-go alone, in file order (by template).
+	vals := readColumn(t, dated.Data, "date")
+	ids := readColumn(t, dated.Data, colWALSeq)
+	for i, v := range vals {
+		r := rows[ids[i].Int64()-1]
+		if v.Int32() != Day(r.TS) {
+			t.Errorf("row wal %d: date %d, want %d", ids[i].Int64(), v.Int32(), Day(r.TS))
+		}
+	}
+	if Day(ns("1969-12-31T23:00:00.5Z")) != -1 || DayString(Day(ns("2026-11-29T23:59:59.999Z"))) != "2026-11-29" {
+		t.Error("Day or DayString wrong")
+	}
+	if !strings.Contains(dated.Stats, `"date":"1969-12-31"`) || !strings.Contains(dated.Stats, `"date":"2026-11-30"`) {
+		t.Errorf("stats lack the date bounds: %s", dated.Stats)
+	}
+}
+
+func isDate(lt *format.LogicalType) bool {
+	_, ok := lt.Value.(*format.DateType)
+	return ok
+}
