@@ -25,9 +25,11 @@ func newCheckpointer(c *Committer) *checkpointer {
 }
 
 // committed is called after st moved from version before to st.version: it
-// marks st's table due when the commit crossed a multiple of the interval.
+// marks st's table due when the commit crossed a multiple of the table's
+// checkpoint interval (tableprops.go).
 func (cp *checkpointer) committed(st *tableState, before int64) {
-	n := int64(cp.c.cfg.CheckpointInterval)
+	lc, _ := cp.c.lifecycle(st.t) // an unreadable property is logged by write
+	n := int64(lc.checkpointInterval)
 	if st.version/n <= before/n {
 		return
 	}
@@ -64,10 +66,14 @@ func (cp *checkpointer) run(ctx context.Context) {
 func (cp *checkpointer) write(ctx context.Context, t *delta.Table) {
 	c := cp.c
 	start := time.Now()
+	lc, perr := c.lifecycle(t)
+	if perr != nil {
+		c.log.Warn("table property ignored", "table", t.Root(), "err", perr)
+	}
 	// A checkpoint replays and rewrites the whole table state: allow it
 	// more than one operation's time.
 	cctx, cancel := context.WithTimeout(ctx, 6*c.cfg.OpTimeout)
-	v, err := t.CheckpointExpiring(cctx, c.tombstoneExpiry())
+	v, err := t.CheckpointExpiring(cctx, c.tombstoneExpiry(lc.tombstoneRetention))
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -81,16 +87,16 @@ func (cp *checkpointer) write(ctx context.Context, t *delta.Table) {
 	c.m.checkpointVersion.WithLabelValues(t.Root()).Set(float64(v))
 	c.m.checkpointTime.Observe(time.Since(start).Seconds())
 	c.log.Info("checkpoint written", "table", t.Root(), "version", v, "took", time.Since(start).Round(time.Millisecond))
-	cp.cleanup(ctx, t)
+	cp.cleanup(ctx, t, lc.logRetention)
 }
 
 // cleanup deletes the log entries of t older than the log retention that
 // its checkpoints cover. A failure is logged and counted; the next
 // checkpoint tries again.
-func (cp *checkpointer) cleanup(ctx context.Context, t *delta.Table) {
+func (cp *checkpointer) cleanup(ctx context.Context, t *delta.Table, retention time.Duration) {
 	c := cp.c
 	cctx, cancel := context.WithTimeout(ctx, 6*c.cfg.OpTimeout)
-	res, err := t.CleanupLog(cctx, c.now().Add(-c.cfg.LogRetention))
+	res, err := t.CleanupLog(cctx, c.now().Add(-retention))
 	cancel()
 	c.m.logVersions.WithLabelValues(t.Root()).Add(float64(res.Versions))
 	if err != nil {
@@ -106,14 +112,16 @@ func (cp *checkpointer) cleanup(ctx context.Context, t *delta.Table) {
 }
 
 // tombstoneExpiry leaves out of a checkpoint the tombstones removed longer
-// than TombstoneRetention ago, except those naming a WAL batch above the
+// than retention (the table's TombstoneRetention, tableprops.go) ago, except those naming a WAL batch above the
 // high-water (tag quarry.seqs). Dropping one is safe for every reader of
 // tombstones:
 //
 //   - vacuum (lake.Vacuum) never deletes a live file, whatever the
 //     tombstones; the file of a dropped tombstone was removed at least
-//     TombstoneRetention >= lake.DefaultGrace ago, so the default grace
-//     has passed, and while a retained log entry names it vacuum keeps it
+//     retention ago, which is at least vacuum's default grace for the
+//     table (configured: at least lake.DefaultGrace; from the table's
+//     delta.deletedFileRetentionDuration: the grace vacuum reads too), so
+//     the default grace has passed, and while a retained log entry names it vacuum keeps it
 //     as referenced; after that it is an old orphan and deleted;
 //   - a rebuild marks committed the reports of tombstones (loadRemoved) so
 //     a replayed report is not committed again: a report whose batches
@@ -124,10 +132,10 @@ func (cp *checkpointer) cleanup(ctx context.Context, t *delta.Table) {
 //   - subscribers find a vacuumed file's rows through the commit that
 //     removed it (its JSON entry, kept LogRetention), never through the
 //     snapshot's tombstones.
-func (c *Committer) tombstoneExpiry() delta.Expiry {
+func (c *Committer) tombstoneExpiry(retention time.Duration) delta.Expiry {
 	hw := c.hw.Load()
 	return delta.Expiry{
-		Before: c.now().Add(-c.cfg.TombstoneRetention),
+		Before: c.now().Add(-retention),
 		Keep: func(r delta.Remove) bool {
 			top, err := lastSeq(r.Tags[TagSeqs])
 			return err != nil || top > hw // unreadable: keep it

@@ -58,14 +58,16 @@ type Config struct {
 	// CheckpointInterval is how many versions of a table lie between two
 	// Delta checkpoints: after the commit of every multiple of it, a
 	// checkpoint of that table is written in the background (never holding
-	// up the high-water). Default 100.
+	// up the high-water). Default 100. Left unset, a table's
+	// delta.checkpointInterval wins (see tableprops.go).
 	CheckpointInterval int `yaml:"checkpoint_interval"`
 	// LogRetention is how long the JSON commits and checkpoints of a
 	// table's _delta_log are kept (Delta's delta.logRetentionDuration,
 	// whose default is the same): after each checkpoint, the log entries
 	// older than it that the newest checkpoint covers are deleted
 	// (delta.Table.CleanupLog), so time travel reaches back at least this
-	// far. Default 720h (30 days).
+	// far. Default 720h (30 days). Left unset, a table's
+	// delta.logRetentionDuration wins (see tableprops.go).
 	LogRetention time.Duration `yaml:"log_retention"`
 	// TombstoneRetention is how long a checkpoint keeps the remove
 	// tombstone of a file the table removed (compaction, retention, the
@@ -77,6 +79,8 @@ type Config struct {
 	// kept (a replayed report could otherwise be judged again). It must be
 	// at least lake.DefaultGrace, vacuum's default grace, which reads the
 	// removal time from the tombstone. Default lake.DefaultGrace (7 days).
+	// Left unset, a table's delta.deletedFileRetentionDuration wins (see
+	// tableprops.go).
 	TombstoneRetention time.Duration `yaml:"tombstone_retention"`
 	// ProgressInterval is the least time between two commits of the
 	// progress table (each removes the previous file and adds a new one);
@@ -93,6 +97,10 @@ type Config struct {
 	// Retention removes date partitions older than a tenant's retention
 	// (see Retention).
 	Retention Retention `yaml:"retention"`
+
+	// defaulted records which lifecycle fields Defaults filled: only those
+	// a table's own properties override (tableprops.go).
+	defaulted lifecycleSet
 }
 
 // DefaultLogRetention is Config.LogRetention's default: 30 days, as Delta's
@@ -133,12 +141,15 @@ func (c Config) Defaults() Config {
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = 100
+		c.defaulted.checkpointInterval = true
 	}
 	if c.LogRetention == 0 {
 		c.LogRetention = DefaultLogRetention
+		c.defaulted.logRetention = true
 	}
 	if c.TombstoneRetention == 0 {
 		c.TombstoneRetention = lake.DefaultGrace
+		c.defaulted.tombstoneRetention = true
 	}
 	c.Compaction = c.Compaction.Defaults()
 	if c.ProgressInterval == 0 {

@@ -149,9 +149,17 @@
 // of the files it replaced; a rebuild marks them committed. Compact runs a
 // pass by hand under the lease (quarry compact).
 //
+// # Table properties
+//
+// The checkpoint interval, log retention and tombstone retention of a
+// table come from the configuration when set there, else from the table's
+// delta.checkpointInterval, delta.logRetentionDuration and
+// delta.deletedFileRetentionDuration, else from the defaults; tables the
+// committer creates carry the values it uses (tableprops.go).
+//
 // The code follows these steps by file: committer.go (the standby/lease
 // loop and retries), lease.go, term.go (one active term: rebuild, replay,
 // follow), report.go (judging a report, verdicts, dead letters), arbiter.go
 // (the rules), commit.go (an advance: both Delta commits and the high-water
-// key), notice.go (commit notices), progress.go, purge.go and maintain.go, compact.go, retention.go. docs/architecture.md tells the whole pipeline's story.
+// key), notice.go (commit notices), progress.go, purge.go, checkpoint.go and tableprops.go, maintain.go, compact.go, retention.go. docs/architecture.md tells the whole pipeline's story.
 package committer

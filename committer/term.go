@@ -378,7 +378,7 @@ func (c *Committer) ensureTables(ctx context.Context) error {
 				return nil
 			}
 			err = t.t.Create(ctx, delta.Metadata{
-				Name: t.t.Root(), SchemaString: t.schema, PartitionColumns: t.parts, Configuration: map[string]string{},
+				Name: t.t.Root(), SchemaString: t.schema, PartitionColumns: t.parts, Configuration: c.newTableConfig(),
 			})
 			if err != nil && !errors.Is(err, delta.ErrVersionExists) {
 				return fmt.Errorf("create %s: %w", t.t.Root(), err)

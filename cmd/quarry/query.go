@@ -231,7 +231,7 @@ func runVacuum(ctx context.Context, e *env, args []string) error {
 	var c common
 	c.register(fs, true)
 	retention := fs.Duration("retention", 7*24*time.Hour, "only delete unreferenced files older than this")
-	grace := fs.Duration("grace", lake.DefaultGrace, "only delete removed files (compaction, retention) whose remove is older than this")
+	grace := fs.Duration("grace", 0, "only delete removed files (compaction, retention) whose remove is older than this (0: each table's delta.deletedFileRetentionDuration, else 168h)")
 	dry := fs.Bool("dry-run", false, "list what would be deleted")
 	if _, err := parseFlags(fs, e, args); err != nil {
 		return err

@@ -501,3 +501,35 @@ func TestMergedTemplates(t *testing.T) {
 		t.Fatalf("merged into: %v (3 merged into 2 merged into 1)", into)
 	}
 }
+
+// TestVacuumGraceFromTable: with no grace given, vacuum keeps a removed
+// file for the table's delta.deletedFileRetentionDuration when its
+// metadata sets one; a grace given wins.
+func TestVacuumGraceFromTable(t *testing.T) {
+	f := build(t)
+	l := lake.Open(f.store)
+	removed := f.recordsFile("acme", "2026-01-05", "enc7", []lake.RecordRow{rec(22, 0, "2026-01-05T00:00:00Z", 1, 1, "r")})
+	f.commit(f.rec, 22, removed)
+	snap, _ := f.rec.Snapshot(f.ctx)
+	if err := f.rec.Commit(f.ctx, snap.Version+1, []delta.Action{{Remove: &delta.Remove{Path: removed.Path, DeletionTimestamp: time.Now().UnixMilli(), DataChange: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	later := func() time.Time { return time.Now().Add(2 * time.Hour) }
+	opts := lake.VacuumOptions{Retention: 30 * 24 * time.Hour, DryRun: true, Now: later}
+	if gone, err := l.Vacuum(f.ctx, opts); err != nil || len(gone) != 0 {
+		t.Fatalf("2h after the remove, no table property (grace 7 days): %v, %v", gone, err)
+	}
+	snap, _ = f.rec.Snapshot(f.ctx)
+	md := snap.Metadata
+	md.Configuration = map[string]string{delta.PropDeletedFileRetention: "interval 1 hours"}
+	if err := f.rec.Commit(f.ctx, snap.Version+1, []delta.Action{{MetaData: &md}}); err != nil {
+		t.Fatal(err)
+	}
+	if gone, err := l.Vacuum(f.ctx, opts); err != nil || strings.Join(gone, ",") != "records/"+removed.Path {
+		t.Fatalf("2h after the remove, table retention 1h: %v, %v; want the removed file", gone, err)
+	}
+	opts.Grace = 3 * time.Hour
+	if gone, err := l.Vacuum(f.ctx, opts); err != nil || len(gone) != 0 {
+		t.Fatalf("a given grace of 3h: %v, %v; want nothing", gone, err)
+	}
+}

@@ -26,7 +26,8 @@ type VacuumOptions struct {
 	// Grace protects files the log removed (compaction, retention) for this
 	// long after their remove action's deletionTimestamp, so time travel to
 	// a version before the remove and readers that started before it keep
-	// working. Zero means DefaultGrace; negative is an error.
+	// working. Zero means each table's delta.deletedFileRetentionDuration
+	// when its metadata sets one, else DefaultGrace; negative is an error.
 	Grace time.Duration
 	// DryRun lists what would be deleted and deletes nothing.
 	DryRun bool
@@ -46,9 +47,6 @@ func (l *Lake) Vacuum(ctx context.Context, o VacuumOptions) ([]string, error) {
 	}
 	if o.Grace < 0 {
 		return nil, fmt.Errorf("vacuum: negative grace %v", o.Grace)
-	}
-	if o.Grace == 0 {
-		o.Grace = DefaultGrace
 	}
 	now := time.Now
 	if o.Now != nil {
@@ -76,12 +74,20 @@ func (l *Lake) Vacuum(ctx context.Context, o VacuumOptions) ([]string, error) {
 		for _, f := range snap.Files {
 			live[f.Path] = true
 		}
+		grace := o.Grace
+		if grace == 0 {
+			grace = DefaultGrace
+			props, _ := delta.ReadProperties(snap.Metadata.Configuration) // an unreadable value: the default
+			if props.DeletedFileRetention > 0 {
+				grace = props.DeletedFileRetention
+			}
+		}
 		removed := make(map[string]int64, len(snap.Tombstones))
 		for _, r := range snap.Tombstones {
 			removed[r.Path] = r.DeletionTimestamp
 		}
 		orphanCutoff := now().Add(-o.Retention)
-		graceCutoff := now().Add(-o.Grace)
+		graceCutoff := now().Add(-grace)
 		for _, in := range infos {
 			rel := strings.TrimPrefix(in.Key, t.Root()+"/")
 			if hidden(rel) || live[rel] {
