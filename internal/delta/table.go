@@ -338,6 +338,64 @@ func (t *Table) snapshotLocked(ctx context.Context) (*Snapshot, error) {
 	return st.snapshot(), nil
 }
 
+// SnapshotAt returns the table's state at version: the files, txns and
+// metadata as of that commit. It starts from the cached state when that is
+// at or before version, else from the newest checkpoint at or before
+// version that reads whole (or version 0), and reads the commits up to
+// version. A version after the newest commit, or one the log no longer
+// reaches (its commits cleaned up and no checkpoint at or before it), is
+// an error wrapping objstore.ErrNotFound.
+func (t *Table) SnapshotAt(ctx context.Context, version int64) (*Snapshot, error) {
+	if version < 0 {
+		return nil, fmt.Errorf("table %s: snapshot at version %d: negative", t.root, version)
+	}
+	t.mu.Lock()
+	var st *state
+	if t.state != nil && t.state.version <= version {
+		st = t.state.clone()
+	}
+	t.mu.Unlock()
+	if st == nil {
+		var err error
+		if st, err = t.startAt(ctx, version); err != nil {
+			return nil, err
+		}
+	}
+	for v := st.version + 1; v <= version; v++ {
+		actions, err := t.readCommit(ctx, v)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: snapshot at version %d: %w", t.root, version, err)
+		}
+		if err := st.apply(v, actions); err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.root, err)
+		}
+	}
+	return st.snapshot(), nil
+}
+
+// startAt is the state SnapshotAt(version) replays from: the newest
+// checkpoint at or before version that reads whole, else the empty state
+// before version 0.
+func (t *Table) startAt(ctx context.Context, version int64) (*state, error) {
+	_, cps, err := t.listVersions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(cps) - 1; i >= 0; i-- {
+		if cps[i] > version {
+			continue
+		}
+		st, _, err := t.readCheckpoint(ctx, cps[i])
+		if err == nil {
+			return st, nil
+		}
+		if !errors.Is(err, ErrCorrupt) && !errors.Is(err, objstore.ErrNotFound) {
+			return nil, err
+		}
+	}
+	return newState(), nil
+}
+
 // replayInitial builds the first state: from the checkpoint _last_checkpoint
 // names, read forward without listing the log (snapshotLocked reads the
 // commits after it); when that file is missing or names a checkpoint that
