@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// Cursor is a position in the records table: commit Version, the File-th
-// add action of that commit (the first add of a tenant's rows in the
-// commit), and Row within that tenant's rows of the commit, in WAL order
-// across all of its files in the commit. The cursor of a
+// Cursor is a position in the records table: commit Version (the commit
+// that released the records, see the package doc), File, the index of a
+// tenant among the tenants whose rows that commit releases, in name order,
+// and Row within that tenant's released rows, in WAL order. The cursor of a
 // subscription names the position after the last record delivered, so a
 // subscription started After it resumes exactly there.
 type Cursor struct {
@@ -72,7 +72,8 @@ func Beginning() From { return From{kind: fromBeginning} }
 // records committed later are delivered.
 func Now() From { return From{kind: fromNow} }
 
-// Version starts with the records added by commit v.
+// Version starts with the records released by commit v: those its
+// high-water covers and no earlier commit's did.
 func Version(v int64) From { return From{kind: fromVersion, version: v} }
 
 // Time starts with the first commit made at or after t (commit time, not

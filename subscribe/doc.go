@@ -16,25 +16,39 @@
 // # Delivery contract
 //
 // The Delta log of the records table is the truth: a record is delivered
-// only once the commit that added its file is durable. Commits are read in
-// version order; within a commit, tenant by tenant in the order of each
-// tenant's first add action, and a tenant's rows, from all of its files in
-// the commit (date partitions, encoder workers), in (wal_seq, record_index)
-// order, which is WAL order. Across commits that holds only when a single
-// encoder writes a tenant's batches: the committer commits an accepted
-// report's files at once, also above the high-water, so with several
-// encoders a later batch can be committed (and delivered) before an earlier
-// one that another encoder reports after it. A file whose rows use a
-// template version not committed yet (born in such an earlier batch) is
-// read once the high-water covers the file.
+// only once the commit that added its file is durable, and only by the
+// first commit whose high-water (the txn of appId "quarry") covers its WAL
+// sequence. The committer commits an accepted report's files at once, also
+// above the high-water: with several encoders a later WAL batch can be
+// committed before an earlier one that another encoder reports after it.
+// The high-water is the committer's promise that every WAL sequence at or
+// below it is committed, so releasing a record only under it makes
+// delivery follow the WAL: the subscriber holds files with rows above the
+// high-water and releases their rows when a commit raises it. Commits are
+// read in version order; a commit releases, tenant by tenant in name
+// order, the rows with WAL sequences above the previous commit's
+// high-water and at or below its own, from the files it adds and the files
+// held, in (wal_seq, record_index) order. So each tenant's records arrive
+// in WAL order whatever the number of encoders, and the order depends on
+// the log alone, so a resumed subscription delivers the same. (Across
+// tenants the order is that of the commits, then of the tenants' names.)
+// Files without WAL sequences (no quarry.seqs tag) are released whole by
+// the commit that adds them. A file read for a release whose other rows
+// (above the high-water) use a template version not committed yet is read
+// again once the high-water covers the file.
 // Adds with dataChange=false (compaction rewrites) carry rows already
 // delivered and are skipped; removes deliver nothing.
 //
 // A Cursor (version, file, row) names the position after the last record
-// Next returned. A subscription started After(cursor) delivers exactly the
-// records after it: no gap, no duplicate, whether the position is in the
-// lake's past or at its live edge, across restarts of the subscriber, the
-// committer or NATS.
+// Next returned: the commit that released it, the tenant's index among
+// the tenants that commit releases (in name order) and the row's index in
+// that tenant's released rows. A subscription started After(cursor)
+// rebuilds the files held before the cursor's version from the table as
+// of the version before it, and delivers exactly the records after it:
+// no gap, no duplicate, whether the position is in the lake's past or at
+// its live edge, across restarts of the subscriber, the committer or NATS.
+// A version whose predecessor the log no longer reaches (cleaned up) is
+// ErrExpired.
 //
 // Below the newest committed version the subscriber reads the Delta log
 // commit by commit. At the live edge it waits for the committer's commit

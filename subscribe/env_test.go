@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,14 +28,15 @@ import (
 // env is an embedded JetStream server, a local lake, a committer and a
 // fake encoder that commits lines through it.
 type env struct {
-	t     *testing.T
-	srv   *natstest.Server
-	js    jetstream.JetStream
-	store objstore.Store
-	seq   uint64 // last WAL seq reported
-	lines []string
-	cmt   *runningCommitter
-	names int
+	t       *testing.T
+	srv     *natstest.Server
+	js      jetstream.JetStream
+	store   objstore.Store
+	seq     uint64 // last WAL seq reported
+	lines   []string
+	cmt     *runningCommitter
+	names   int
+	reports int // reports published
 }
 
 func newEnv(t *testing.T) *env {
@@ -160,7 +162,8 @@ func (e *env) commitBatches(bs []batch, fileOrder []int) []string {
 func (e *env) commitUpTo(bs []batch, fileOrder []int, w uint64) []string {
 	e.t.Helper()
 	ctx := context.Background()
-	rep := &streams.Report{ID: fmt.Sprintf("e.%d", e.seq+1), Encoder: "e1", CreatedAt: time.Now()}
+	e.reports++
+	rep := &streams.Report{ID: fmt.Sprintf("e.%d", e.reports), Encoder: "e1", CreatedAt: time.Now()}
 	var out []string
 	var files [][]streams.FileInfo
 	for _, b := range bs {
@@ -233,7 +236,19 @@ func (e *env) commitUpTo(bs []batch, fileOrder []int, w uint64) []string {
 		w = e.seq
 	}
 	e.waitHighWater(w)
-	e.lines = append(e.lines, out...)
+	e.lines = append(e.lines, releaseOrder(out)...)
+	return out
+}
+
+// releaseOrder is the order in which one commit that releases lines (in
+// WAL order) delivers them: tenant by tenant, in name order.
+func releaseOrder(lines []string) []string {
+	out := slices.Clone(lines)
+	tenant := func(l string) string {
+		t, _, _ := strings.Cut(strings.TrimPrefix(l, "line "), "-")
+		return t
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return strings.Compare(tenant(a), tenant(b)) })
 	return out
 }
 

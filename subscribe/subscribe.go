@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -67,7 +65,8 @@ type Record struct {
 	Source   string
 	// Line is the original line.
 	Line string
-	// Version is the Delta version of the commit that added the record.
+	// Version is the Delta version of the commit that released the record:
+	// the first whose high-water covers its WAL sequence (package doc).
 	Version int64
 }
 
@@ -94,9 +93,11 @@ type Subscription struct {
 	cur    Cursor
 	closed bool
 
-	commit *streams.Notice // the commit at cur.Version, once read
-	recs   []lake.Record   // the rows of the file at cur.File, once read
-	loaded bool            // recs belongs to cur.File
+	pool   pool                     // the held files before cur.Version (release.go)
+	rel    *release                 // what the commit at cur.Version releases, once read
+	recs   []lake.Record            // the rows of the tenant at cur.File, once read
+	loaded bool                     // recs belongs to cur.File
+	cache  map[string][]lake.Record // rows of files read and still held, by path
 
 	notices *follower
 }
@@ -143,6 +144,9 @@ func Subscribe(ctx context.Context, cfg Config) (*Subscription, error) {
 		return nil, err
 	}
 	s.cur = start
+	if s.pool, err = s.poolBefore(ctx, start.Version); err != nil {
+		return nil, err
+	}
 	if cfg.JS != nil {
 		s.notices = &follower{js: cfg.JS, log: s.log, retry: backoff.New(backoff.Default)}
 	}
@@ -192,6 +196,28 @@ func (s *Subscription) resolve(ctx context.Context, f From) (Cursor, error) {
 	return Cursor{Version: lo}, nil
 }
 
+// poolBefore is the pool before version v: the files held after v-1.
+func (s *Subscription) poolBefore(ctx context.Context, v int64) (pool, error) {
+	if v == 0 {
+		return pool{}, nil
+	}
+	snap, err := s.lk.Records().SnapshotAt(ctx, v-1)
+	if err == nil {
+		return poolAt(snap), nil
+	}
+	if !errors.Is(err, objstore.ErrNotFound) {
+		return pool{}, fmt.Errorf("records as of version %d: %w", v-1, err)
+	}
+	newest, serr := s.lk.Records().Snapshot(ctx)
+	if serr != nil {
+		return pool{}, fmt.Errorf("records snapshot: %w", serr)
+	}
+	if v-1 > newest.Version {
+		return pool{}, fmt.Errorf("%w: version %d is after the records table's newest %d plus one", ErrBadCursor, v, newest.Version)
+	}
+	return pool{}, fmt.Errorf("%w: records version %d: %w", ErrExpired, v-1, err)
+}
+
 // Cursor is the position after the last record Next returned.
 func (s *Subscription) Cursor() Cursor {
 	s.mu.Lock()
@@ -235,26 +261,31 @@ func (s *Subscription) Next(ctx context.Context) (Record, error) {
 			return Record{}, err
 		}
 		c := s.Cursor()
-		if s.commit == nil {
+		if s.rel == nil {
 			n, err := s.awaitCommit(ctx, c.Version)
 			if err != nil {
 				return Record{}, err
 			}
-			s.commit = n
+			s.rel = s.pool.release(n)
 		}
-		if c.File >= len(s.commit.Adds) {
-			s.commit, s.recs, s.loaded = nil, nil, false
+		if c.File >= len(s.rel.tenants) {
+			s.pool = s.rel.next
+			for path := range s.cache {
+				if !s.pool.holds(path) {
+					delete(s.cache, path)
+				}
+			}
+			s.rel, s.recs, s.loaded = nil, nil, false
 			s.setCursor(Cursor{Version: c.Version + 1})
 			continue
 		}
-		add := s.commit.Adds[c.File]
-		if !add.DataChange || (s.cfg.Tenant != "" && add.Tenant != s.cfg.Tenant) || !firstOfTenant(s.commit.Adds, c.File) {
+		if tenant := s.rel.tenants[c.File]; s.cfg.Tenant != "" && tenant != s.cfg.Tenant {
 			s.recs, s.loaded = nil, false
 			s.setCursor(Cursor{Version: c.Version, File: c.File + 1})
 			continue
 		}
 		if !s.loaded {
-			recs, err := s.readTenant(ctx, c.Version, s.commit.Adds, c.File)
+			recs, err := s.readTenant(ctx, s.rel, s.rel.tenants[c.File])
 			if err != nil {
 				return Record{}, err
 			}
@@ -289,33 +320,33 @@ func (s *Subscription) match(r *Record) bool {
 	})
 }
 
-// firstOfTenant reports whether adds[i] is the first add with data of its
-// tenant in the commit: the rows of all of them are delivered under it.
-func firstOfTenant(adds []streams.NoticeFile, i int) bool {
-	return !slices.ContainsFunc(adds[:i], func(a streams.NoticeFile) bool { return a.DataChange && a.Tenant == adds[i].Tenant })
-}
-
-// readTenant reads the rows of every add with data of adds[i]'s tenant in
-// commit version (adds[i] is the first), in WAL order: a commit may hold
-// one tenant's rows in several files (date partitions, encoder workers),
-// listed in no particular order and with interleaved WAL sequences.
-func (s *Subscription) readTenant(ctx context.Context, version int64, adds []streams.NoticeFile, i int) ([]lake.Record, error) {
+// readTenant reads the rows rel releases of tenant, in WAL order: its
+// files' rows with sequences in each part's range. A commit may release
+// one tenant's rows from several files (held ones, date partitions,
+// encoder workers), with interleaved WAL sequences.
+func (s *Subscription) readTenant(ctx context.Context, rel *release, tenant string) ([]lake.Record, error) {
 	var recs []lake.Record
-	n := 0
-	for _, a := range adds[i:] {
-		if !a.DataChange || a.Tenant != adds[i].Tenant {
-			continue
+	for _, p := range rel.parts[tenant] {
+		rs, ok := s.cache[p.f.Path]
+		if !ok {
+			var err error
+			if rs, err = s.readFile(ctx, p.since, p.f); err != nil {
+				return nil, err
+			}
+			if rel.next.holds(p.f.Path) {
+				if s.cache == nil {
+					s.cache = map[string][]lake.Record{}
+				}
+				s.cache[p.f.Path] = rs
+			}
 		}
-		rs, err := s.readFile(ctx, version, a)
-		if err != nil {
-			return nil, err
+		for _, r := range rs {
+			if p.keep(r.WALSeq) {
+				recs = append(recs, r)
+			}
 		}
-		recs = append(recs, rs...)
-		n++
 	}
-	if n > 1 {
-		sortWAL(recs)
-	}
+	sortWAL(recs)
 	return recs, nil
 }
 
@@ -329,7 +360,7 @@ func sortWAL(recs []lake.Record) {
 	})
 }
 
-// readFile reads the records of add, added by commit version. A file gone
+// readFile reads the records of add, in the table at version. A file gone
 // from the store was removed by a later commit and vacuumed: a compaction
 // (remove with dataChange=false) moved its rows into the files it added,
 // where they are read; a retention removal (dataChange=true) took them
@@ -368,10 +399,7 @@ func (s *Subscription) awaitTemplates(ctx context.Context, add streams.NoticeFil
 	if perr != nil || len(seqs) == 0 {
 		return nil, err
 	}
-	top := uint64(0)
-	for q := range seqs {
-		top = max(top, q)
-	}
+	top := seqs.top()
 	b := backoff.New(backoff.Default)
 	for logged := false; ; logged = true {
 		hw, herr := s.lk.HighWater(ctx)
@@ -403,7 +431,7 @@ const maxMoves = 16
 // f's partition, in (wal_seq, record_index) order, following those files
 // into later compactions when they are gone too. found is false when no
 // commit removed f.
-func (s *Subscription) movedRows(ctx context.Context, version int64, f streams.NoticeFile, seqs map[uint64]bool, depth int) (recs []lake.Record, found bool, err error) {
+func (s *Subscription) movedRows(ctx context.Context, version int64, f streams.NoticeFile, seqs ranges, depth int) (recs []lake.Record, found bool, err error) {
 	snap, err := s.lk.Records().Snapshot(ctx)
 	if err != nil {
 		return nil, false, fmt.Errorf("records snapshot: %w", err)
@@ -436,7 +464,7 @@ func (s *Subscription) movedRows(ctx context.Context, version int64, f streams.N
 				return nil, false, err
 			}
 			for _, r := range rs {
-				if seqs[r.WALSeq] {
+				if seqs.has(r.WALSeq) {
 					recs = append(recs, r)
 				}
 			}
@@ -446,37 +474,6 @@ func (s *Subscription) movedRows(ctx context.Context, version int64, f streams.N
 		return recs, true, nil
 	}
 	return nil, false, nil
-}
-
-// parseRanges reads a "quarry.seqs" value ("5-9,12") into a set.
-func parseRanges(s string) (map[uint64]bool, error) {
-	out := map[uint64]bool{}
-	if s == "" {
-		return out, nil
-	}
-	for part := range strings.SplitSeq(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.ParseUint(lo, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("WAL ranges %q: %w", s, err)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.ParseUint(hi, 10, 64); err != nil {
-				return nil, fmt.Errorf("WAL ranges %q: %w", s, err)
-			}
-		}
-		if b < a || b-a > 1<<24 {
-			return nil, fmt.Errorf("WAL ranges %q: bad range %q", s, part)
-		}
-		for x := a; ; x++ {
-			out[x] = true
-			if x == b {
-				break
-			}
-		}
-	}
-	return out, nil
 }
 
 // readCommit reads version v from the Delta log as a notice.

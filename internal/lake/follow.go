@@ -57,12 +57,7 @@ func NoticeOf(table string, version int64, actions []delta.Action) *streams.Noti
 		case a.Txn != nil && a.Txn.AppID == AppID && a.Txn.Version >= 0:
 			n.HighWater = uint64(a.Txn.Version)
 		case a.Add != nil:
-			f := noticeFile(a.Add.Path, a.Add.PartitionValues, a.Add.Size, a.Add.Tags, a.Add.DataChange)
-			f.Rows = -1
-			if st, err := delta.ParseStats(a.Add.Stats); err == nil {
-				f.Rows = st.NumRecords
-			}
-			n.Adds = append(n.Adds, f)
+			n.Adds = append(n.Adds, AddNotice(*a.Add))
 			n.DataChange = n.DataChange || a.Add.DataChange
 		case a.Remove != nil:
 			f := noticeFile(a.Remove.Path, a.Remove.PartitionValues, a.Remove.Size, a.Remove.Tags, a.Remove.DataChange)
@@ -72,6 +67,18 @@ func NoticeOf(table string, version int64, actions []delta.Action) *streams.Noti
 		}
 	}
 	return n
+}
+
+// AddNotice describes a live file of a snapshot as a commit notice
+// describes an add (rows from its stats, -1 when unknown), for a follower
+// that starts from the table as of a version (delta.Table.SnapshotAt).
+func AddNotice(a delta.Add) streams.NoticeFile {
+	f := noticeFile(a.Path, a.PartitionValues, a.Size, a.Tags, a.DataChange)
+	f.Rows = -1
+	if st, err := delta.ParseStats(a.Stats); err == nil {
+		f.Rows = st.NumRecords
+	}
+	return f
 }
 
 func noticeFile(path string, pv map[string]string, size int64, tags map[string]string, dataChange bool) streams.NoticeFile {
