@@ -12,7 +12,10 @@
 // record_index). One row group per file below 2*groupRows rows (16,384);
 // a larger file is cut into row groups between templates, each of at least
 // groupRows rows, so DecodeProjected skips the row groups whose
-// template_id statistics hold no kept version. One page per column chunk,
+// template_id statistics hold no kept version. In such a file the versions
+// of fewer than 64 rows (rareRows, those whose summary entry has no byte
+// set) come last, in the same order, as a row group of their own: a text
+// term, which keeps them, reads that one and not a few rows of each. One page per column chunk,
 // version 1 data pages without a CRC. The footer is trimmed: no page index
 // (column and offset indexes), chunk statistics only for wal_seq, ts and
 // template_id, created_by "quarry"; all are optional in Parquet and readers

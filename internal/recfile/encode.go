@@ -136,6 +136,9 @@ type encoder struct {
 	resbuf    []byte
 	vals      []parquet.Value // write's values of a batch of rows
 	u         usage
+	// tail is the number of rows at the end of the write order that are
+	// rare template versions' (rareLast): a row group of their own.
+	tail int
 }
 
 // scratch are an encode's arrays of a value per row or parameter, kept for
@@ -186,6 +189,9 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	e := &encoder{o: o, tpl: tpl, infos: map[Key]*tplInfo{}, kinds: map[string]string{}, parser: p}
 
 	order := sortRows(rows, o.sortByTpl)
+	if o.sortByTpl && o.groupRows > 0 && len(rows) >= 2*o.groupRows {
+		e.tail = rareLast(rows, order, o.rareRows)
+	}
 	nparams, first := 0, 0
 	for i := range rows {
 		nparams += len(rows[i].Params)
@@ -570,25 +576,74 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 // metadata per column) and compression context, so groups are cut only
 // between templates and only once at least o.groupRows rows are gathered:
 // small template groups share a row group, a large one ends its own.
+//
+// The rows of rare versions (e.tail, rareLast) end the order; they are a
+// row group of their own, so a term that keeps them (a rare version's
+// summary has no byte set to rule it out) reads them and not a row of
+// every other row group.
 func (e *encoder) groupCuts(rows []Row, order []int32) []int {
 	cuts := []int{0}
 	if e.o.groupRows <= 0 || len(order) < 2*e.o.groupRows {
 		return append(cuts, len(order))
 	}
+	head := len(order) - e.tail
 	start := 0
-	for x := 1; x < len(order); x++ {
+	for x := 1; x < head; x++ {
 		a, b := &rows[order[x-1]], &rows[order[x]]
 		if a.TemplateID == b.TemplateID && a.TemplateVersion == b.TemplateVersion {
 			continue
 		}
 		// x starts a new template group: cut when the rows gathered since
 		// the last cut are many enough and so are the rows left.
-		if x-start >= e.o.groupRows && len(order)-x >= e.o.groupRows {
+		if x-start >= e.o.groupRows && head-x >= e.o.groupRows {
 			cuts = append(cuts, x)
 			start = x
 		}
 	}
+	if e.tail > 0 && head > 0 {
+		cuts = append(cuts, head)
+	}
 	return append(cuts, len(order))
+}
+
+// rareLast moves, in order (sorted by template), the rows of the template
+// versions with fewer than rare rows behind the others, keeping the order
+// within each part, and returns how many rows it moved. A rare version's
+// summary entry has no byte set (paramBytesMinRows), so a text term keeps
+// it: gathered at the end, its rows are one row group instead of a few
+// rows in each.
+func rareLast(rows []Row, order []int32, rare int) int {
+	key := func(x int) Key { r := &rows[order[x]]; return Key{r.TemplateID, r.TemplateVersion} }
+	moved := 0
+	for x := 0; x < len(order); {
+		y := x + 1
+		for y < len(order) && key(y) == key(x) {
+			y++
+		}
+		if y-x < rare {
+			moved += y - x
+		}
+		x = y
+	}
+	if moved == 0 || moved == len(order) {
+		return 0
+	}
+	out := make([]int32, 0, len(order))
+	tail := make([]int32, 0, moved)
+	for x := 0; x < len(order); {
+		y := x + 1
+		for y < len(order) && key(y) == key(x) {
+			y++
+		}
+		if y-x < rare {
+			tail = append(tail, order[x:y]...)
+		} else {
+			out = append(out, order[x:y]...)
+		}
+		x = y
+	}
+	copy(order, append(out, tail...))
+	return moved
 }
 
 // writeRows writes rows order[lo:hi] (enc[lo:hi]) column by column: each

@@ -182,3 +182,121 @@ func TestRowGroupsSkipped(t *testing.T) {
 		}
 	}
 }
+
+// TestRareVersionsLast: in a file cut into row groups, the versions with
+// fewer than rareRows rows are written last, a row group of their own: the
+// file decodes as the one row group layout does, every projection equals
+// Decode filtered, the summary still lists every version once by key, and
+// keeping only rare versions reads only that last row group (the pages of
+// every other one are overwritten), while keeping a common one does not.
+func TestRareVersionsLast(t *testing.T) {
+	rows, tpl := groupRowsCorpus(t)
+	o := defaultOptions()
+	o.groupRows, o.rareRows = 16, 20
+	f, err := encode(rows, tpl, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := defaultOptions()
+	one.groupRows = 0
+	f1, err := encode(rows, tpl, &one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Decode(f1.Data, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(f.Data, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d records, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if g, w := got[i], want[i]; g.WALSeq != w.WALSeq || g.Index != w.Index || !bytes.Equal(g.Line, w.Line) {
+			t.Fatalf("record %d: got %+v, want %+v", i, g, w)
+		}
+	}
+	checkProjected(t, f.Data, tpl)
+
+	count := map[Key]int{}
+	for _, r := range rows {
+		count[Key{r.TemplateID, r.TemplateVersion}]++
+	}
+	var rare, common []Key
+	for k, n := range count {
+		if n < o.rareRows {
+			rare = append(rare, k)
+		} else {
+			common = append(common, k)
+		}
+	}
+	if len(rare) == 0 || len(common) == 0 {
+		t.Fatalf("corpus: %d rare and %d common versions", len(rare), len(common))
+	}
+	pf, err := parquet.OpenFile(bytes.NewReader(f.Data), int64(len(f.Data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := FileSummary(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum) != len(count) {
+		t.Fatalf("summary of %d versions, want %d", len(sum), len(count))
+	}
+	for i := range sum {
+		if i > 0 && !(sum[i-1].Key.ID < sum[i].Key.ID || sum[i-1].Key.ID == sum[i].Key.ID && sum[i-1].Key.Version < sum[i].Key.Version) {
+			t.Fatalf("summary entries %d and %d out of key order: %v %v", i-1, i, sum[i-1].Key, sum[i].Key)
+		}
+		if int(sum[i].Rows) != count[sum[i].Key] {
+			t.Fatalf("summary %v: %d rows, want %d", sum[i].Key, sum[i].Rows, count[sum[i].Key])
+		}
+	}
+	rgs := pf.Metadata().RowGroups
+	var tailRows int
+	for _, k := range rare {
+		tailRows += count[k]
+	}
+	if len(rgs) < 3 || rgs[len(rgs)-1].NumRows != int64(tailRows) {
+		t.Fatalf("%d row groups, the last of %d rows, want the %d rows of the rare versions", len(rgs), rgs[len(rgs)-1].NumRows, tailRows)
+	}
+	broken := slices.Clone(f.Data)
+	for _, rg := range rgs[:len(rgs)-1] {
+		for _, c := range rg.Columns {
+			start := c.MetaData.DataPageOffset
+			if d := c.MetaData.DictionaryPageOffset; d > 0 && d < start {
+				start = d
+			}
+			for j := start; j < start+c.MetaData.TotalCompressedSize; j++ {
+				broken[j] = 0xA5
+			}
+		}
+	}
+	isRare := func(k Key) bool { return count[k] < o.rareRows }
+	for _, lines := range []bool{false, true} {
+		got, err := DecodeProjected(broken, tpl, Projection{Keep: isRare, Lines: lines})
+		if err != nil {
+			t.Fatalf("rare versions, lines %v: %v", lines, err)
+		}
+		var w []Record
+		for _, r := range want {
+			if isRare(Key{r.TemplateID, r.TemplateVersion}) {
+				w = append(w, r)
+			}
+		}
+		if len(got) != len(w) {
+			t.Fatalf("rare versions: %d records, want %d", len(got), len(w))
+		}
+		for i := range got {
+			if got[i].WALSeq != w[i].WALSeq || got[i].Index != w[i].Index || (lines && !bytes.Equal(got[i].Line, w[i].Line)) {
+				t.Fatalf("rare record %d: got %+v, want %+v", i, got[i], w[i])
+			}
+		}
+	}
+	if _, err := DecodeProjected(broken, tpl, Projection{Keep: func(k Key) bool { return k == common[0] }, Lines: true}); err == nil {
+		t.Fatalf("%v: a common version read no broken page", common[0])
+	}
+}

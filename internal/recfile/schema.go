@@ -94,6 +94,7 @@ type options struct {
 	// classify replaces classify when set (tests: the reference chain).
 	classify  func(string) (kind byte, digits uint8, v int64)
 	groupRows int  // a row group is cut between templates once this many rows are gathered (0: one row group)
+	rareRows  int  // with groupRows, the versions with fewer rows are written last, a row group of their own (rareLast)
 	date      bool // the date column (WithDate)
 }
 
@@ -102,7 +103,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true, colDate: true}
 
 func defaultOptions() options {
-	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192}
+	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional

@@ -1,10 +1,12 @@
 package recfile
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -29,7 +31,7 @@ type TemplateSummary struct {
 	AnyBytes   bool
 }
 
-// Summary is a records file's per-template summary, in file order (by
+// Summary is a records file's per-template summary, in key order (by
 // template id and version). A reader can count by template from it and
 // settle text terms against ParamBytes without reading a row.
 type Summary []TemplateSummary
@@ -77,6 +79,10 @@ func summarize(rows []Row, order []int32) Summary {
 		}
 	}
 	flush()
+	// By key: the rows of rare versions are written last (rareLast).
+	slices.SortFunc(out, func(a, b TemplateSummary) int {
+		return cmp.Or(cmp.Compare(a.Key.ID, b.Key.ID), cmp.Compare(a.Key.Version, b.Key.Version))
+	})
 	for i := range out {
 		if out[i].Rows < paramBytesMinRows {
 			out[i].ParamBytes, out[i].AnyBytes = [4]uint64{}, true
