@@ -281,6 +281,13 @@ func (t *Table) listVersions(ctx context.Context) (versions, checkpoints []int64
 	if err != nil {
 		return nil, nil, fmt.Errorf("list %s: %w", t.LogDir(), err)
 	}
+	versions, checkpoints = t.logVersions(infos)
+	return versions, checkpoints, nil
+}
+
+// logVersions picks the commit versions and the classic checkpoint versions
+// out of a listing of the log, both ascending.
+func (t *Table) logVersions(infos []objstore.Info) (versions, checkpoints []int64) {
 	for _, in := range infos {
 		name := path.Base(in.Key)
 		if path.Dir(in.Key)+"/" != t.LogDir() && !(t.root == "" && path.Dir(in.Key) == "_delta_log") {
@@ -296,7 +303,7 @@ func (t *Table) listVersions(ctx context.Context) (versions, checkpoints []int64
 	}
 	slices.Sort(versions)
 	slices.Sort(checkpoints)
-	return versions, checkpoints, nil
+	return versions, checkpoints
 }
 
 // Snapshot returns the table's newest state. A table without a log has
@@ -419,12 +426,23 @@ func (t *Table) replayInitial(ctx context.Context) (*state, error) {
 
 // replayFromListing lists the log and starts from the newest checkpoint that
 // reads whole, falling back to older ones and then to version 0; it fails
-// only when no start point reaches the newest version without a gap.
+// only when no start point reaches the newest version without a gap. It
+// lists the tail of the log (replayFromTail), or all of it when the store
+// cannot list from a key.
 func (t *Table) replayFromListing(ctx context.Context) (*state, error) {
+	if _, ok := t.store.(objstore.RangeLister); ok {
+		return t.replayFromTail(ctx)
+	}
 	versions, cps, err := t.listVersions(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return t.replayListed(ctx, versions, cps)
+}
+
+// replayListed replays the log from the start point startState picks among
+// the listed versions and checkpoints.
+func (t *Table) replayListed(ctx context.Context, versions, cps []int64) (*state, error) {
 	st, start, cpErrs, err := t.startState(ctx, versions, cps)
 	if err != nil {
 		return nil, err

@@ -166,6 +166,36 @@ func conformance(t *testing.T, newStore func(t *testing.T) objstore.Store) {
 				t.Errorf("list %q = %v, want %v", c.prefix, gotKeys, c.want)
 			}
 		}
+		for _, c := range []struct {
+			prefix, after string
+			limit         int
+			want          []string
+		}{
+			{"t/", "", 0, []string{"t/a.txt", "t/a/b/c", "t/a/b/d", "t/b"}},
+			{"t/", "t/a.txt", 0, []string{"t/a/b/c", "t/a/b/d", "t/b"}},
+			{"t/", "t/a.txt", 2, []string{"t/a/b/c", "t/a/b/d"}},
+			{"t/", "t/a/b/c", 1, []string{"t/a/b/d"}},
+			{"t/", "t/a/", 0, []string{"t/a/b/c", "t/a/b/d", "t/b"}},
+			{"t/", "t/a~", 0, []string{"t/b"}},
+			{"t/", "t/b", 0, nil},
+			{"", "t/b", 5, []string{"u/x"}},
+			{"t/a", "t/", 1, []string{"t/a.txt"}},
+		} {
+			got, err := objstore.ListAfter(ctx, s, c.prefix, c.after, c.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotKeys []string
+			for _, i := range got {
+				gotKeys = append(gotKeys, i.Key)
+			}
+			if fmt.Sprint(gotKeys) != fmt.Sprint(c.want) {
+				t.Errorf("list %q after %q limit %d = %v, want %v", c.prefix, c.after, c.limit, gotKeys, c.want)
+			}
+		}
+		if _, ok := s.(objstore.RangeLister); !ok {
+			t.Errorf("%T lists every key for a ListAfter", s)
+		}
 		if err := s.Delete(ctx, "t/b"); err != nil {
 			t.Fatal(err)
 		}

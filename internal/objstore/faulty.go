@@ -25,6 +25,7 @@ const (
 	OpOpen        Op = "open"
 	OpStat        Op = "stat"
 	OpList        Op = "list"
+	OpListAfter   Op = "list-after"
 	OpDelete      Op = "delete"
 )
 
@@ -277,6 +278,18 @@ func (s *faulty) List(ctx context.Context, prefix string) ([]Info, error) {
 		return nil, ferr
 	}
 	l, err := s.inner.List(ctx, prefix)
+	if err != nil || ferr != nil {
+		return nil, errors.Join(err, ferr)
+	}
+	return l, nil
+}
+
+func (s *faulty) ListAfter(ctx context.Context, prefix, startAfter string, limit int) ([]Info, error) {
+	run, ferr := s.before(ctx, OpListAfter, prefix)
+	if !run {
+		return nil, ferr
+	}
+	l, err := ListAfter(ctx, s.inner, prefix, startAfter, limit)
 	if err != nil || ferr != nil {
 		return nil, errors.Join(err, ferr)
 	}

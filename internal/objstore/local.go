@@ -257,6 +257,17 @@ func (l *Local) Stat(ctx context.Context, key string) (Info, error) {
 }
 
 func (l *Local) List(ctx context.Context, prefix string) ([]Info, error) {
+	return l.list(ctx, prefix, "", 0)
+}
+
+// ListAfter is List of the keys after startAfter, at most limit of them
+// (RangeLister). It reads every name in the folders it walks but the
+// metadata of the listed files only.
+func (l *Local) ListAfter(ctx context.Context, prefix, startAfter string, limit int) ([]Info, error) {
+	return l.list(ctx, prefix, startAfter, limit)
+}
+
+func (l *Local) list(ctx context.Context, prefix, startAfter string, limit int) ([]Info, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("list %s: %w", prefix, err)
 	}
@@ -279,7 +290,7 @@ func (l *Local) List(ctx context.Context, prefix string) ([]Info, error) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if d.IsDir() || strings.HasPrefix(d.Name(), tempPrefix) {
+		if strings.HasPrefix(d.Name(), tempPrefix) {
 			return nil
 		}
 		rel, err := filepath.Rel(l.root, p)
@@ -287,7 +298,13 @@ func (l *Local) List(ctx context.Context, prefix string) ([]Info, error) {
 			return err
 		}
 		key := filepath.ToSlash(rel)
-		if !strings.HasPrefix(key, prefix) {
+		if d.IsDir() {
+			if startAfter != "" && p != start && skipDir(key, startAfter) {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasPrefix(key, prefix) || key <= startAfter {
 			return nil
 		}
 		info, err := d.Info()
@@ -307,7 +324,7 @@ func (l *Local) List(ctx context.Context, prefix string) ([]Info, error) {
 		return nil, fmt.Errorf("list %s: %w", prefix, err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out, nil
+	return cutAfter(out, startAfter, limit), nil
 }
 
 func (l *Local) Delete(ctx context.Context, key string) error {

@@ -293,10 +293,28 @@ func (s *S3) Stat(ctx context.Context, key string) (Info, error) {
 }
 
 func (s *S3) List(ctx context.Context, prefix string) ([]Info, error) {
+	return s.list(ctx, prefix, "", 0)
+}
+
+// ListAfter is List of the keys after startAfter, at most limit of them
+// (RangeLister): ListObjectsV2 with StartAfter, pages of at most limit
+// keys, stopping at the limit.
+func (s *S3) ListAfter(ctx context.Context, prefix, startAfter string, limit int) ([]Info, error) {
+	return s.list(ctx, prefix, startAfter, limit)
+}
+
+func (s *S3) list(ctx context.Context, prefix, startAfter string, limit int) ([]Info, error) {
 	ctx, cancel := backoff.WithTimeout(ctx, DefaultMetaTimeout)
-	defer cancel()
+	defer cancel() // also stops the listing when the limit ends it early
+	opts := minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}
+	if startAfter != "" {
+		opts.StartAfter = s.prefix + startAfter
+	}
+	if limit > 0 {
+		opts.MaxKeys = min(limit, 1000)
+	}
 	var out []Info
-	for o := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}) {
+	for o := range s.client.ListObjects(ctx, s.bucket, opts) {
 		if o.Err != nil {
 			return nil, fmt.Errorf("list %s: %w", prefix, s.cleanErr(o.Err))
 		}
@@ -304,12 +322,15 @@ func (s *S3) List(ctx context.Context, prefix string) ([]Info, error) {
 			continue // folder marker
 		}
 		out = append(out, Info{Key: strings.TrimPrefix(o.Key, s.prefix), Size: o.Size, ModTime: o.LastModified})
+		if limit > 0 && len(out) == limit {
+			break
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("list %s: %w", prefix, err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out, nil
+	return cutAfter(out, startAfter, limit), nil
 }
 
 func (s *S3) Delete(ctx context.Context, key string) error {
