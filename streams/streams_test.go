@@ -3,6 +3,7 @@ package streams_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -107,12 +108,13 @@ func TestConfigValidate(t *testing.T) {
 	if err := (streams.Config{}).Defaults().Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
-	err := streams.Config{Replicas: 7, DuplicateWindow: 1, MaxMsgSize: 1, DeadLetterMaxAge: 1, VerdictTTL: 1, NoticeMaxAge: 1}.Validate()
+	err := streams.Config{Replicas: 7, DuplicateWindow: 1, MaxMsgSize: 1, DeadLetterMaxAge: 1, VerdictTTL: 1, NoticeMaxAge: 1,
+		NoticeMaxMsgs: 1, DeadLetterMaxBytes: 1}.Validate()
 	if err == nil {
 		t.Fatal("want errors")
 	}
-	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 6 {
-		t.Fatalf("want every problem reported (6), got %d: %v", n, err)
+	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 8 {
+		t.Fatalf("want every problem reported (8), got %d: %v", n, err)
 	}
 }
 
@@ -274,5 +276,45 @@ func TestSharedDecode(t *testing.T) {
 	}
 	if gm.Templates[0].Text != "tpl <*> <*>" {
 		t.Fatalf("template text %q changed with the payload", gm.Templates[0].Text)
+	}
+}
+
+// TestNoticeAndDeadLetterCaps: the notice stream keeps at most
+// notice_max_msgs notices and the dead-letter stream at most
+// dead_letter_max_bytes, dropping the oldest, whatever the rate.
+func TestNoticeAndDeadLetterCaps(t *testing.T) {
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s.URL(), streams.Config{NoticeMaxMsgs: 1000, DeadLetterMaxBytes: 1 << 20})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for i := range 1500 {
+		if _, err := js.Publish(ctx, streams.NoticeSubject("records"), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead := make([]byte, 8<<10)
+	for range 300 { // 2.4 MiB
+		if _, err := js.Publish(ctx, "quarry.dlq.committer", dead); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		stream     string
+		msgs, size uint64
+	}{{streams.NoticeStream, 1000, 0}, {streams.DeadLetterStream, 0, 1 << 20}} {
+		st, err := js.Stream(ctx, c.stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.msgs > 0 && info.State.Msgs != c.msgs || c.size > 0 && (info.State.Bytes > c.size || info.State.Bytes < c.size/2) {
+			t.Errorf("%s holds %d messages, %d bytes; want the cap (%d messages, %d bytes)", c.stream, info.State.Msgs, info.State.Bytes, c.msgs, c.size)
+		}
+		if info.State.FirstSeq == 1 {
+			t.Errorf("%s kept its first message: nothing dropped", c.stream)
+		}
 	}
 }

@@ -25,11 +25,22 @@ type Config struct {
 	MaxMsgSize int32 `yaml:"max_msg_size"`
 	// DeadLetterMaxAge is how long dead letters are kept.
 	DeadLetterMaxAge time.Duration `yaml:"dead_letter_max_age"`
+	// DeadLetterMaxBytes caps the dead-letter stream's size: past it the
+	// oldest dead letters are dropped (a flood of them cannot fill the
+	// server's store within DeadLetterMaxAge). Default 1 GiB.
+	DeadLetterMaxBytes int64 `yaml:"dead_letter_max_bytes"`
 	// VerdictTTL is how long verdicts are kept.
 	VerdictTTL time.Duration `yaml:"verdict_ttl"`
 	// NoticeMaxAge is how long commit notices are kept. A subscriber that
 	// falls further behind reads the Delta log instead.
 	NoticeMaxAge time.Duration `yaml:"notice_max_age"`
+	// NoticeMaxMsgs caps the commit-notice stream's message count (one
+	// notice per records commit): with commit_interval 0 or very short,
+	// NoticeMaxAge alone would let it grow with the commit rate. Past it the
+	// oldest notices are dropped and a subscriber that far behind reads the
+	// Delta log instead, as past NoticeMaxAge. Default 1,000,000 (the 7
+	// days of NoticeMaxAge at one commit a second are 604,800).
+	NoticeMaxMsgs int64 `yaml:"notice_max_msgs"`
 }
 
 // Defaults returns c with unset fields set to their defaults.
@@ -51,6 +62,12 @@ func (c Config) Defaults() Config {
 	}
 	if c.NoticeMaxAge == 0 {
 		c.NoticeMaxAge = 7 * 24 * time.Hour
+	}
+	if c.NoticeMaxMsgs == 0 {
+		c.NoticeMaxMsgs = 1_000_000
+	}
+	if c.DeadLetterMaxBytes == 0 {
+		c.DeadLetterMaxBytes = 1 << 30
 	}
 	return c
 }
@@ -75,6 +92,12 @@ func (c Config) Validate() error {
 	}
 	if c.NoticeMaxAge < time.Minute {
 		errs = append(errs, fmt.Errorf("streams.notice_max_age %s: must be at least 1m", c.NoticeMaxAge))
+	}
+	if c.NoticeMaxMsgs < 1000 {
+		errs = append(errs, fmt.Errorf("streams.notice_max_msgs %d: must be at least 1000", c.NoticeMaxMsgs))
+	}
+	if c.DeadLetterMaxBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("streams.dead_letter_max_bytes %d: must be at least 1MiB", c.DeadLetterMaxBytes))
 	}
 	return errors.Join(errs...)
 }
@@ -104,10 +127,12 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 	tpl := base(TemplateStream, TemplateSubjects, "quarry template events")
 	dlq := base(DeadLetterStream, DeadLetterSubjects, "quarry dead letters: what a stage could not process, with the reason")
 	dlq.MaxAge = c.DeadLetterMaxAge
+	dlq.MaxBytes = c.DeadLetterMaxBytes
 	prog := base(ProgressStream, ProgressSubjects, "quarry source progress facts")
 	prog.MaxMsgsPerSubject = 16
 	notices := base(NoticeStream, NoticeSubjects, "quarry commit notices: one per Delta commit, after it is durable")
 	notices.MaxAge = c.NoticeMaxAge
+	notices.MaxMsgs = c.NoticeMaxMsgs
 	return []jetstream.StreamConfig{wal, mined, reports, tpl, dlq, prog, notices}
 }
 
