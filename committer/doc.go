@@ -122,10 +122,11 @@
 //     records the rest;
 //   - after the records commit, before the high-water key: the key lags;
 //     the Delta log is the truth and the next advance fixes the key;
-//   - after the records commit, before its commit notice (notice.go,
-//     streams.NoticeStream): the next advance, or else the next term,
-//     publishes every notice missing after the last one in the stream, in
-//     version order, with Nats-Msg-Id "records-<version>";
+//   - after the records commit, before its commit notice or the templates
+//     commit's (notice.go, streams.NoticeStream): the next advance, or else
+//     the next term, publishes every notice of each table missing after
+//     its last one in the stream, in version order, records first, with
+//     Nats-Msg-Id "records-<version>" and "templates-<version>";
 //   - after the records commit, before the progress table commit: the
 //     progress table lags commitInfo; the next term reads the facts again
 //     and catches up (an uploaded, uncommitted progress file is left for

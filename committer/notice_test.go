@@ -24,13 +24,13 @@ type deafNotices struct {
 }
 
 func (d *deafNotices) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-	if d.fail.Load() && m.Subject == streams.NoticeSubject(streams.TableRecords) {
+	if d.fail.Load() && (m.Subject == streams.NoticeSubject(streams.TableRecords) || m.Subject == streams.NoticeSubject(streams.TableTemplates)) {
 		return nil, errors.New("injected: notice publish lost")
 	}
 	return d.JetStream.PublishMsg(ctx, m, opts...)
 }
 
-// notices reads every records notice in the stream, in stream order.
+// notices reads every notice in the stream, in stream order.
 func (e *env) notices() []*streams.Notice {
 	e.t.Helper()
 	ctx := context.Background()
@@ -61,39 +61,85 @@ func (e *env) notices() []*streams.Notice {
 		if got, want := m.Header.Get(streams.HeaderMsgID), streams.NoticeMsgID(n.Table, n.Version); got != want {
 			e.t.Errorf("notice msg id %q, want %q", got, want)
 		}
+		if want := streams.NoticeSubject(n.Table); m.Subject != want {
+			e.t.Errorf("%s notice %d on %q, want %q", n.Table, n.Version, m.Subject, want)
+		}
 		out = append(out, n)
 	}
 	return out
 }
 
-// checkNotices waits until the stream holds exactly one notice per records
-// version 0..table version, in order, each equal to the commit in the log.
+// noticesOf is the notices of table in the stream, now.
+func (e *env) noticesOf(table string) []*streams.Notice {
+	var out []*streams.Notice
+	for _, n := range e.notices() {
+		if n.Table == table {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// checkNotices waits until the stream holds exactly one notice per version
+// 0..table version of the records and of the templates table, each
+// table's in order and equal to the commit in the log, an advance's
+// records notice before its templates notice. It returns the records
+// notices.
 func (e *env) checkNotices() []*streams.Notice {
 	e.t.Helper()
-	var ns []*streams.Notice
-	eventually(e.t, 30*time.Second, "a notice for every records version", func() bool {
-		ns = e.notices()
-		return int64(len(ns)) >= e.table(lake.RecordsTable).version+1
+	var all []*streams.Notice
+	of := func(table string) []*streams.Notice {
+		var out []*streams.Notice
+		for _, n := range all {
+			if n.Table == table {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	tables := []string{lake.RecordsTable, lake.TemplatesTable}
+	eventually(e.t, 30*time.Second, "a notice for every records and templates version", func() bool {
+		all = e.notices()
+		for _, table := range tables {
+			if int64(len(of(table))) < e.table(table).version+1 {
+				return false
+			}
+		}
+		return true
 	})
-	tbl := delta.OpenTable(e.local, lake.RecordsTable)
-	v := e.table(lake.RecordsTable).version
-	if int64(len(ns)) != v+1 {
-		e.t.Fatalf("%d notices for versions 0..%d", len(ns), v)
+	for _, table := range tables {
+		tbl := delta.OpenTable(e.local, table)
+		v := e.table(table).version
+		ns := of(table)
+		if int64(len(ns)) != v+1 {
+			e.t.Fatalf("%d %s notices for versions 0..%d", len(ns), table, v)
+		}
+		for i, n := range ns {
+			if n.Version != int64(i) {
+				e.t.Fatalf("%s notice %d is version %d, want versions in order, each once", table, i, n.Version)
+			}
+			actions, err := lake.ReadCommit(context.Background(), tbl, n.Version)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			want := lake.NoticeOf(table, n.Version, actions)
+			if !reflect.DeepEqual(n, want) {
+				e.t.Errorf("%s notice %d:\n got %+v\nwant %+v", table, i, n, want)
+			}
+		}
 	}
-	for i, n := range ns {
-		if n.Version != int64(i) || n.Table != streams.TableRecords {
-			e.t.Fatalf("notice %d is %s version %d, want versions in order, each once", i, n.Table, n.Version)
-		}
-		actions, err := lake.ReadCommit(context.Background(), tbl, n.Version)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		want := lake.NoticeOf(streams.TableRecords, n.Version, actions)
-		if !reflect.DeepEqual(n, want) {
-			e.t.Errorf("notice %d:\n got %+v\nwant %+v", i, n, want)
+	// An advance commits templates, then records (both with its
+	// high-water), and announces records first.
+	recHW := uint64(0)
+	for _, n := range all {
+		switch {
+		case n.Table == streams.TableRecords:
+			recHW = max(recHW, n.HighWater)
+		case n.HighWater > recHW:
+			e.t.Errorf("templates notice of version %d (high-water %d) before the records notice of its advance (records announced up to high-water %d)", n.Version, n.HighWater, recHW)
 		}
 	}
-	return ns
+	return of(lake.RecordsTable)
 }
 
 func TestNoticesFollowCommits(t *testing.T) {
@@ -125,9 +171,9 @@ func TestNoticesFollowCommits(t *testing.T) {
 	}
 }
 
-// TestNoticesRebuiltAfterCrash: commits whose notices were never published
-// (the committer died between commit and notice) are announced by the next
-// term, in order, before anything else.
+// TestNoticesRebuiltAfterCrash: commits of both tables whose notices were
+// never published (the committer died between commit and notice) are
+// announced by the next term, in order, before anything else.
 func TestNoticesRebuiltAfterCrash(t *testing.T) {
 	e := newEnv(t)
 	deaf := &deafNotices{JetStream: e.js}
@@ -142,7 +188,9 @@ func TestNoticesRebuiltAfterCrash(t *testing.T) {
 
 	e.publish(e.encode("r.1", batch{1, 0}))
 	e.waitHW(a.c, 1)
-	before := len(e.checkNotices())
+	e.checkNotices()
+	before := len(e.notices())
+	tplBefore := e.table(lake.TemplatesTable).version
 	deaf.fail.Store(true)
 	e.publish(e.encode("r.2", batch{2, 1}))
 	e.waitHW(a.c, 2)
@@ -152,8 +200,11 @@ func TestNoticesRebuiltAfterCrash(t *testing.T) {
 	if got := len(e.notices()); got != before {
 		t.Fatalf("%d notices after the notices were cut, want %d", got, before)
 	}
-	if e.table(lake.RecordsTable).version < int64(before)+1 {
-		t.Fatal("no commit without a notice: the test tests nothing")
+	if e.table(lake.RecordsTable).version < int64(len(e.noticesOf(lake.RecordsTable)))+1 {
+		t.Fatal("no records commit without a notice: the test tests nothing")
+	}
+	if e.table(lake.TemplatesTable).version <= tplBefore {
+		t.Fatal("no templates commit without a notice: the test tests nothing")
 	}
 	b := e.start(testConfig("b"), nil)
 	e.checkNotices()

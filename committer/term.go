@@ -23,6 +23,7 @@ type tableState struct {
 	version int64
 	txn     int64 // txn version of AppID, -1 when none
 	paths   map[string]bool
+	noticed int64 // last version with a published notice (notice.go)
 }
 
 // termState is the state of one active term.
@@ -34,7 +35,6 @@ type termState struct {
 	lastAdv   time.Time
 	walPurged uint64
 	prog      *progressState
-	noticed   int64 // last records version with a published notice (notice.go)
 }
 
 // maxFetchFailures is how many report fetches may fail in a row before the
@@ -218,11 +218,11 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 			c.updateGap(ts)
 		}
 		if replayed {
-			before := ts.rec.version
+			before, tplBefore := ts.rec.version, ts.tpl.version
 			if err := c.maintenanceCommits(ctx, ts); err != nil {
 				return err
 			}
-			if ts.rec.version != before {
+			if ts.rec.version != before || ts.tpl.version != tplBefore {
 				c.notify(ctx, ts) // compaction and retention commits
 			}
 		}

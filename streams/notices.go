@@ -20,7 +20,7 @@ const NoticeSubjects = "quarry.notices.>"
 // FormatNotice is the format of a commit notice.
 const FormatNotice = "notice/1"
 
-// NoticeSubject is the subject of table's commit notices ("records").
+// NoticeSubject is the subject of table's commit notices ("records", "templates").
 func NoticeSubject(table string) string { return "quarry.notices." + table }
 
 // NoticeMsgID is the Nats-Msg-Id of table's notice of version, e.g.
