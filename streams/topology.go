@@ -35,11 +35,12 @@ type Config struct {
 	// falls further behind reads the Delta log instead.
 	NoticeMaxAge time.Duration `yaml:"notice_max_age"`
 	// NoticeMaxMsgs caps the commit-notice stream's message count (one
-	// notice per records commit): with commit_interval 0 or very short,
+	// notice per commit of the records and of the templates table, so two
+	// per advance): with commit_interval 0 or very short,
 	// NoticeMaxAge alone would let it grow with the commit rate. Past it the
 	// oldest notices are dropped and a subscriber that far behind reads the
-	// Delta log instead, as past NoticeMaxAge. Default 1,000,000 (the 7
-	// days of NoticeMaxAge at one commit a second are 604,800).
+	// Delta log instead, as past NoticeMaxAge. Default 2,000,000 (the 7
+	// days of NoticeMaxAge at one advance a second are 1,209,600 notices).
 	NoticeMaxMsgs int64 `yaml:"notice_max_msgs"`
 }
 
@@ -64,7 +65,7 @@ func (c Config) Defaults() Config {
 		c.NoticeMaxAge = 7 * 24 * time.Hour
 	}
 	if c.NoticeMaxMsgs == 0 {
-		c.NoticeMaxMsgs = 1_000_000
+		c.NoticeMaxMsgs = 2_000_000
 	}
 	if c.DeadLetterMaxBytes == 0 {
 		c.DeadLetterMaxBytes = 1 << 30
