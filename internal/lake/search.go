@@ -555,7 +555,8 @@ type fileMeta struct {
 	ra   objstore.ReaderAtCloser
 	size int64
 	pf   *parquet.File
-	v    int // records format version
+	rd   *recfile.Reader // pf, read by column chunk
+	v    int             // records format version
 	// summary is a v3 file's template summary (recfile.Summary); nil when
 	// it has none (written before summaries) or one this reader does not
 	// understand: the file is then read as before, row by row.
@@ -571,17 +572,18 @@ func (s *search) openMeta(ctx context.Context, f searchFile) (*fileMeta, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", key, err)
 	}
-	pf, err := parquet.OpenFile(ra, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	rd, err := recfile.OpenAt(ra, size)
 	if err != nil {
 		ra.Close()
 		return nil, fmt.Errorf("parquet %s: %w", key, err)
 	}
+	pf := rd.Parquet()
 	v, err := RecordsFileVersion(pf)
 	if err != nil {
 		ra.Close()
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
-	m := &fileMeta{ra: ra, size: size, pf: pf, v: v}
+	m := &fileMeta{ra: ra, size: size, pf: pf, rd: rd, v: v}
 	if v == 3 {
 		// A summary that does not parse is ignored: reading every row
 		// gives the same answer.
@@ -654,16 +656,12 @@ func (s *search) fileWithinTS(a delta.Add) bool {
 	return (s.since.IsZero() || !lo.Before(s.since)) && (s.until.IsZero() || hi.Add(time.Millisecond).Before(s.until))
 }
 
-// decodeV3 reads a v3 file whole and decodes the rows of the template
-// versions f.plan may match; lines false reads no parameter and renders no
-// line.
+// decodeV3 decodes the rows of a v3 file of the template versions f.plan
+// may match, reading only the column chunks they need (recfile.Reader);
+// lines false reads no parameter and renders no line.
 func (s *search) decodeV3(ctx context.Context, f searchFile, m *fileMeta, lines bool) ([]recfile.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
-	}
-	data := make([]byte, m.size)
-	if _, err := m.ra.ReadAt(data, 0); err != nil && !(errors.Is(err, io.EOF) && int64(len(data)) == m.size) {
-		return nil, fmt.Errorf("read %s: %w", f.add.Path, err)
 	}
 	var missing *recfile.Key
 	keep := func(k recfile.Key) bool {
@@ -683,7 +681,7 @@ func (s *search) decodeV3(ctx context.Context, f searchFile, m *fileMeta, lines 
 	if agg := s.q.NewAggregator(); agg != nil {
 		c |= agg.Columns()
 	}
-	recs, err := recfile.DecodeProjected(data, s.texts, recfile.Projection{Keep: keep, Lines: lines,
+	recs, err := m.rd.DecodeProjected(s.texts, recfile.Projection{Keep: keep, Lines: lines,
 		Source: c&query.ColSource != 0 || !s.opts.LineOnly, Attrs: c&query.ColAttrs != 0 || !s.opts.LineOnly})
 	var mt *recfile.MissingTemplateError
 	if errors.As(err, &mt) {

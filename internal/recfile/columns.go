@@ -203,10 +203,9 @@ func dictValue(d parquet.Dictionary, x int32) ([]byte, error) {
 
 // readTyped reads a required or optional (not repeated) column from its
 // pages' typed buffers: no parquet.Value per value, no copy of the bytes.
-func readTyped(chunk parquet.ColumnChunk, c column, cv *colVals, nrows int) error {
+func readTyped(pages parquet.Pages, c column, cv *colVals, nrows int) error {
 	optional := c.maxDef > 0
 	bytesCol := isBytes(c.kind)
-	pages := chunk.Pages()
 	defer pages.Close()
 	rows := 0
 	for {
@@ -279,11 +278,15 @@ func (cv *colVals) seek(i int) int {
 // column; the others keep only their column. Byte array values are copied
 // into arena-backed slices, so they outlive the pages; those of the rows
 // skip marks are left empty (skip nil marks none).
-func readColumns(rg parquet.RowGroup, cols []column, need []bool, out []colVals, skip []bool) error {
+func readColumns(rg parquet.RowGroup, src source, cols []column, need []bool, out []colVals, skip []bool) error {
 	nrows := int(rg.NumRows())
 	chunks := rg.ColumnChunks()
 	if len(chunks) != len(cols) {
 		return fmt.Errorf("%w: %d column chunks for %d columns", ErrCorrupt, len(chunks), len(cols))
+	}
+	pagesOf, err := src.pagesOf(rg, need)
+	if err != nil {
+		return err
 	}
 	var buf []parquet.Value
 	var arena []byte
@@ -295,7 +298,7 @@ func readColumns(rg parquet.RowGroup, cols []column, need []bool, out []colVals,
 		}
 		repeated := c.kind == cMore || c.kind == cAttrKey || c.kind == cAttrValue
 		if !repeated {
-			if err := readTyped(chunks[ci], c, cv, nrows); err != nil {
+			if err := readTyped(pagesOf(ci), c, cv, nrows); err != nil {
 				return fmt.Errorf("read records column %d: %w", ci, err)
 			}
 			continue
@@ -303,7 +306,7 @@ func readColumns(rg parquet.RowGroup, cols []column, need []bool, out []colVals,
 		// Repeated columns (more, attrs) are rare: read value by value.
 		cv.lists = make([][][]byte, nrows)
 		row := -1
-		pages := chunks[ci].Pages()
+		pages := pagesOf(ci)
 		for {
 			p, err := pages.ReadPage()
 			if errors.Is(err, io.EOF) {
@@ -383,7 +386,7 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 	for i, c := range cols {
 		need[i] = c.kind == cTemplateID || c.kind == cVersion
 	}
-	if err := readColumns(rg, cols, need, vals, nil); err != nil {
+	if err := readColumns(rg, d.src, cols, need, vals, nil); err != nil {
 		return out, err
 	}
 	nrows := int(rg.NumRows())
@@ -428,7 +431,7 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 			skip[i] = false
 		}
 	}
-	if err := readColumns(rg, cols, need, vals, skip); err != nil {
+	if err := readColumns(rg, d.src, cols, need, vals, skip); err != nil {
 		return out, err
 	}
 	var slots []*colVals
@@ -533,7 +536,7 @@ func (d *decoder) narrowSlots(rg parquet.RowGroup, cols []column, need []bool, v
 	for i, c := range cols {
 		only[i] = c.kind == cKinds
 	}
-	if err := readColumns(rg, cols, only, vals, nil); err != nil {
+	if err := readColumns(rg, d.src, cols, only, vals, nil); err != nil {
 		return err
 	}
 	var ns, nn, nb int

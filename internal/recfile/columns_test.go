@@ -51,7 +51,7 @@ func TestReadTypedPages(t *testing.T) {
 		kinds := []column{{kind: cSource}, {kind: cP, maxDef: 1}, {kind: cB}, {kind: cWALSeq}, {kind: cIndex}, {kind: cTSSource}}
 		vals := make([]colVals, len(kinds))
 		for ci, c := range kinds {
-			if err := readTyped(chunks[ci], c, &vals[ci], len(rows)); err != nil {
+			if err := readTyped(chunks[ci].Pages(), c, &vals[ci], len(rows)); err != nil {
 				t.Fatalf("page buffer %d, column %d: %v", pageBuf, ci, err)
 			}
 			ps := chunks[ci].Pages()

@@ -254,5 +254,11 @@
 // only the columns its projection needs, for the kept rows' lines only: a
 // count by template (no lines, source or attrs) 26 to 6.3 ms for the
 // 22,000 lines, the lines of a tenth of the templates 27 to 12.6 ms, all
-// 26 to 23 ms (BenchmarkDecodeProjected).
+// 26 to 23 ms (BenchmarkDecodeProjected). A Reader (OpenAt) does the same
+// from an io.ReaderAt (an object of the store) after reading the footer
+// once: each read of a row group's columns fetches only their column
+// chunks, adjacent ones (up to 16 KB apart) with one ReadAt, where
+// DecodeProjected of the whole file needs every byte in memory first.
+// Records of several row groups are put in WAL order by slot (wal_seq's
+// range, then record_index), without a comparison sort.
 package recfile

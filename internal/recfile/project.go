@@ -3,6 +3,7 @@ package recfile
 import (
 	"bytes"
 	"fmt"
+	"io"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -34,21 +35,96 @@ func DecodeProjected(data []byte, tpl Templates, p Projection) ([]Record, error)
 	if err != nil {
 		return nil, fmt.Errorf("open records file: %w", err)
 	}
+	return decodeProjected(f, nil, tpl, p)
+}
+
+// Reader is a records file opened at an io.ReaderAt (an object in a store):
+// its footer is read once, and DecodeProjected reads only the column chunks
+// it needs, each run of adjacent ones with one ReadAt, never the whole file.
+type Reader struct {
+	f    *parquet.File
+	r    io.ReaderAt
+	size int64
+}
+
+// OpenAt reads the footer of the Parquet file of size bytes at r.
+func OpenAt(r io.ReaderAt, size int64) (*Reader, error) {
+	f, err := parquet.OpenFile(r, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{f: f, r: r, size: size}, nil
+}
+
+// Parquet is the opened file (its footer: metadata, schema, key-value
+// entries).
+func (r *Reader) Parquet() *parquet.File { return r.f }
+
+// DecodeProjected is the package's DecodeProjected of the file at r: the
+// same records, reading only the column chunks the kept rows need.
+func (r *Reader) DecodeProjected(tpl Templates, p Projection) ([]Record, error) {
+	return decodeProjected(r.f, r, tpl, p)
+}
+
+func decodeProjected(f *parquet.File, r *Reader, tpl Templates, p Projection) ([]Record, error) {
 	cols := columnsOf(f.Schema())
 	d := decoder{tpl: tpl, proj: &p, infos: map[Key][]string{}, kinds: map[string][]slot{}, strs: map[string]string{}}
-	var out []Record
 	skip := rowGroupSkipper(f, cols, &d)
-	for _, rg := range f.RowGroups() {
+	n, err := keptRows(f, &d)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Record, 0, n)
+	meta := f.Metadata().RowGroups
+	for i, rg := range f.RowGroups() {
 		if skipped, err := skip(rg); err != nil {
 			return nil, err
 		} else if skipped {
 			continue
+		}
+		if r != nil && i < len(meta) {
+			d.src = source{r: r.r, size: r.size, meta: &meta[i]}
 		}
 		if out, err = d.rowGroup(out, rg, cols); err != nil {
 			return nil, err
 		}
 	}
 	return walOrder(out), nil
+}
+
+// keptRows is how many rows of f d.proj keeps, by the file's summary (its
+// Keep asked as the row groups would ask it); the file's rows without a
+// summary or a Keep. Only a capacity: the rows decide. A kept version
+// whose text d.tpl lacks is a MissingTemplateError without lines, as keep
+// reports it.
+func keptRows(f *parquet.File, d *decoder) (int64, error) {
+	if d.proj == nil || d.proj.Keep == nil {
+		return f.NumRows(), nil
+	}
+	sum, err := FileSummary(f)
+	if err != nil || sum == nil {
+		return 0, nil
+	}
+	if d.kept == nil {
+		d.kept = map[Key]bool{}
+	}
+	var n int64
+	for _, t := range sum {
+		k, asked := d.kept[t.Key]
+		if !asked {
+			k = d.proj.Keep(t.Key)
+			d.kept[t.Key] = k
+			if k && !d.proj.Lines {
+				if err := d.known(t.Key); err != nil {
+					return 0, err
+				}
+			}
+		}
+		if k {
+			n += t.Rows
+		}
+	}
+	return min(n, f.NumRows()), nil
 }
 
 // rowGroupSkipper returns whether a row group holds no row d.proj keeps, by

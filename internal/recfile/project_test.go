@@ -62,15 +62,26 @@ func checkProjected(t *testing.T, data []byte, tpl Templates) {
 		t.Fatal(err)
 	}
 	for name, keep := range keepers(tpl) {
-		for m := 0; m < 8; m++ {
+		for m := 0; m < 16; m++ {
+			// m&8: through a Reader (OpenAt), reading column chunks.
 			p := Projection{Keep: keep, Lines: m&1 != 0, Source: m&2 != 0, Attrs: m&4 != 0}
 			asked := map[Key]int{}
 			if keep != nil {
 				p.Keep = func(k Key) bool { asked[k]++; return keep(k) }
 			}
-			got, err := DecodeProjected(data, tpl, p)
+			decode := func() ([]Record, error) { return DecodeProjected(data, tpl, p) }
+			if m&8 != 0 {
+				decode = func() ([]Record, error) {
+					r, err := OpenAt(bytes.NewReader(data), int64(len(data)))
+					if err != nil {
+						return nil, err
+					}
+					return r.DecodeProjected(tpl, p)
+				}
+			}
+			got, err := decode()
 			if err != nil {
-				t.Fatalf("keep %s lines %v source %v attrs %v: %v", name, p.Lines, p.Source, p.Attrs, err)
+				t.Fatalf("keep %s lines %v source %v attrs %v reader %v: %v", name, p.Lines, p.Source, p.Attrs, m&8 != 0, err)
 			}
 			var want []Record
 			for _, r := range all {

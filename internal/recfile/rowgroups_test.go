@@ -2,6 +2,7 @@ package recfile
 
 import (
 	"bytes"
+	"io"
 	"slices"
 	"testing"
 
@@ -298,5 +299,90 @@ func TestRareVersionsLast(t *testing.T) {
 	}
 	if _, err := DecodeProjected(broken, tpl, Projection{Keep: func(k Key) bool { return k == common[0] }, Lines: true}); err == nil {
 		t.Fatalf("%v: a common version read no broken page", common[0])
+	}
+}
+
+// countingReader counts the ReadAt calls and bytes after it is armed.
+type countingReader struct {
+	r            io.ReaderAt
+	armed        bool
+	calls, bytes int
+}
+
+func (c *countingReader) ReadAt(p []byte, off int64) (int, error) {
+	if c.armed {
+		c.calls++
+		c.bytes += len(p)
+	}
+	return c.r.ReadAt(p, off)
+}
+
+// TestReaderReadsChunks: a Reader (OpenAt) decodes a file whose other row
+// groups' pages are overwritten when it keeps one template (it neither
+// reads nor decompresses them), fetches each read's column chunks with one
+// ReadAt per run of them (at most three reads per row group: template
+// columns, kinds, the rest), and reads fewer bytes than the file for one
+// template than for all.
+func TestReaderReadsChunks(t *testing.T) {
+	rows, tpl := groupRowsCorpus(t)
+	o := defaultOptions()
+	o.groupRows = 16
+	f, err := encode(rows, tpl, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(bytes.NewReader(f.Data), int64(len(f.Data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounds := rowGroupBounds(t, f.Data)
+	k := Key{100, 1}
+	broken := slices.Clone(f.Data)
+	read := 0
+	for i, rg := range pf.Metadata().RowGroups {
+		if int64(k.ID) >= bounds[i][0] && int64(k.ID) <= bounds[i][1] {
+			read++
+			continue
+		}
+		for _, c := range rg.Columns {
+			start, end := chunkRange(&c)
+			for j := start; j < end; j++ {
+				broken[j] = 0xA5
+			}
+		}
+	}
+	want, err := DecodeProjected(f.Data, tpl, Projection{Keep: func(x Key) bool { return x == k }, Lines: true})
+	if err != nil || len(want) == 0 {
+		t.Fatalf("%d records, %v", len(want), err)
+	}
+	decode := func(data []byte, keep func(Key) bool) ([]Record, *countingReader) {
+		t.Helper()
+		cr := &countingReader{r: bytes.NewReader(data)}
+		r, err := OpenAt(cr, int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr.armed = true
+		got, err := r.DecodeProjected(tpl, Projection{Keep: keep, Lines: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, cr
+	}
+	got, one := decode(broken, func(x Key) bool { return x == k })
+	if len(got) != len(want) {
+		t.Fatalf("%d records, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].WALSeq != want[i].WALSeq || got[i].Index != want[i].Index || !bytes.Equal(got[i].Line, want[i].Line) {
+			t.Fatalf("record %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if one.calls == 0 || one.calls > 3*read {
+		t.Fatalf("%d reads for %d row groups read", one.calls, read)
+	}
+	_, all := decode(f.Data, nil)
+	if one.bytes >= all.bytes || all.bytes > len(f.Data) {
+		t.Fatalf("one template read %d bytes, every one %d, the file is %d", one.bytes, all.bytes, len(f.Data))
 	}
 }

@@ -1,0 +1,104 @@
+package recfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// source is where a row group's column chunks are read from when the file
+// was opened at a ReaderAt (OpenAt): the chunks a read needs are fetched
+// first, each run of adjacent ones with one ReadAt, and their pages are read
+// from memory. The zero source reads through the file's own reader.
+type source struct {
+	r    io.ReaderAt
+	size int64
+	meta *format.RowGroup // the row group's metadata (offsets and sizes)
+}
+
+// chunkGap is the most bytes between two needed column chunks that are
+// still fetched with one read (reading a gap costs less than a request).
+const chunkGap = 16 << 10
+
+// memAt serves ReadAt of absolute file offsets from bytes read at off.
+type memAt struct {
+	off  int64
+	data []byte
+}
+
+func (m *memAt) ReadAt(p []byte, off int64) (int, error) {
+	if off < m.off || off > m.off+int64(len(m.data)) {
+		return 0, fmt.Errorf("%w: read at %d outside the fetched %d..%d", ErrCorrupt, off, m.off, m.off+int64(len(m.data)))
+	}
+	n := copy(p, m.data[off-m.off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// chunkRange is a column chunk's bytes (dictionary page first) in the file.
+func chunkRange(c *format.ColumnChunk) (int64, int64) {
+	m := &c.MetaData
+	start := m.DataPageOffset
+	if d := m.DictionaryPageOffset; d > 0 && d < start {
+		start = d
+	}
+	return start, start + m.TotalCompressedSize
+}
+
+// pagesOf returns a function that opens the pages of column chunk ci of
+// rg. With a source it first fetches the chunks need selects (every one
+// when need is nil), merged into runs; without one it opens them through
+// the file's reader.
+func (s source) pagesOf(rg parquet.RowGroup, need []bool) (func(ci int) parquet.Pages, error) {
+	chunks := rg.ColumnChunks()
+	if s.r == nil || s.meta == nil || len(s.meta.Columns) != len(chunks) {
+		return func(ci int) parquet.Pages { return chunks[ci].Pages() }, nil
+	}
+	type want struct {
+		ci         int
+		start, end int64
+	}
+	var ws []want
+	for ci := range chunks {
+		if need != nil && !need[ci] {
+			continue
+		}
+		start, end := chunkRange(&s.meta.Columns[ci])
+		if start < 0 || end < start || end > s.size {
+			return nil, fmt.Errorf("%w: column chunk %d at %d..%d of a file of %d bytes", ErrCorrupt, ci, start, end, s.size)
+		}
+		ws = append(ws, want{ci, start, end})
+	}
+	slices.SortFunc(ws, func(a, b want) int { return int(a.start - b.start) })
+	readers := make([]io.ReaderAt, len(chunks))
+	for i := 0; i < len(ws); {
+		j, end := i+1, ws[i].end
+		for j < len(ws) && ws[j].start <= end+chunkGap {
+			end = max(end, ws[j].end)
+			j++
+		}
+		m := &memAt{off: ws[i].start, data: make([]byte, end-ws[i].start)}
+		if n, err := s.r.ReadAt(m.data, m.off); n < len(m.data) && !(err == nil || errors.Is(err, io.EOF)) {
+			return nil, fmt.Errorf("read column chunks at %d..%d: %w", m.off, end, err)
+		} else if n < len(m.data) {
+			return nil, fmt.Errorf("%w: column chunks at %d..%d past the end", ErrCorrupt, m.off, end)
+		}
+		for _, w := range ws[i:j] {
+			readers[w.ci] = m
+		}
+		i = j
+	}
+	return func(ci int) parquet.Pages {
+		fc, ok := chunks[ci].(*parquet.FileColumnChunk)
+		if !ok || readers[ci] == nil {
+			return chunks[ci].Pages()
+		}
+		return fc.PagesFrom(readers[ci])
+	}, nil
+}
