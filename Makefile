@@ -7,7 +7,7 @@ GOFLAGS   ?=
 TEST_TIMEOUT ?= 25m
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: help build run test e2e e2e-mssql images bench eval lint tools chromium chaos soak clean
+.PHONY: help build run test bounds e2e e2e-mssql images bench eval lint tools chromium chaos soak clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ test: tools ## vet and run every unit and integration test with -race (and the m
 	$(GO) vet $(PKGS)
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $(PKGS)
 	cd e2e && $(GO) vet $(PKGS) && $(GO) test -race -timeout $(TEST_TIMEOUT) ./process/...
+
+bounds: ## a week of commits (604,800 at the default 1s interval) on an injected clock through the committer's NATS and Delta log code: streams, buckets and _delta_log stay bounded (long; not part of test)
+	QUARRY_BOUNDS_COMMITS=604800 $(GO) test -count=1 -timeout 4h -v -run '^(TestNATSStateBoundedOverAWeek|TestDeltaLogBoundedOverAWeek)$$' ./committer/
 
 images: ## build the FROM-scratch images (quarry, nats-server, MinIO) with no registry
 	./scripts/images.sh

@@ -50,16 +50,21 @@ func (cp *checkpointer) run(ctx context.Context) {
 			return
 		case <-cp.kick:
 		}
-		cp.mu.Lock()
-		tables := make([]*delta.Table, 0, len(cp.due))
-		for t := range cp.due {
-			tables = append(tables, t)
-		}
-		clear(cp.due)
-		cp.mu.Unlock()
-		for _, t := range tables {
-			cp.write(ctx, t)
-		}
+		cp.writeDue(ctx)
+	}
+}
+
+// writeDue writes the checkpoints of the tables due now.
+func (cp *checkpointer) writeDue(ctx context.Context) {
+	cp.mu.Lock()
+	tables := make([]*delta.Table, 0, len(cp.due))
+	for t := range cp.due {
+		tables = append(tables, t)
+	}
+	clear(cp.due)
+	cp.mu.Unlock()
+	for _, t := range tables {
+		cp.write(ctx, t)
 	}
 }
 

@@ -25,7 +25,8 @@ const tempPrefix = ".tmp-"
 // when the key exists, so of two creators exactly one wins and the object
 // appears complete.
 type Local struct {
-	root string
+	root   string
+	noSync bool
 }
 
 // NewLocal returns a store rooted at dir, creating it if missing.
@@ -41,6 +42,18 @@ func NewLocal(dir string) (*Local, error) {
 		return nil, fmt.Errorf("local store %s: %w", abs, err)
 	}
 	return &Local{root: abs}, nil
+}
+
+// NewLocalNoSync is NewLocal without any fsync: a returned nil does not
+// mean durable. It is for tests and benchmarks that measure sizes and
+// counts over very many writes, never for a lake.
+func NewLocalNoSync(dir string) (*Local, error) {
+	l, err := NewLocal(dir)
+	if err != nil {
+		return nil, err
+	}
+	l.noSync = true
+	return l, nil
 }
 
 // Root is the folder the store lives in.
@@ -86,14 +99,17 @@ func (l *Local) mkdirs(dir string) error {
 		return err
 	}
 	for _, d := range created {
-		if err := syncDir(filepath.Dir(d)); err != nil {
+		if err := l.syncDir(filepath.Dir(d)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func syncDir(dir string) error {
+func (l *Local) syncDir(dir string) error {
+	if l.noSync {
+		return nil
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -106,14 +122,14 @@ func syncDir(dir string) error {
 }
 
 // writeTemp writes data to a new fsynced temporary file in dir.
-func writeTemp(dir string, data []byte) (string, error) {
+func (l *Local) writeTemp(dir string, data []byte) (string, error) {
 	f, err := os.CreateTemp(dir, tempPrefix+"*")
 	if err != nil {
 		return "", err
 	}
 	name := f.Name()
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && !l.noSync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -138,7 +154,7 @@ func (l *Local) Put(ctx context.Context, key string, data []byte) error {
 	if err := l.mkdirs(dir); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
-	tmp, err := writeTemp(dir, data)
+	tmp, err := l.writeTemp(dir, data)
 	if err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
@@ -146,7 +162,7 @@ func (l *Local) Put(ctx context.Context, key string, data []byte) error {
 		os.Remove(tmp)
 		return fmt.Errorf("put %s: %w", key, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := l.syncDir(dir); err != nil {
 		return fmt.Errorf("put %s: sync dir: %w", key, err)
 	}
 	return nil
@@ -167,7 +183,7 @@ func (l *Local) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 	if _, err := os.Lstat(name); err == nil {
 		return fmt.Errorf("put-if-absent %s: %w", key, ErrExists)
 	}
-	tmp, err := writeTemp(dir, data)
+	tmp, err := l.writeTemp(dir, data)
 	if err != nil {
 		return fmt.Errorf("put-if-absent %s: %w", key, err)
 	}
@@ -181,7 +197,7 @@ func (l *Local) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 	if err := os.Remove(tmp); err != nil {
 		return fmt.Errorf("put-if-absent %s: remove temp: %w", key, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := l.syncDir(dir); err != nil {
 		return fmt.Errorf("put-if-absent %s: sync dir: %w", key, err)
 	}
 	return nil
