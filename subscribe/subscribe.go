@@ -94,6 +94,7 @@ type Subscription struct {
 	closed bool
 
 	pool   pool                     // the held files before cur.Version (release.go)
+	pooled bool                     // pool is known (built once commit cur.Version exists)
 	rel    *release                 // what the commit at cur.Version releases, once read
 	recs   []lake.Record            // the rows of the tenant at cur.File, once read
 	loaded bool                     // recs belongs to cur.File
@@ -144,9 +145,6 @@ func Subscribe(ctx context.Context, cfg Config) (*Subscription, error) {
 		return nil, err
 	}
 	s.cur = start
-	if s.pool, err = s.poolBefore(ctx, start.Version); err != nil {
-		return nil, err
-	}
 	if cfg.JS != nil {
 		s.notices = &follower{js: cfg.JS, log: s.log, retry: backoff.New(backoff.Default)}
 	}
@@ -196,26 +194,20 @@ func (s *Subscription) resolve(ctx context.Context, f From) (Cursor, error) {
 	return Cursor{Version: lo}, nil
 }
 
-// poolBefore is the pool before version v: the files held after v-1.
+// poolBefore is the pool before version v, which is committed: the files
+// held after v-1, from the table as of v-1.
 func (s *Subscription) poolBefore(ctx context.Context, v int64) (pool, error) {
 	if v == 0 {
 		return pool{}, nil
 	}
 	snap, err := s.lk.Records().SnapshotAt(ctx, v-1)
-	if err == nil {
-		return poolAt(snap), nil
+	if errors.Is(err, objstore.ErrNotFound) {
+		return pool{}, fmt.Errorf("%w: the records table as of version %d, to start at %d: %w", ErrExpired, v-1, v, err)
 	}
-	if !errors.Is(err, objstore.ErrNotFound) {
+	if err != nil {
 		return pool{}, fmt.Errorf("records as of version %d: %w", v-1, err)
 	}
-	newest, serr := s.lk.Records().Snapshot(ctx)
-	if serr != nil {
-		return pool{}, fmt.Errorf("records snapshot: %w", serr)
-	}
-	if v-1 > newest.Version {
-		return pool{}, fmt.Errorf("%w: version %d is after the records table's newest %d plus one", ErrBadCursor, v, newest.Version)
-	}
-	return pool{}, fmt.Errorf("%w: records version %d: %w", ErrExpired, v-1, err)
+	return poolAt(snap), nil
 }
 
 // Cursor is the position after the last record Next returned.
@@ -265,6 +257,12 @@ func (s *Subscription) Next(ctx context.Context) (Record, error) {
 			n, err := s.awaitCommit(ctx, c.Version)
 			if err != nil {
 				return Record{}, err
+			}
+			if !s.pooled {
+				if s.pool, err = s.poolBefore(ctx, c.Version); err != nil {
+					return Record{}, err
+				}
+				s.pooled = true
 			}
 			s.rel = s.pool.release(n)
 		}

@@ -380,10 +380,16 @@ func (t *Table) SnapshotAt(ctx context.Context, version int64) (*Snapshot, error
 	return st.snapshot(), nil
 }
 
-// startAt is the state SnapshotAt(version) replays from: the newest
-// checkpoint at or before version that reads whole, else the empty state
-// before version 0.
+// startAt is the state SnapshotAt(version) replays from: the checkpoint
+// _last_checkpoint names when it is at or before version and reads whole,
+// else the newest checkpoint at or before version that reads whole (from
+// a listing), else the empty state before version 0.
 func (t *Table) startAt(ctx context.Context, version int64) (*state, error) {
+	if lc, err := t.readLastCheckpoint(ctx); err == nil && lc.Version <= version {
+		if st, n, err := t.readCheckpoint(ctx, lc.Version); err == nil && n == lc.Size {
+			return st, nil // the usual case: no listing
+		}
+	}
 	_, cps, err := t.listVersions(ctx)
 	if err != nil {
 		return nil, err

@@ -32,8 +32,10 @@ subscribe_bench() {
 	row() {
 		local line
 		line=$(grep -E '^BenchmarkAckToDelivery' "$dir/sub-$1.txt" | head -1)
-		m() { echo "$line" | awk -v u="$1" '{for (i = 2; i <= NF; i++) if ($i == u) printf "%.0f", $(i-1)}'; }
-		echo "| $(awk -v f="$1" 'BEGIN {print f * 100}')% | $(m lines/s) lines/s | $(m paced-lines/s) lines/s | $(m delivered-lines/s) lines/s | $(m commits) | $(m p50-ms) ms | $(m p99-ms) ms | $(m max-ms) ms | $(m ack-report-p50-ms) ms | $(m report-commit-p50-ms) ms | $(m commit-delivery-p50-ms) ms |"
+		m() { echo "$line" | awk -v u="$1" -v f="${2:-%.0f}" '{for (i = 2; i <= NF; i++) if ($i == u) printf f, $(i-1)}'; }
+		local hp50
+		hp50=$(m held-p50-ms)
+		echo "| $(awk -v f="$1" 'BEGIN {print f * 100}')% | $(m lines/s) lines/s | $(m paced-lines/s) lines/s | $(m delivered-lines/s) lines/s | $(m commits) | $(m p50-ms) ms | $(m p99-ms) ms | $(m max-ms) ms | $(m ack-report-p50-ms) ms | $(m report-commit-p50-ms) ms | $(m commit-delivery-p50-ms) ms | $(m held-% %.1f)% | ${hp50:-–}${hp50:+ ms} |"
 	}
 	{
 		echo "## Subscriber: publish-ack to delivery at 80% of the pipeline's throughput"
@@ -48,13 +50,16 @@ subscribe_bench() {
 		echo "${QUARRY_BENCH_SUB_SECONDS:-30} s; each line's latency runs from the moment its frame's ack reached the producer to its"
 		echo "delivery by \`Next\`. The split: to the time the encoder's report covering the line is stored in"
 		echo "QUARRY_REPORTS (miner, encoder buffering and upload), to the commit's \`commitInfo.timestamp\`"
-		echo "(committer), and to delivery (both table commits, the notice, the subscriber's read)."
+		echo "(committer) of the commit that released the line, and to delivery (both table commits, the notice, the"
+		echo "subscriber's read). A line is released by the first commit whose high-water covers it (docs/subscribers.md):"
+		echo "held is the share of lines whose file was committed above the high-water (the two encoders reported out of"
+		echo "WAL order), released by a later commit; held p50 is the time between the two commits, part of report→commit."
 		echo
 		echo "A second run paces at 10% for 20 s (\`QUARRY_BENCH_SUB_FRACTION=0.1 QUARRY_BENCH_SUB_SECONDS=20\`): the floor,"
 		echo "where the pipeline keeps pace whatever else the machine runs. Each run measures its own throughput."
 		echo
-		echo "| paced at | throughput | paced | delivered | commits | p50 | p99 | max | ack→report p50 | report→commit p50 | commit→delivery p50 |"
-		echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+		echo "| paced at | throughput | paced | delivered | commits | p50 | p99 | max | ack→report p50 | report→commit p50 | commit→delivery p50 | held | held p50 |"
+		echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 		row 0.8
 		row 0.1
 		echo
