@@ -85,9 +85,11 @@ func (cp *checkpointer) write(ctx context.Context, t *delta.Table) {
 			return
 		}
 		c.m.checkpoints.WithLabelValues(t.Root(), "error").Inc()
+		c.bgFailed("checkpoint "+t.Root(), err)
 		c.log.Warn("checkpoint failed, retrying at the next interval", "table", t.Root(), "err", err)
 		return
 	}
+	c.bgSucceeded("checkpoint " + t.Root())
 	c.m.checkpoints.WithLabelValues(t.Root(), "ok").Inc()
 	c.m.checkpointVersion.WithLabelValues(t.Root()).Set(float64(v))
 	c.m.checkpointTime.Observe(time.Since(start).Seconds())
@@ -107,10 +109,12 @@ func (cp *checkpointer) cleanup(ctx context.Context, t *delta.Table, retention t
 	if err != nil {
 		if ctx.Err() == nil {
 			c.m.logCleanupErrors.WithLabelValues(t.Root()).Inc()
+			c.bgFailed("log cleanup "+t.Root(), err)
 			c.log.Warn("log cleanup failed, retrying after the next checkpoint", "table", t.Root(), "err", err)
 		}
 		return
 	}
+	c.bgSucceeded("log cleanup " + t.Root())
 	if res.Versions > 0 {
 		c.log.Info("log cleaned up", "table", t.Root(), "versions_deleted", res.Versions, "log_start", res.Start)
 	}

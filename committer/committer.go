@@ -55,6 +55,8 @@ type Committer struct {
 	// (zero: it does not), progErr the last error.
 	progFailSince time.Time
 	progErr       error
+	// bgFail are the background jobs failing in a row (stall.go).
+	bgFail map[string]*bgFailure
 
 	// idleWait is the longest a fetch of reports waits (for the first
 	// report when the committer idles): CommitInterval/2 within 10ms..1s,
@@ -118,8 +120,9 @@ func (c *Committer) HighWater() uint64 { return c.hw.Load() }
 
 // Ready is nil while this committer is active, caught up with the report
 // stream and neither stalled on a missing batch nor failing to write the
-// progress table for longer than StallAfter; otherwise it says what it
-// waits for.
+// progress table for longer than StallAfter, nor failing a background job
+// (checkpoints, log cleanup, maintenance) twice or more in a row for longer
+// than StallAfter (stall.go); otherwise it says what it waits for.
 func (c *Committer) Ready() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -136,7 +139,7 @@ func (c *Committer) Ready() error {
 	if !c.progFailSince.IsZero() && time.Since(c.progFailSince) >= c.cfg.StallAfter {
 		return fmt.Errorf("progress table not written since %s: %w", time.Since(c.progFailSince).Truncate(time.Second), c.progErr)
 	}
-	return nil
+	return c.bgStalled()
 }
 
 func (c *Committer) setStatus(s string) {

@@ -101,7 +101,8 @@
 // table lake.ProgressTable is overwritten with one row per source when a
 // value moved, at most once per ProgressInterval, after the records commit
 // (progress.go). A failed progress write never holds up the high-water; it
-// shows in Ready after StallAfter.
+// shows in Ready after StallAfter. So do checkpoints, log cleanup and the
+// maintenance pass failing twice or more in a row for StallAfter (stall.go).
 //
 // # Delivery contract and crashes
 //
@@ -162,5 +163,5 @@
 // loop and retries), lease.go, term.go (one active term: rebuild, replay,
 // follow), report.go (judging a report, verdicts, dead letters), arbiter.go
 // (the rules), commit.go (an advance: both Delta commits and the high-water
-// key), notice.go (commit notices), progress.go, purge.go, checkpoint.go and tableprops.go, maintain.go, compact.go, retention.go. docs/architecture.md tells the whole pipeline's story.
+// key), notice.go (commit notices), progress.go, purge.go, checkpoint.go, tableprops.go and stall.go, maintain.go, compact.go, retention.go. docs/architecture.md tells the whole pipeline's story.
 package committer

@@ -268,6 +268,11 @@ func (c *Committer) startMaintenance(ctx context.Context) (stop func()) {
 			c.m.maintFiles.WithLabelValues("compacted").Add(float64(res.Compacted))
 			c.m.maintFiles.WithLabelValues("written").Add(float64(res.Written))
 			c.m.maintFiles.WithLabelValues("expired").Add(float64(res.Expired))
+			if err != nil {
+				c.bgFailed("maintenance pass", err)
+			} else {
+				c.bgSucceeded("maintenance pass")
+			}
 			switch {
 			case err != nil:
 				c.m.maintPasses.WithLabelValues("error").Inc()
