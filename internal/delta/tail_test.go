@@ -11,6 +11,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/objstore/miniotest"
 )
 
 // countingStore counts the calls and listed keys of a store.
@@ -154,5 +155,39 @@ func TestReplayWithoutCheckpoints(t *testing.T) {
 	empty := newStore(t)
 	if snap, err := delta.OpenTable(empty, "t").Snapshot(ctx); err != nil || snap.Version != -1 {
 		t.Fatalf("no log: %v, %v", snap, err)
+	}
+}
+
+// TestReplayTailOnMinIO: the tail listing over a real S3 server
+// (ListObjectsV2 with StartAfter and MaxKeys): 600 versions, the newest
+// checkpoint at 500, no _last_checkpoint.
+func TestReplayTailOnMinIO(t *testing.T) {
+	ctx := context.Background()
+	endpoint, ak, sk := miniotest.Start(t)
+	miniotest.MakeBucket(t, endpoint, ak, sk, "lake")
+	s3, err := objstore.Open(ctx, "s3://lake/x", objstore.S3Options{Endpoint: endpoint, AccessKey: ak, SecretKey: sk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := create(t, s3, "t")
+	const n = 600
+	for v := int64(1); v <= n; v++ {
+		must(t, tbl.Commit(ctx, v, []delta.Action{{Add: &delta.Add{Path: fmt.Sprintf("tenant=a/f-%d.parquet", v), Size: 1,
+			PartitionValues: map[string]string{"tenant": "a"}, DataChange: true}}}))
+		if v == 500 {
+			if _, err := tbl.Checkpoint(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	must(t, s3.Delete(ctx, tbl.LastCheckpointKey()))
+	c := &countingStore{Store: s3}
+	snap, err := delta.OpenTable(c, "t").Snapshot(ctx)
+	if err != nil || snap.Version != n || len(snap.Files) != n {
+		t.Fatalf("snapshot: %v", err)
+	}
+	t.Logf("%d full listings, %d range listings, %d keys listed, %d reads", c.lists.Load(), c.listAfters.Load(), c.listed.Load(), c.reads.Load())
+	if c.lists.Load() != 0 || c.listed.Load() > 150 || c.reads.Load() > 110 {
+		t.Errorf("%d full listings, %d keys listed (max 150), %d reads (max 110)", c.lists.Load(), c.listed.Load(), c.reads.Load())
 	}
 }
