@@ -151,6 +151,19 @@
 // of the files it replaced; a rebuild marks them committed. Compact runs a
 // pass by hand under the lease (quarry compact).
 //
+// # Bounds
+//
+// What the committer keeps does not grow with the number of commits: the
+// report stream and the WAL are purged below what is committed (purge.go),
+// verdicts expire after streams.Config.VerdictTTL, its memory of committed
+// reports ends at the report stream's purge point, and each table's log is
+// checkpointed every checkpoint interval and cleaned up to the log
+// retention after each checkpoint, checkpoints leaving out tombstones past
+// the tombstone retention (checkpoint.go). TestNATSStateBoundedOverAWeek and
+// TestDeltaLogBoundedOverAWeek check these over many commits without a
+// clock (make bounds: a week, 604,800 commits); docs/architecture.md lists
+// every bound. Every retry either ends or shows in Ready (stall.go).
+//
 // # Table properties
 //
 // The checkpoint interval, log retention and tombstone retention of a
