@@ -17,14 +17,17 @@ const tailWindow = 128
 
 // replayFromTail is replayFromListing for stores that list from a key
 // (objstore.RangeLister): it never lists the whole log unless it has to
-// replay all of it. It finds the log's first and newest versions with
-// listings of one key each (a galloping then binary search over "the
-// first entry at or after version v", about 2*log2(versions) calls), then
-// lists only the newest tailWindow versions, doubling the window while it
-// holds no checkpoint that reads whole. A table checkpointed every N
-// versions costs O(log versions) one-key listings, about log2(N/128)+1
-// listings of at most about 2N versions' entries, and the reads of one
-// checkpoint and the commits after it.
+// replay all of it. One listing of one key finds the log's first version;
+// Stat on commit keys (galloping up from it, then a binary search: the
+// commits are contiguous) finds the newest, about 2*log2(versions) Stats;
+// then it lists only the entries from tailWindow versions below the newest
+// on (no upper end, so a gap above the start point is still found),
+// doubling the window while it holds no checkpoint that reads whole. A
+// table checkpointed every N versions costs one one-key listing, about
+// 2*log2(versions) Stats, about log2(N/128)+1 listings of at most about 2N
+// versions' entries, and the reads of one checkpoint and the commits after
+// it. (A folder reads every name of the log for each listing, but stats
+// only what it returns.)
 func (t *Table) replayFromTail(ctx context.Context) (*state, error) {
 	first, ok, err := t.firstVersionFrom(ctx, 0)
 	if err != nil {
@@ -78,35 +81,42 @@ func (t *Table) firstVersionFrom(ctx context.Context, v int64) (int64, bool, err
 	return got, ok, nil
 }
 
-// newestVersion is the log's newest version, given a present one: the log's
-// versions are contiguous, so "some entry at or after v" holds up to the
-// newest and no further.
+// newestVersion is the log's newest commit version at or above lo, given
+// that the log's first version is lo: the commits are contiguous, so a
+// commit key exists up to the newest and not after it.
 func (t *Table) newestVersion(ctx context.Context, lo int64) (int64, error) {
-	hi := int64(-1) // the least version known to have nothing at or after it; -1: none yet
+	exists := func(v int64) (bool, error) {
+		ok, err := t.exists(ctx, t.CommitKey(v))
+		if err != nil {
+			return false, fmt.Errorf("stat version %d: %w", v, err)
+		}
+		return ok, nil
+	}
+	hi := int64(-1) // the least version above lo known to be absent
 	for step := int64(1); hi < 0; step *= 2 {
-		v, ok, err := t.firstVersionFrom(ctx, lo+step)
+		if step > 1<<61 {
+			return 0, fmt.Errorf("table %s: no end of the log found: %w", t.root, ErrCorrupt)
+		}
+		ok, err := exists(lo + step)
 		if err != nil {
 			return 0, err
 		}
 		if !ok {
 			hi = lo + step
-			break
-		}
-		lo = v
-		if step > 1<<61 {
-			return 0, fmt.Errorf("table %s: no end of the log found: %w", t.root, ErrCorrupt)
+		} else {
+			lo += step
 		}
 	}
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
-		v, ok, err := t.firstVersionFrom(ctx, mid)
+		ok, err := exists(mid)
 		if err != nil {
 			return 0, err
 		}
-		if !ok {
-			hi = mid
+		if ok {
+			lo = mid
 		} else {
-			lo = v
+			hi = mid
 		}
 	}
 	return lo, nil
