@@ -383,17 +383,54 @@ func (t *Table) SnapshotAt(ctx context.Context, version int64) (*Snapshot, error
 // startAt is the state SnapshotAt(version) replays from: the checkpoint
 // _last_checkpoint names when it is at or before version and reads whole,
 // else the newest checkpoint at or before version that reads whole (from
-// a listing), else the empty state before version 0.
+// a listing of the versions just below version, startAtListed), else the
+// empty state before version 0.
 func (t *Table) startAt(ctx context.Context, version int64) (*state, error) {
 	if lc, err := t.readLastCheckpoint(ctx); err == nil && lc.Version <= version {
 		if st, n, err := t.readCheckpoint(ctx, lc.Version); err == nil && n == lc.Size {
 			return st, nil // the usual case: no listing
 		}
 	}
+	if _, ok := t.store.(objstore.RangeLister); ok {
+		return t.startAtListed(ctx, version)
+	}
 	_, cps, err := t.listVersions(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return t.newestCheckpointAt(ctx, cps, version)
+}
+
+// startAtListed is startAt's listing on a store that lists from a key: the
+// entries of the tailWindow versions up to version, the window doubling
+// until it holds a checkpoint at or before version that reads whole or
+// reaches the log's first version. A version far below the newest costs
+// no listing of what lies above it.
+func (t *Table) startAtListed(ctx context.Context, version int64) (*state, error) {
+	first, ok, err := t.firstVersionFrom(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || first > version {
+		return newState(), nil
+	}
+	for w := int64(tailWindow); ; w *= 2 {
+		from := max(first, version-w)
+		infos, err := t.listRange(ctx, from, version)
+		if err != nil {
+			return nil, err
+		}
+		_, cps := t.logVersions(infos)
+		st, err := t.newestCheckpointAt(ctx, cps, version)
+		if err != nil || st.version >= 0 || from == first {
+			return st, err
+		}
+	}
+}
+
+// newestCheckpointAt reads the newest of cps at or before version that
+// reads whole; the empty state when none does.
+func (t *Table) newestCheckpointAt(ctx context.Context, cps []int64, version int64) (*state, error) {
 	for i := len(cps) - 1; i >= 0; i-- {
 		if cps[i] > version {
 			continue

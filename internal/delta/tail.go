@@ -56,6 +56,30 @@ func (t *Table) replayFromTail(ctx context.Context) (*state, error) {
 	}
 }
 
+// listRange lists the log's entries of versions from to to, in pages
+// sized to the range, stopping at the first entry past to.
+func (t *Table) listRange(ctx context.Context, from, to int64) ([]objstore.Info, error) {
+	var out []objstore.Info
+	after := t.versionStartAfter(from)
+	limit := int(min(to-from+1, 1<<20)) + 8
+	for {
+		page, err := objstore.ListAfter(ctx, t.store, t.LogDir(), after, limit)
+		if err != nil {
+			return nil, fmt.Errorf("list %s from version %d: %w", t.LogDir(), from, err)
+		}
+		for _, in := range page {
+			if v, ok := entryVersion(strings.TrimPrefix(in.Key, t.LogDir())); !ok || v > to {
+				return out, nil
+			}
+			out = append(out, in)
+		}
+		if len(page) < limit {
+			return out, nil
+		}
+		after = page[len(page)-1].Key
+	}
+}
+
 // versionStartAfter is the key a listing of the log's entries of version v
 // and later starts after: every entry of version v-1 ("<v-1>.json",
 // "<v-1>.checkpoint.parquet", "<v-1>.crc", ...) sorts at or before it, every

@@ -2,6 +2,7 @@ package delta_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"os"
@@ -195,5 +196,42 @@ func TestReplayTailOnMinIO(t *testing.T) {
 	t.Logf("%d full listings, %d range listings, %d keys listed, %d stats, %d reads", c.lists.Load(), c.listAfters.Load(), c.listed.Load(), c.stats.Load(), c.reads.Load())
 	if c.lists.Load() != 0 || c.listed.Load() > 150 || c.reads.Load() > 110 || c.stats.Load() > 25 {
 		t.Errorf("%d full listings, %d keys listed (max 150), %d reads (max 110)", c.lists.Load(), c.listed.Load(), c.reads.Load())
+	}
+}
+
+// TestSnapshotAtListsAWindow: time travel to a version below
+// _last_checkpoint starts from the newest checkpoint at or before it,
+// found by listing windows of versions just below it, never the log above
+// it nor the whole log.
+func TestSnapshotAtListsAWindow(t *testing.T) {
+	ctx := context.Background()
+	s, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := create(t, s, "t")
+	longLog(t, s, tbl, 5000, 1000, 2000, 4900)
+	for v := int64(0); v < 1000; v++ {
+		must(t, s.Delete(ctx, tbl.CommitKey(v)))
+	}
+	c := &countingStore{Store: s}
+	snap, err := delta.OpenTable(c, "t").SnapshotAt(ctx, 2500)
+	if err != nil || snap.Version != 2500 || len(snap.Files) != 2500 {
+		t.Fatalf("snapshot at 2500: %v", err)
+	}
+	t.Logf("%d full listings, %d range listings, %d keys listed, %d reads", c.lists.Load(), c.listAfters.Load(), c.listed.Load(), c.reads.Load())
+	// Windows of 128, 256 and 512 versions up to 2500 (the last holds
+	// the checkpoint at 2000), then the 500 commits after it.
+	if c.lists.Load() != 0 || c.listed.Load() > 1200 || c.reads.Load() > 510 {
+		t.Errorf("%d full listings, %d keys listed (max 1200), %d reads (max 510)", c.lists.Load(), c.listed.Load(), c.reads.Load())
+	}
+	if _, err := delta.OpenTable(c, "t").SnapshotAt(ctx, 500); !errors.Is(err, objstore.ErrNotFound) {
+		t.Errorf("snapshot at 500, below the log's start: %v, want not found", err)
+	}
+	for _, v := range []int64{1000, 1999, 4950} {
+		got, err := delta.OpenTable(c, "t").SnapshotAt(ctx, v)
+		if err != nil || got.Version != v || len(got.Files) != int(v) {
+			t.Errorf("snapshot at %d: %v", v, err)
+		}
 	}
 }
