@@ -74,7 +74,10 @@ subscribe_bench() {
 		echo "at once, one that arrives within the interval when it ends. Commit→delivery holds"
 		echo "the notice path and the subscriber's reading of the commit's lines in order, so it grows with the lines"
 		echo "per commit. When delivered is below paced, the pipeline fell behind its input on this shared machine"
-		echo "and the latency is that of the backlog."
+		echo "and the latency is that of the backlog. The two encoders take WAL batches in turn and flush on their own"
+		echo "clocks, so the file one of them commits usually holds batches above the high-water until the other"
+		echo "flushes the batches between: those lines (held) wait for that later commit, up to about one \`max_age\`,"
+		echo "so that each tenant's lines arrive in WAL order. With one encoder worker (one encoder, \`workers: 1\`) reports follow the WAL and normally nothing is held."
 	} >"$dir/section.md"
 	awk -v f="$dir/section.md" '
 		/^## Subscriber: / {skip = 1; while ((getline l < f) > 0) print l; done = 1; next}
