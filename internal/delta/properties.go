@@ -136,13 +136,13 @@ func FormatInterval(d time.Duration) string {
 }
 
 // Properties are the lifecycle properties of the table's metadata, as the
-// table's cached state last read it (no I/O; zero before the first
-// Snapshot). Unreadable values are left zero and reported in the error.
+// table's cached state last read it (no I/O, and no wait for a Snapshot or
+// checkpoint in progress; zero before the first Snapshot). Unreadable
+// values are left zero and reported in the error.
 func (t *Table) Properties() (Properties, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.state == nil || t.state.metadata == nil {
+	md := t.meta.Load()
+	if md == nil {
 		return Properties{}, nil
 	}
-	return ReadProperties(t.state.metadata.Configuration)
+	return ReadProperties(md.Configuration)
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -28,6 +29,8 @@ type Table struct {
 
 	mu    sync.Mutex
 	state *state // replayed through state.version; nil until first Snapshot
+	// meta is state's metadata, readable without mu (Properties).
+	meta atomic.Pointer[Metadata]
 }
 
 // OpenTable returns the table at root (a key prefix such as "records";
@@ -342,6 +345,7 @@ func (t *Table) snapshotLocked(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	t.state = st
+	t.meta.Store(st.metadata)
 	return st.snapshot(), nil
 }
 
