@@ -96,7 +96,8 @@ func walOrder(recs []Record) []Record {
 // their frames' lines, so the slots are few and no record is compared (a
 // file's row groups each hold every frame of it: the sort this replaces was
 // 15% of a full render). false, with recs unchanged, when the slots would be
-// many (sparse sequences or indexes) or two records share one.
+// many (sparse sequences or indexes) or two records share one; else recs,
+// reordered in place.
 func walOrderBySlots(recs []Record) ([]Record, bool) {
 	n := len(recs)
 	lo, hi := recs[0].WALSeq, recs[0].WALSeq
@@ -128,13 +129,24 @@ func walOrderBySlots(recs []Record) ([]Record, bool) {
 		}
 		slots[p] = int32(i + 1)
 	}
-	out := make([]Record, 0, n)
+	// In place, one cycle at a time: a second array of records would be
+	// allocated, cleared and scanned by the collector.
+	dest := make([]int32, n)
+	rank := int32(0)
 	for _, x := range slots {
 		if x != 0 {
-			out = append(out, recs[x-1])
+			dest[x-1] = rank
+			rank++
 		}
 	}
-	return out, true
+	for i := range dest {
+		for int(dest[i]) != i {
+			j := dest[i]
+			recs[i], recs[j] = recs[j], recs[i]
+			dest[i], dest[j] = dest[j], dest[i]
+		}
+	}
+	return recs, true
 }
 
 type decoder struct {
@@ -157,6 +169,11 @@ type decoder struct {
 	// the last piece starts (DecodeRows).
 	rowDone func(rec *Record, kinds string) error
 	bounds  []int
+	// render's previous template and kinds
+	lastKey    Key
+	lastPieces []string
+	lastKinds  string
+	lastSlots  []slot
 	// src reads the current row group's column chunks (File.DecodeProjected);
 	// zero: through the parquet file's reader.
 	src source
@@ -217,22 +234,32 @@ func (e *MissingTemplateError) Error() string {
 // render appends the record's line to dst.
 func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) ([]byte, error) {
 	k := Key{rec.TemplateID, rec.TemplateVersion}
-	pieces, ok := d.infos[k]
-	if !ok {
-		text, found := d.tpl[k]
-		if !found {
-			return nil, fmt.Errorf("records wal %d index %d: %w", rec.WALSeq, rec.Index, &MissingTemplateError{Key: k})
+	// Rows come by template: the previous row's pieces and slots are
+	// usually this one's (two map lookups a row were 12% of a render).
+	pieces := d.lastPieces
+	if pieces == nil || k != d.lastKey {
+		var ok bool
+		if pieces, ok = d.infos[k]; !ok {
+			text, found := d.tpl[k]
+			if !found {
+				return nil, fmt.Errorf("records wal %d index %d: %w", rec.WALSeq, rec.Index, &MissingTemplateError{Key: k})
+			}
+			pieces = strings.Split(text, Wildcard)
+			d.infos[k] = pieces
 		}
-		pieces = strings.Split(text, Wildcard)
-		d.infos[k] = pieces
+		d.lastKey, d.lastPieces = k, pieces
 	}
-	slots, ok := d.kinds[kinds]
-	if !ok {
-		var err error
-		if slots, err = parseKinds(nil, kinds); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	slots := d.lastSlots
+	if slots == nil || kinds != d.lastKinds {
+		var ok bool
+		if slots, ok = d.kinds[kinds]; !ok {
+			var err error
+			if slots, err = parseKinds(nil, kinds); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+			}
+			d.kinds[kinds] = slots
 		}
-		d.kinds[kinds] = slots
+		d.lastKinds, d.lastSlots = kinds, slots
 	}
 	if len(slots) != len(pieces)-1 {
 		return nil, fmt.Errorf("%w: record wal %d index %d: %d kinds for %d wildcards", ErrCorrupt, rec.WALSeq, rec.Index, len(slots), len(pieces)-1)

@@ -15,7 +15,9 @@
 // template_id statistics hold no kept version. In such a file the versions
 // of fewer than 64 rows (rareRows, those whose summary entry has no byte
 // set) come last, in the same order, as a row group of their own: a text
-// term, which keeps them, reads that one and not a few rows of each. One page per column chunk,
+// term, which keeps them, reads that one and not a few rows of each; the
+// footer's TailKey (quarry.records.tail) says so, so the skip looks for a
+// rare version in that row group only and for the others elsewhere. One page per column chunk,
 // version 1 data pages without a CRC. The footer is trimmed: no page index
 // (column and offset indexes), chunk statistics only for wal_seq, ts and
 // template_id, created_by "quarry"; all are optional in Parquet and readers

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -527,6 +528,9 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 		parquet.CreatedBy("quarry", "", ""),
 		parquet.KeyValueMetadata("quarry.records.version", "3"),
 		parquet.KeyValueMetadata(SummaryKey, encodeSummary(summarize(rows, order))),
+	}
+	if e.tail > 0 {
+		opts = append(opts, parquet.KeyValueMetadata(TailKey, strconv.Itoa(e.o.rareRows)))
 	}
 	if e.o.trimFooter {
 		// The trimmed footer keeps only statsColumns' bounds: computing

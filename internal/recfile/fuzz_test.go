@@ -75,6 +75,24 @@ func FuzzDecode(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(dated.Data)
+	// A file cut into row groups with its rare versions last (TailKey).
+	var cut []Row
+	for i := range 14 {
+		r := rows[i%2]
+		r.Index = uint32(i)
+		if i == 5 {
+			r.TemplateID = 3
+		}
+		cut = append(cut, r)
+	}
+	tpl[Key{3, 1}] = tpl[Key{2, 1}]
+	o := defaultOptions()
+	o.groupRows, o.rareRows = 4, 3
+	tailed, err := encode(cut, tpl, &o)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(tailed.Data)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		recs, err := Decode(data, tpl)
 		for _, r := range recs {
@@ -92,12 +110,30 @@ func FuzzDecode(f *testing.F) {
 				}
 			}
 		}
-		for m := 0; m < 8; m++ {
+		for m := 0; m < 16; m++ {
 			p := Projection{Keep: func(k Key) bool { return k.ID == 1 }, Lines: m&1 != 0, Source: m&2 != 0, Attrs: m&4 != 0}
 			if m&1 == 0 {
 				p.Keep = nil
 			}
-			_, _ = DecodeProjected(data, tpl, p)
+			if m&8 == 0 {
+				_, _ = DecodeProjected(data, tpl, p)
+				continue
+			}
+			// Through a Reader, reading column chunks: the same records.
+			want, werr := DecodeProjected(data, tpl, p)
+			r, err := OpenAt(bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				continue
+			}
+			got, gerr := r.DecodeProjected(tpl, p)
+			if (werr == nil) != (gerr == nil) || len(got) != len(want) {
+				t.Fatalf("Reader: %d records, %v; DecodeProjected: %d, %v", len(got), gerr, len(want), werr)
+			}
+			for i := range got {
+				if got[i].WALSeq != want[i].WALSeq || got[i].Index != want[i].Index || !bytes.Equal(got[i].Line, want[i].Line) {
+					t.Fatalf("Reader record %d: %+v, DecodeProjected %+v", i, got[i], want[i])
+				}
+			}
 		}
 	})
 }

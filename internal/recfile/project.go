@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -74,10 +75,12 @@ func decodeProjected(f *parquet.File, r *Reader, tpl Templates, p Projection) ([
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Record, 0, n)
+	// A damaged footer may claim any number of rows: a real file spends
+	// bytes on each.
+	out := make([]Record, 0, min(n, f.Size()))
 	meta := f.Metadata().RowGroups
 	for i, rg := range f.RowGroups() {
-		if skipped, err := skip(rg); err != nil {
+		if skipped, err := skip(i, rg); err != nil {
 			return nil, err
 		} else if skipped {
 			continue
@@ -127,14 +130,37 @@ func keptRows(f *parquet.File, d *decoder) (int64, error) {
 	return min(n, f.NumRows()), nil
 }
 
-// rowGroupSkipper returns whether a row group holds no row d.proj keeps, by
-// the template_id bounds of its column chunk statistics and the file's
+// TailKey is the footer key-value entry of a file whose last row group
+// holds the rows of its rare versions (encode's rareLast): its value N says
+// that the last row group holds exactly the rows of the versions with
+// fewer than N rows in the file (by the summary), and no other row group
+// holds any of them.
+const TailKey = "quarry.records.tail"
+
+// tailRows is the N of f's TailKey; 0 without one (or one that does not
+// parse, or a file of one row group).
+func tailRows(f *parquet.File) int64 {
+	v, ok := f.Lookup(TailKey)
+	if !ok || len(f.RowGroups()) < 2 {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		return 0
+	}
+	return n
+}
+
+// rowGroupSkipper returns whether row group i holds no row d.proj keeps,
+// by the template_id bounds of its column chunk statistics and the file's
 // summary: a row group none of whose file's template versions with an id
-// in its bounds is kept is skipped unread. A file written as one row group
-// (or with template groups cut into row groups, docs/formats.md) is read
-// either way; a file without a summary or statistics is never skipped.
-func rowGroupSkipper(f *parquet.File, cols []column, d *decoder) func(parquet.RowGroup) (bool, error) {
-	never := func(parquet.RowGroup) (bool, error) { return false, nil }
+// in its bounds is kept is skipped unread. With a TailKey, a rare version
+// is looked for in the last row group only and the others everywhere else.
+// A file written as one row group (or with template groups cut into row
+// groups, docs/formats.md) is read either way; a file without a summary or
+// statistics is never skipped.
+func rowGroupSkipper(f *parquet.File, cols []column, d *decoder) func(int, parquet.RowGroup) (bool, error) {
+	never := func(int, parquet.RowGroup) (bool, error) { return false, nil }
 	if d.proj == nil || d.proj.Keep == nil || len(f.RowGroups()) < 2 {
 		return never
 	}
@@ -154,7 +180,8 @@ func rowGroupSkipper(f *parquet.File, cols []column, d *decoder) func(parquet.Ro
 	if d.kept == nil {
 		d.kept = map[Key]bool{}
 	}
-	return func(rg parquet.RowGroup) (bool, error) {
+	tail, last := tailRows(f), len(f.RowGroups())-1
+	return func(i int, rg parquet.RowGroup) (bool, error) {
 		chunks := rg.ColumnChunks()
 		if tid >= len(chunks) {
 			return false, nil
@@ -170,6 +197,9 @@ func rowGroupSkipper(f *parquet.File, cols []column, d *decoder) func(parquet.Ro
 		for _, t := range sum {
 			if id := int64(t.Key.ID); id < lo.Int64() || id > hi.Int64() {
 				continue
+			}
+			if tail > 0 && (t.Rows < tail) != (i == last) {
+				continue // in the other part
 			}
 			// Keep is asked once per version: keep (columns.go) reuses
 			// the answer, so the text of a kept version is checked here.

@@ -300,6 +300,44 @@ func TestRareVersionsLast(t *testing.T) {
 	if _, err := DecodeProjected(broken, tpl, Projection{Keep: func(k Key) bool { return k == common[0] }, Lines: true}); err == nil {
 		t.Fatalf("%v: a common version read no broken page", common[0])
 	}
+	if v, ok := pf.Lookup(TailKey); !ok || v != "20" {
+		t.Fatalf("%s = %q, %v; want 20", TailKey, v, ok)
+	}
+
+	// The tail key: a common version whose id lies within the last row
+	// group's template_id bounds is not looked for there. Every row group
+	// but the one holding it is overwritten.
+	bounds := rowGroupBounds(t, f.Data)
+	tb := bounds[len(bounds)-1]
+	tested := 0
+	for _, k := range common {
+		if int64(k.ID) <= tb[0] || int64(k.ID) >= tb[1] {
+			continue
+		}
+		tested++
+		broken := slices.Clone(f.Data)
+		for i, rg := range rgs {
+			if i < len(rgs)-1 && int64(k.ID) >= bounds[i][0] && int64(k.ID) <= bounds[i][1] {
+				continue
+			}
+			for _, c := range rg.Columns {
+				start, end := chunkRange(&c)
+				for j := start; j < end; j++ {
+					broken[j] = 0xA5
+				}
+			}
+		}
+		got, err := DecodeProjected(broken, tpl, Projection{Keep: func(x Key) bool { return x == k }, Lines: true})
+		if err != nil {
+			t.Fatalf("%v: %v", k, err)
+		}
+		if len(got) != count[k] {
+			t.Fatalf("%v: %d records, want %d", k, len(got), count[k])
+		}
+	}
+	if tested == 0 {
+		t.Fatalf("no common version inside the tail's bounds %v", tb)
+	}
 }
 
 // countingReader counts the ReadAt calls and bytes after it is armed.
