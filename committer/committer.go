@@ -26,8 +26,8 @@ const AppID = "quarry"
 const (
 	// TagReport is the id of the report the file came from.
 	TagReport = "quarry.report"
-	// TagSeqs lists every batch seq of that report as ranges, e.g. "5-9,12".
-	TagSeqs = "quarry.seqs"
+	// TagSeqs lists every batch seq of that report (streams.Seqs).
+	TagSeqs = streams.TagSeqs
 )
 
 // Committer is the lake's single writer. See the package doc.

@@ -1,11 +1,7 @@
 package subscribe
 
 import (
-	"fmt"
 	"slices"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
@@ -28,62 +24,10 @@ import (
 // rebuilds the same pool from the table as of the version before
 // (poolAt) and releases the same rows in the same order.
 
-// ranges are the WAL sequences of a "quarry.seqs" tag ("5-9,12"): sorted,
-// disjoint, inclusive.
-type ranges []seqRange
-
-type seqRange struct{ lo, hi uint64 }
-
-// parseRanges reads a "quarry.seqs" value.
-func parseRanges(s string) (ranges, error) {
-	var out ranges
-	if s == "" {
-		return out, nil
-	}
-	for part := range strings.SplitSeq(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.ParseUint(lo, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("WAL ranges %q: %w", s, err)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.ParseUint(hi, 10, 64); err != nil {
-				return nil, fmt.Errorf("WAL ranges %q: %w", s, err)
-			}
-		}
-		if b < a || (len(out) > 0 && a <= out[len(out)-1].hi) {
-			return nil, fmt.Errorf("WAL ranges %q: bad range %q", s, part)
-		}
-		out = append(out, seqRange{a, b})
-	}
-	return out, nil
-}
-
-// has reports whether seq is in r.
-func (r ranges) has(seq uint64) bool {
-	i := sort.Search(len(r), func(i int) bool { return r[i].hi >= seq })
-	return i < len(r) && r[i].lo <= seq
-}
-
-// within reports whether r holds a sequence in (lo, hi].
-func (r ranges) within(lo, hi uint64) bool {
-	i := sort.Search(len(r), func(i int) bool { return r[i].hi > lo })
-	return i < len(r) && max(r[i].lo, lo+1) <= hi
-}
-
-// top is r's highest sequence (0 when empty).
-func (r ranges) top() uint64 {
-	if len(r) == 0 {
-		return 0
-	}
-	return r[len(r)-1].hi
-}
-
 // heldFile is a committed records file with rows not released yet.
 type heldFile struct {
 	f    streams.NoticeFile
-	seqs ranges
+	seqs streams.Seqs
 	// since is a version at which the file was in the table: a commit
 	// that removed it (compaction, retention) comes after it.
 	since int64
@@ -106,8 +50,8 @@ func poolAt(snap *delta.Snapshot) pool {
 	}
 	for _, a := range snap.Files {
 		f := lake.AddNotice(a)
-		seqs, err := parseRanges(f.WAL)
-		if err == nil && seqs.top() > p.hw {
+		seqs, err := streams.ParseSeqs(f.WAL)
+		if err == nil && seqs.Top() > p.hw {
 			p.held = append(p.held, heldFile{f: f, seqs: seqs, since: snap.Version})
 		}
 	}
@@ -145,10 +89,10 @@ func (p pool) release(n *streams.Notice) *release {
 	hw := max(p.hw, n.HighWater) // a commit without txn (compaction) keeps it
 	r := &release{version: n.Version, parts: map[string][]part{}, next: pool{hw: hw}}
 	take := func(h heldFile, lo uint64) {
-		if h.seqs.within(lo, hw) {
+		if h.seqs.Within(lo, hw) {
 			r.parts[h.f.Tenant] = append(r.parts[h.f.Tenant], part{heldFile: h, lo: lo, hi: hw})
 		}
-		if h.seqs.top() > hw {
+		if h.seqs.Top() > hw {
 			r.next.held = append(r.next.held, h)
 		}
 	}
@@ -159,7 +103,7 @@ func (p pool) release(n *streams.Notice) *release {
 		if !a.DataChange {
 			continue // a compaction's rewrite: rows released from the original files
 		}
-		seqs, err := parseRanges(a.WAL)
+		seqs, err := streams.ParseSeqs(a.WAL)
 		h := heldFile{f: a, seqs: seqs, since: n.Version}
 		if err != nil || len(seqs) == 0 {
 			// Unknown WAL sequences (a file committed before the tag

@@ -371,7 +371,7 @@ func (s *Subscription) readFile(ctx context.Context, version int64, add streams.
 	if err == nil || !errors.Is(err, objstore.ErrNotFound) {
 		return recs, err
 	}
-	seqs, perr := parseRanges(add.WAL)
+	seqs, perr := streams.ParseSeqs(add.WAL)
 	if perr != nil || len(seqs) == 0 {
 		return nil, fmt.Errorf("%w (and its WAL sequences %q are unknown, so its rows cannot be found elsewhere)", err, add.WAL)
 	}
@@ -393,11 +393,11 @@ func (s *Subscription) readFile(ctx context.Context, version int64, add streams.
 // covers the file's WAL sequences. Once the high-water covers them, a
 // version still missing is an error.
 func (s *Subscription) awaitTemplates(ctx context.Context, add streams.NoticeFile, err error) ([]lake.Record, error) {
-	seqs, perr := parseRanges(add.WAL)
+	seqs, perr := streams.ParseSeqs(add.WAL)
 	if perr != nil || len(seqs) == 0 {
 		return nil, err
 	}
-	top := seqs.top()
+	top := seqs.Top()
 	b := backoff.New(backoff.Default)
 	for logged := false; ; logged = true {
 		hw, herr := s.lk.HighWater(ctx)
@@ -429,7 +429,7 @@ const maxMoves = 16
 // f's partition, in (wal_seq, record_index) order, following those files
 // into later compactions when they are gone too. found is false when no
 // commit removed f.
-func (s *Subscription) movedRows(ctx context.Context, version int64, f streams.NoticeFile, seqs ranges, depth int) (recs []lake.Record, found bool, err error) {
+func (s *Subscription) movedRows(ctx context.Context, version int64, f streams.NoticeFile, seqs streams.Seqs, depth int) (recs []lake.Record, found bool, err error) {
 	snap, err := s.lk.Records().Snapshot(ctx)
 	if err != nil {
 		return nil, false, fmt.Errorf("records snapshot: %w", err)
@@ -462,7 +462,7 @@ func (s *Subscription) movedRows(ctx context.Context, version int64, f streams.N
 				return nil, false, err
 			}
 			for _, r := range rs {
-				if seqs.has(r.WALSeq) {
+				if seqs.Has(r.WALSeq) {
 					recs = append(recs, r)
 				}
 			}

@@ -15,10 +15,6 @@ import (
 // commit of the records log, describing it as a commit notice, and reading
 // one committed records file in order.
 
-// seqsTag is the add-action tag in which the committer keeps the WAL
-// sequences of a file (committer.TagSeqs).
-const seqsTag = "quarry.seqs"
-
 // ReadCommit reads and decodes version's commit of t. A version not (or no
 // longer) in the log is an error wrapping objstore.ErrNotFound.
 func ReadCommit(ctx context.Context, t *delta.Table, version int64) ([]delta.Action, error) {
@@ -82,7 +78,7 @@ func AddNotice(a delta.Add) streams.NoticeFile {
 }
 
 func noticeFile(path string, pv map[string]string, size int64, tags map[string]string, dataChange bool) streams.NoticeFile {
-	return streams.NoticeFile{Path: path, Tenant: pv["tenant"], Date: pv["date"], Size: size, WAL: tags[seqsTag], DataChange: dataChange}
+	return streams.NoticeFile{Path: path, Tenant: pv["tenant"], Date: pv["date"], Size: size, WAL: tags[streams.TagSeqs], DataChange: dataChange}
 }
 
 // FileReader reads single committed records files, with the templates
