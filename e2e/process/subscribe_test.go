@@ -31,7 +31,7 @@ import (
 
 // TestMultiProcessSubscriberCommitterKilled follows the lake with a
 // subscriber (package subscribe, in this process) while the producers,
-// miner, encoder, committer and NATS server run as processes, and checks
+// miner, two encoders, committer and NATS server run as processes, and checks
 // that it gets every input line exactly once, each tenant's in input order.
 //
 // Everything lands mid-stream by construction: the producers read stdin,
@@ -97,7 +97,11 @@ func TestMultiProcessSubscriberCommitterKilled(t *testing.T) {
 	committerArgs := append([]string{"committer", "--lake", lakeDir}, common...)
 	cmt := start(t, bin, "committer-1", committerArgs...)
 	start(t, bin, "miner", append([]string{"miner"}, common...)...)
-	start(t, bin, "encoder", append([]string{"encoder", "--lake", lakeDir}, common...)...)
+	// Two encoders: their files reach the committer in any order, so files
+	// are committed above the high-water and the subscriber must hold them
+	// to deliver each tenant's lines in WAL order.
+	start(t, bin, "encoder-a", append([]string{"encoder", "--lake", lakeDir, "--name", "a"}, common...)...)
+	start(t, bin, "encoder-b", append([]string{"encoder", "--lake", lakeDir, "--name", "b"}, common...)...)
 
 	tenants := []string{"acme", "globex"}
 	gen := producer.NewGenerator(11, tenants)
@@ -220,8 +224,8 @@ func TestMultiProcessSubscriberCommitterKilled(t *testing.T) {
 	if d := laketest.Diff(got, want); d != "" {
 		t.Fatalf("the subscriber's lines are not exactly the input: %s", d)
 	}
-	// One encoder (one worker) writes every batch, so each tenant's lines
-	// come in WAL order, which is its input order (docs/subscribers.md).
+	// Each tenant's lines come in WAL order, which is its input order, though
+	// two encoders wrote them (docs/subscribers.md).
 	for _, tn := range tenants {
 		if g, w := byTenant[tn], input[tn]; !slices.Equal(g, w) {
 			i := 0
