@@ -210,15 +210,23 @@ func readAll[T any](ctx context.Context, t *delta.Table, rel string) ([]T, error
 		return nil, err
 	}
 	defer closeFn()
-	out := make([]T, 0, r.NumRows())
-	buf := make([]T, 1024)
+	rows := r.NumRows()
+	out := make([]T, 0, rows)
+	// Never ask for more rows than are left: parquet-go then allocates a
+	// page header per missing row and column looking for them (10 MB for
+	// the 252 rows of a templates file: most of a count's CPU).
+	buf := make([]T, min(1024, max(rows, 1)))
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		n, err := r.Read(buf)
+		left := rows - int64(len(out))
+		if left <= 0 {
+			return out, nil
+		}
+		n, err := r.Read(buf[:min(int64(len(buf)), left)])
 		out = append(out, buf[:n]...)
-		if errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) || n == 0 && err == nil {
 			return out, nil
 		}
 		if err != nil {
