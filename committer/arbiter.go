@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -54,6 +55,9 @@ type arbiter struct {
 	// and the highest batch seq of each message (0: nothing needed).
 	seen      []seenMsg
 	trackSeen bool // keep seen (only needed to purge the report stream)
+	// layout is the records table's (from its Delta metadata): a records
+	// file's partition values must be its partition columns.
+	layout lake.Layout
 }
 
 type seenMsg struct{ streamSeq, maxSeq uint64 }
@@ -139,8 +143,12 @@ func (a *arbiter) decide(r *streams.Report) decision {
 			reasons = append(reasons, fmt.Sprintf("file %s listed twice", key))
 		case !cleanRelPath(f.Path):
 			reasons = append(reasons, fmt.Sprintf("file path %q is not a clean relative path outside the log", f.Path))
-		case f.Table == streams.TableRecords && (f.PartitionValues["tenant"] == "" || f.PartitionValues["date"] == ""):
-			reasons = append(reasons, fmt.Sprintf("records file %s lacks partition values tenant and date", f.Path))
+		case f.Table == streams.TableRecords:
+			if err := a.layout.CheckPartitionValues(f.PartitionValues); err != nil {
+				reasons = append(reasons, fmt.Sprintf("records file %s: %v", f.Path, err))
+			} else if !strings.HasPrefix(f.Path, lake.FilePart(f.PartitionValues).FilePath("")+"/") {
+				reasons = append(reasons, fmt.Sprintf("records file %s is not in the directory of its partition", f.Path))
+			}
 		}
 		seenPath[key] = true
 		if o, ok := a.paths[key]; ok && o != r.ID {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -17,8 +18,15 @@ func rep(id string, chain ...uint64) *streams.Report {
 	for i := 0; i+1 < len(chain); i += 2 {
 		r.Batches = append(r.Batches, streams.BatchRef{Seq: chain[i], Prev: chain[i+1], Records: 1})
 	}
-	r.Files = []streams.FileInfo{{Table: streams.TableRecords, Path: "tenant=t/date=2026-01-01/" + id + ".parquet", Size: 10,
-		PartitionValues: map[string]string{"tenant": "t", "date": "2026-01-01"}}}
+	r.Files = []streams.FileInfo{{Table: streams.TableRecords, Path: "tenant=t/" + id + ".parquet", Size: 10,
+		PartitionValues: map[string]string{"tenant": "t"}}}
+	return r
+}
+
+// dated makes r's records file one of a (tenant, date) partition.
+func dated(r *streams.Report) *streams.Report {
+	r.Files[0].Path = "tenant=t/date=2026-01-01/" + r.ID + ".parquet"
+	r.Files[0].PartitionValues = map[string]string{"tenant": "t", "date": "2026-01-01"}
 	return r
 }
 
@@ -34,67 +42,87 @@ func TestArbiterRules(t *testing.T) {
 		hw     uint64
 		steps  []step
 		wantHW uint64
+		layout lake.Layout
 	}{
 		{"in order", 0, []step{
 			{rep("a", 1, 0, 2, 1), false, "A"},
 			{rep("b", 3, 2), false, "A"},
-		}, 3},
+		}, 3, lake.CurrentLayout},
 		{"duplicate batch rejects whole report", 0, []step{
 			{rep("a", 1, 0, 2, 1), false, "A"},
 			{rep("b", 2, 1, 3, 2), false, "R:2"},
 			{rep("c", 3, 2), false, "A"},
-		}, 3},
+		}, 3, lake.CurrentLayout},
 		{"redelivery of committed batch", 5, []step{
 			{rep("a", 5, 4), false, "R:5"},
 			{rep("b", 6, 5), false, "A"},
-		}, 6},
+		}, 6, lake.CurrentLayout},
 		{"same id republished gets same verdict", 0, []step{
 			{rep("a", 1, 0), false, "A"},
 			{rep("a", 1, 0), false, "A"},
 			{rep("b", 1, 0), false, "R:1"},
 			{rep("b", 1, 0), false, "R:1"},
-		}, 1},
+		}, 1, lake.CurrentLayout},
 		{"missing file rejects without duplicates", 0, []step{
 			{rep("a", 1, 0), true, "R!missing"},
 			{rep("b", 1, 0), false, "A"},
-		}, 1},
+		}, 1, lake.CurrentLayout},
 		{"rejected report owns nothing", 0, []step{
 			{rep("a", 1, 0, 2, 1), true, "R!missing"},
 			{rep("b", 2, 1), false, "A"},
 			{rep("c", 1, 0), false, "A"},
-		}, 2},
+		}, 2, lake.CurrentLayout},
 		{"gap in WAL seqs followed via prev", 0, []step{
 			{rep("a", 3, 0), false, "A"},
 			{rep("b", 7, 3), false, "A"},
-		}, 7},
+		}, 7, lake.CurrentLayout},
 		{"out of order waits", 0, []step{
 			{rep("a", 3, 2), false, "A"},
 			{rep("b", 1, 0), false, "A"},
-		}, 1},
+		}, 1, lake.CurrentLayout},
 		{"records file without partition values", 0, []step{
-			{func() *streams.Report { r := rep("a", 1, 0); r.Files[0].PartitionValues = nil; return r }(), false, "R!lacks partition values"},
-		}, 0},
+			{func() *streams.Report { r := rep("a", 1, 0); r.Files[0].PartitionValues = nil; return r }(), false, "R!partitioned by tenant"},
+		}, 0, lake.CurrentLayout},
+		{"dated file in a table partitioned by tenant", 0, []step{
+			{dated(rep("a", 1, 0)), false, "R!the table is partitioned by tenant"},
+			{rep("b", 1, 0), false, "A"},
+		}, 1, lake.CurrentLayout},
+		{"tenant file in a table partitioned by tenant and date", 0, []step{
+			{rep("a", 1, 0), false, "R!the table is partitioned by tenant,date"},
+			{dated(rep("b", 1, 0)), false, "A"},
+		}, 1, lake.DatedLayout},
+		{"dated table, date not a day", 0, []step{
+			{func() *streams.Report {
+				r := dated(rep("a", 1, 0))
+				r.Files[0].PartitionValues["date"] = "today"
+				return r
+			}(), false, "R!not a day"},
+		}, 0, lake.DatedLayout},
+		{"file outside its partition's directory", 0, []step{
+			{func() *streams.Report { r := rep("a", 1, 0); r.Files[0].Path = "tenant=u/a.parquet"; return r }(), false, "R!not in the directory of its partition"},
+		}, 0, lake.CurrentLayout},
 		{"unclean path", 0, []step{
 			{func() *streams.Report { r := rep("a", 1, 0); r.Files[0].Path = "../x.parquet"; return r }(), false, "R!not a clean relative path"},
-		}, 0},
+		}, 0, lake.CurrentLayout},
 		{"path into the log", 0, []step{
 			{func() *streams.Report {
 				r := rep("a", 1, 0)
 				r.Files[0].Path = "_delta_log/00000000000000000001.json"
 				return r
 			}(), false, "R!not a clean relative path"},
-		}, 0},
+		}, 0, lake.CurrentLayout},
 		{"file of an accepted report listed by another", 0, []step{
 			{rep("a", 1, 0), false, "A"},
 			{func() *streams.Report { r := rep("b", 2, 1); r.Files = rep("a", 1, 0).Files; return r }(), false, "R!belongs to accepted report a"},
-		}, 1},
+		}, 1, lake.CurrentLayout},
 		{"batch listed twice", 0, []step{
 			{rep("a", 1, 0, 1, 0), false, "R!listed twice"},
-		}, 0},
+		}, 0, lake.CurrentLayout},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newArbiter(tc.hw)
+			a.layout = tc.layout
 			for i, st := range tc.steps {
 				d := a.decide(st.r)
 				v := d.verdict

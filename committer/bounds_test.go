@@ -111,8 +111,8 @@ func TestNATSStateBoundedOverAWeek(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := streams.Report{ID: fmt.Sprintf("e1.%d", i), Encoder: "e1", Batches: []streams.BatchRef{{Seq: frame.Sequence, Prev: i - 1, Records: 1}},
-			Files: []streams.FileInfo{{Table: streams.TableRecords, Path: fmt.Sprintf("tenant=acme/date=2026-01-01/part-%d.parquet", i), Size: 1,
-				PartitionValues: map[string]string{"tenant": "acme", "date": "2026-01-01"}}}}
+			Files: []streams.FileInfo{{Table: streams.TableRecords, Path: fmt.Sprintf("tenant=acme/part-%d.parquet", i), Size: 1,
+				PartitionValues: map[string]string{"tenant": "acme"}}}}
 		b, _ := json.Marshal(r)
 		msg := nats.NewMsg(streams.ReportSubject("e1"))
 		msg.Header.Set(streams.HeaderMsgID, r.ID)

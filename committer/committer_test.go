@@ -149,7 +149,7 @@ func (e *env) encode(id string, bs ...batch) *streams.Report {
 		data  []byte
 		pv    map[string]string
 	}{
-		{streams.TableRecords, lake.RecordsFilePath("acme", "2026-01-01", name), parquetBytes(e.t, rows), map[string]string{"tenant": "acme", "date": "2026-01-01"}},
+		{streams.TableRecords, lake.RecordsFilePath("acme", "", name), parquetBytes(e.t, rows), map[string]string{"tenant": "acme"}},
 		{streams.TableTemplates, name, parquetBytes(e.t, tpls), nil},
 	} {
 		if err := e.local.Put(ctx, f.table+"/"+f.path, f.data); err != nil {
@@ -867,7 +867,7 @@ func (e *env) quick(id string, missing bool, bs ...batch) *streams.Report {
 	}
 	name := lake.FileName(first, last, strings.ReplaceAll(id, ".", "-"))
 	for _, f := range []streams.FileInfo{
-		{Table: streams.TableRecords, Path: lake.RecordsFilePath("acme", "2026-01-01", name), PartitionValues: map[string]string{"tenant": "acme", "date": "2026-01-01"}},
+		{Table: streams.TableRecords, Path: lake.RecordsFilePath("acme", "", name), PartitionValues: map[string]string{"tenant": "acme"}},
 		{Table: streams.TableTemplates, Path: name},
 	} {
 		f.Size = int64(len(e.cache[f.Table]))

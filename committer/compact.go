@@ -124,11 +124,17 @@ func (c Compaction) Validate() error {
 
 func (c Compaction) enabled() bool { return c.Enabled == nil || *c.Enabled }
 
-// Partition names one records partition; an empty field matches any.
+// Partition names one records partition (lake.Part: the tenant and, in a
+// table of lake.DatedLayout, the date); an empty field matches any.
 type Partition struct {
 	Tenant string
 	Date   string
 }
+
+// partOf is the partition of a records file.
+func partOf(pv map[string]string) Partition { return Partition(lake.FilePart(pv)) }
+
+func (p Partition) String() string { return lake.Part(p).String() }
 
 func (p Partition) match(q Partition) bool {
 	return (p.Tenant == "" || p.Tenant == q.Tenant) && (p.Date == "" || p.Date == q.Date)
@@ -137,8 +143,9 @@ func (p Partition) match(q Partition) bool {
 // compactGroup is one partition's rewrite: bins of files, each becoming
 // one new file.
 type compactGroup struct {
-	part Partition
-	bins [][]delta.Add
+	part   Partition
+	layout lake.Layout
+	bins   [][]delta.Add
 }
 
 // compactionPlan picks, per closed partition matching only, the live files
@@ -147,12 +154,15 @@ type compactGroup struct {
 // rewritten.
 func compactionPlan(snap *delta.Snapshot, hw int64, c Compaction, only Partition, now time.Time) []compactGroup {
 	type partFiles struct {
-		newest int64 // newest modificationTime of any file (ms)
-		small  []delta.Add
+		newest  int64  // newest modificationTime of any file (ms)
+		lastDay string // the last UTC day of the small files' rows
+		unknown bool   // a small file's days are not known
+		small   []delta.Add
 	}
+	layout := lake.LayoutOf(snap.Metadata)
 	parts := map[Partition]*partFiles{}
 	for _, f := range snap.Files {
-		p := Partition{f.PartitionValues["tenant"], f.PartitionValues["date"]}
+		p := partOf(f.PartitionValues)
 		if !only.match(p) {
 			continue
 		}
@@ -167,11 +177,18 @@ func compactionPlan(snap *delta.Snapshot, hw int64, c Compaction, only Partition
 			continue
 		}
 		pf.small = append(pf.small, f)
+		if _, last, ok := lake.FileDays(f.PartitionValues, f.Stats); ok {
+			pf.lastDay = max(pf.lastDay, last)
+		} else {
+			pf.unknown = true
+		}
 	}
 	today := now.UTC().Format(time.DateOnly)
 	var out []compactGroup
 	for p, pf := range parts {
-		closed := (p.Date != "" && p.Date < today) || now.Sub(time.UnixMilli(pf.newest)) >= c.Idle
+		// Closed: every day of its small files' rows has ended (a dated
+		// partition: its date), or no new file came for Idle.
+		closed := (!pf.unknown && pf.lastDay != "" && pf.lastDay < today) || now.Sub(time.UnixMilli(pf.newest)) >= c.Idle
 		if !closed || len(pf.small) < 2 {
 			continue
 		}
@@ -183,7 +200,7 @@ func compactionPlan(snap *delta.Snapshot, hw int64, c Compaction, only Partition
 			}
 			return pf.small[i].Path < pf.small[j].Path
 		})
-		g := compactGroup{part: p}
+		g := compactGroup{part: p, layout: layout}
 		var bin []delta.Add
 		var size int64
 		var reports int
@@ -244,24 +261,39 @@ type rewriter struct {
 // compaction's n-th file; base is the version the plan was made from. The
 // file is not referenced until the commit: a crash leaves it an orphan for
 // vacuum.
-func (rw *rewriter) rewrite(ctx context.Context, base int64, n int, p Partition, bin []delta.Add, now time.Time) (delta.Add, error) {
+func (rw *rewriter) rewrite(ctx context.Context, base int64, n int, p Partition, layout lake.Layout, bin []delta.Add, now time.Time) (delta.Add, error) {
+	add, _, err := rw.write(ctx, base, lake.CompactFileName(base, rw.token, n), p, layout, bin, nil, now)
+	return add, err
+}
+
+// write reads the rows of files (in WAL order) that keep keeps (every row
+// when nil) and writes them as one records file named name in partition p,
+// unless none is kept (kept 0, no file). The add has dataChange=false and
+// names the reports of files (TagReports) and base (TagCompaction).
+func (rw *rewriter) write(ctx context.Context, base int64, name string, p Partition, layout lake.Layout, files []delta.Add, keep func(*recfile.Row) bool, now time.Time) (add delta.Add, kept int, err error) {
 	texts, ok := rw.texts[p.Tenant]
 	if !ok {
 		var err error
 		if texts, err = rw.lake.TemplateTexts(ctx, p.Tenant); err != nil {
-			return delta.Add{}, fmt.Errorf("templates of tenant %s: %w", p.Tenant, err)
+			return delta.Add{}, 0, fmt.Errorf("templates of tenant %s: %w", p.Tenant, err)
 		}
 		rw.texts[p.Tenant] = texts
 	}
 	var rows []recfile.Row
 	var ids []string
-	for _, f := range bin {
+	for _, f := range files {
 		ids = append(ids, reportsOf(f)...)
 		r, err := rw.lake.ReadRows(ctx, f, texts)
 		if err != nil {
-			return delta.Add{}, err
+			return delta.Add{}, 0, err
+		}
+		if keep != nil {
+			r = slices.DeleteFunc(r, func(row recfile.Row) bool { return !keep(&row) })
 		}
 		rows = append(rows, r...)
+	}
+	if len(rows) == 0 {
+		return delta.Add{}, 0, nil
 	}
 	sort.SliceStable(rows, func(i, j int) bool {
 		if rows[i].WALSeq != rows[j].WALSeq {
@@ -269,17 +301,17 @@ func (rw *rewriter) rewrite(ctx context.Context, base int64, n int, p Partition,
 		}
 		return rows[i].Index < rows[j].Index
 	})
-	f, err := recfile.Encode(rows, texts)
+	f, err := recfile.Encode(rows, texts, layout.EncodeOptions()...)
 	if err != nil {
-		return delta.Add{}, fmt.Errorf("encode compaction of %s/%s: %w", p.Tenant, p.Date, err)
+		return delta.Add{}, 0, fmt.Errorf("encode rewrite of %s: %w", p, err)
 	}
-	path := lake.RecordsFilePath(p.Tenant, p.Date, lake.CompactFileName(base, rw.token, n))
+	path := lake.Part(p).FilePath(name)
 	if err := rw.records.Store().Put(ctx, rw.records.FileKey(path), f.Data); err != nil {
-		return delta.Add{}, fmt.Errorf("upload %s: %w", path, err)
+		return delta.Add{}, 0, fmt.Errorf("upload %s: %w", path, err)
 	}
 	return delta.Add{
-		Path: path, PartitionValues: map[string]string{"tenant": p.Tenant, "date": p.Date},
+		Path: path, PartitionValues: lake.Part(p).PartitionValues(),
 		Size: int64(len(f.Data)), ModificationTime: now.UnixMilli(), DataChange: false, Stats: f.Stats,
 		Tags: map[string]string{TagCompaction: fmt.Sprint(base), TagReports: strings.Join(slices.Compact(slices.Sorted(slices.Values(ids))), ",")},
-	}, nil
+	}, len(rows), nil
 }

@@ -122,6 +122,7 @@ func newMaintainer(cfg Config, store objstore.Store, log *slog.Logger, now func(
 // PassResult is what one maintenance pass did.
 type PassResult struct {
 	Expired    int // files removed by retention
+	Rewritten  int // files retention wrote with the kept rows of files it removed
 	Compacted  int // files removed by compaction
 	Written    int // files compaction wrote and committed
 	Partitions int // partitions compacted
@@ -138,23 +139,48 @@ func (m *maintainer) pass(ctx context.Context, only Partition, retain, compact b
 		if err != nil {
 			return res, fmt.Errorf("records snapshot: %w", err)
 		}
-		var acts []delta.Action
+		var acts, adds []delta.Action
 		hw := int64(-1)
 		if v, ok := snap.Txns[AppID]; ok {
 			hw = v
 		}
-		for _, a := range retentionPlan(snap, m.cfg.Retention, hw, now) {
-			if only.match(Partition{a.Remove.PartitionValues["tenant"], a.Remove.PartitionValues["date"]}) {
+		removes, straddle := retentionPlan(snap, m.cfg.Retention, hw, now)
+		for _, a := range removes {
+			if only.match(partOf(a.Remove.PartitionValues)) {
 				acts = append(acts, a)
 			}
 		}
+		layout := lake.LayoutOf(snap.Metadata)
+		m.rw.texts = map[string]recfile.Templates{}
+		for i, f := range straddle {
+			p := partOf(f.PartitionValues)
+			if !only.match(p) {
+				continue
+			}
+			cut, _ := m.cfg.Retention.expiredThrough(p.Tenant, now)
+			keep := func(r *recfile.Row) bool { return lake.Date(r.TS) > cut }
+			add, kept, err := m.rw.write(ctx, snap.Version, lake.RetainFileName(snap.Version, m.rw.token, i), p, layout, []delta.Add{f}, keep, now)
+			if err != nil {
+				if ctx.Err() != nil {
+					return res, context.Cause(ctx)
+				}
+				m.log.Warn("retention skipped a file it could not rewrite", "path", f.Path, "err", err)
+				res.Skipped++
+				continue
+			}
+			acts = append(acts, retentionRemove(f, now.UnixMilli()))
+			if kept > 0 {
+				adds = append(adds, delta.Action{Add: &add})
+			}
+		}
 		if len(acts) > 0 {
-			j := &job{op: "DELETE", params: map[string]any{"predicate": "retention", "files": len(acts)}, actions: acts}
+			j := &job{op: "DELETE", params: map[string]any{"predicate": "retention", "files": len(acts)}, actions: append(acts, adds...)}
 			if err := submit(ctx, j); err != nil {
 				return res, fmt.Errorf("retention commit: %w", err)
 			}
 			res.Expired = len(acts)
-			m.log.Info("retention removed expired partitions", "files", len(acts))
+			res.Rewritten = len(adds)
+			m.log.Info("retention removed expired records", "files", len(acts), "files_rewritten", len(adds))
 		}
 	}
 	if !compact {
@@ -177,25 +203,25 @@ func (m *maintainer) pass(ctx context.Context, only Partition, retain, compact b
 			}
 			// One partition that cannot be rewritten (a template missing,
 			// a damaged file) does not hold up the others.
-			m.log.Warn("compaction skipped a partition", "tenant", g.part.Tenant, "date", g.part.Date, "err", err)
+			m.log.Warn("compaction skipped a partition", "partition", g.part.String(), "err", err)
 			res.Skipped++
 			continue
 		}
 		crashpoint.Hit(CrashCompactBeforeCommit)
 		err = submit(ctx, j)
 		if errors.Is(err, errStale) {
-			m.log.Warn("compaction plan went stale, its files are left for vacuum", "tenant", g.part.Tenant, "date", g.part.Date, "err", err)
+			m.log.Warn("compaction plan went stale, its files are left for vacuum", "partition", g.part.String(), "err", err)
 			continue
 		}
 		if err != nil {
-			return res, fmt.Errorf("compaction commit of %s/%s: %w", g.part.Tenant, g.part.Date, err)
+			return res, fmt.Errorf("compaction commit of %s: %w", g.part, err)
 		}
 		crashpoint.Hit(CrashCompactAfterCommit)
 		removed, added := j.counts()
 		res.Compacted += removed
 		res.Written += added
 		res.Partitions++
-		m.log.Info("partition compacted", "tenant", g.part.Tenant, "date", g.part.Date, "files_removed", removed, "files_written", added)
+		m.log.Info("partition compacted", "partition", g.part.String(), "files_removed", removed, "files_written", added)
 	}
 	return res, nil
 }
@@ -205,7 +231,7 @@ func (m *maintainer) prepare(ctx context.Context, base int64, g compactGroup, no
 	var removes, adds []delta.Action
 	ms := now.UnixMilli()
 	for i, bin := range g.bins {
-		add, err := m.rw.rewrite(ctx, base, i, g.part, bin, now)
+		add, err := m.rw.rewrite(ctx, base, i, g.part, g.layout, bin, now)
 		if err != nil {
 			return nil, err
 		}
@@ -217,9 +243,13 @@ func (m *maintainer) prepare(ctx context.Context, base int64, g compactGroup, no
 			}})
 		}
 	}
+	pred := fmt.Sprintf("tenant = '%s'", g.part.Tenant)
+	if g.part.Date != "" {
+		pred += fmt.Sprintf(" AND date = '%s'", g.part.Date)
+	}
 	return &job{
 		op:      "OPTIMIZE",
-		params:  map[string]any{"predicate": fmt.Sprintf("tenant = '%s' AND date = '%s'", g.part.Tenant, g.part.Date), "targetSize": m.cfg.Compaction.TargetBytes},
+		params:  map[string]any{"predicate": pred, "targetSize": m.cfg.Compaction.TargetBytes},
 		actions: append(removes, adds...),
 	}, nil
 }

@@ -35,6 +35,9 @@ type testLake struct {
 	hw    int64
 	tpls  recfile.Templates
 	files int
+	// layout of the records table: lake.DatedLayout (newTestLake) or
+	// lake.CurrentLayout (newTestLakeIn).
+	layout lake.Layout
 }
 
 var testTemplates = map[recfile.Key]string{
@@ -45,6 +48,12 @@ var testTemplates = map[recfile.Key]string{
 
 func newTestLake(t *testing.T, store objstore.Store, tenants ...string) *testLake {
 	t.Helper()
+	return newTestLakeIn(t, lake.DatedLayout, store, tenants...)
+}
+
+// newTestLakeIn is newTestLake with the records table in layout.
+func newTestLakeIn(t *testing.T, layout lake.Layout, store objstore.Store, tenants ...string) *testLake {
+	t.Helper()
 	ctx := context.Background()
 	if store == nil {
 		var err error
@@ -53,12 +62,12 @@ func newTestLake(t *testing.T, store objstore.Store, tenants ...string) *testLak
 		}
 	}
 	l := &testLake{t: t, ctx: ctx, store: store, rec: delta.OpenTable(store, lake.RecordsTable),
-		tpl: delta.OpenTable(store, lake.TemplatesTable), tpls: recfile.Templates{}}
+		tpl: delta.OpenTable(store, lake.TemplatesTable), tpls: recfile.Templates{}, layout: layout}
 	for _, c := range []struct {
 		t      *delta.Table
 		schema string
 		parts  []string
-	}{{l.tpl, lake.TemplatesSchemaString, []string{}}, {l.rec, lake.RecordsSchemaString, lake.DatedLayout.PartitionColumns()}} {
+	}{{l.tpl, lake.TemplatesSchemaString, []string{}}, {l.rec, lake.RecordsSchemaString, layout.PartitionColumns()}} {
 		if err := c.t.Create(ctx, delta.Metadata{SchemaString: c.schema, PartitionColumns: c.parts}); err != nil {
 			t.Fatal(err)
 		}
@@ -96,12 +105,23 @@ func (l *testLake) commit(tbl *delta.Table, a delta.Add, hw int64) {
 // least the highest seq unless aboveHW.
 func (l *testLake) addFile(tenant, date string, seqs []uint64, mod time.Time, aboveHW bool) {
 	l.t.Helper()
-	day, err := time.Parse(time.DateOnly, date)
-	if err != nil {
-		l.t.Fatal(err)
+	dates := make([]string, len(seqs))
+	for i := range dates {
+		dates[i] = date
 	}
+	l.addFileDays(tenant, dates, seqs, mod, aboveHW)
+}
+
+// addFileDays is addFile with the records of seqs[i] on dates[i] (the file
+// in the partition of the first; several days only in lake.CurrentLayout).
+func (l *testLake) addFileDays(tenant string, dates []string, seqs []uint64, mod time.Time, aboveHW bool) {
+	l.t.Helper()
 	var rows []recfile.Row
-	for _, s := range seqs {
+	for i, s := range seqs {
+		day, err := time.Parse(time.DateOnly, dates[i])
+		if err != nil {
+			l.t.Fatal(err)
+		}
 		ts := day.Add(time.Duration(s) * time.Second).Add(123 * time.Millisecond)
 		iso := ts.UTC().Format("2006-01-02T15:04:05.000Z")
 		sec := ts.Truncate(time.Second).UnixNano()
@@ -115,19 +135,20 @@ func (l *testLake) addFile(tenant, date string, seqs []uint64, mod time.Time, ab
 				Params: []string{"10.0.0." + fmt.Sprint(s%256), "1.50"}, Source: "file:/a"},
 		)
 	}
-	f, err := recfile.Encode(rows, l.tpls)
+	f, err := recfile.Encode(rows, l.tpls, l.layout.EncodeOptions()...)
 	if err != nil {
 		l.t.Fatal(err)
 	}
 	l.files++
-	path := lake.RecordsFilePath(tenant, date, lake.FileName(seqs[0], seqs[len(seqs)-1], fmt.Sprintf("enc%d", l.files)))
+	part := l.layout.PartOf(tenant, rows[0].TS)
+	path := part.FilePath(lake.FileName(seqs[0], seqs[len(seqs)-1], fmt.Sprintf("enc%d", l.files)))
 	if err := l.store.Put(l.ctx, lake.RecordsTable+"/"+path, f.Data); err != nil {
 		l.t.Fatal(err)
 	}
 	if !aboveHW {
 		l.hw = max(l.hw, int64(seqs[len(seqs)-1]))
 	}
-	l.commit(l.rec, delta.Add{Path: path, PartitionValues: map[string]string{"tenant": tenant, "date": date},
+	l.commit(l.rec, delta.Add{Path: path, PartitionValues: part.PartitionValues(),
 		Size: int64(len(f.Data)), ModificationTime: mod.UnixMilli(), DataChange: true, Stats: f.Stats,
 		Tags: map[string]string{TagReport: fmt.Sprintf("r%d", l.files), TagSeqs: formatSeqs(seqs)}}, l.hw)
 }
@@ -540,8 +561,8 @@ func TestCompactionCrash(t *testing.T) {
 }
 
 // encodeV3 uploads a records v3 file (template 1 version 1 of tenant acme,
-// date 2026-01-01) and a templates file for bs and returns the report,
-// unpublished.
+// rows of 2026-01-01, in the current layout the committer creates) and a
+// templates file for bs and returns the report, unpublished.
 func (e *env) encodeV3(id string, bs ...batch) *streams.Report {
 	e.t.Helper()
 	ctx := context.Background()
@@ -555,7 +576,7 @@ func (e *env) encodeV3(id string, bs ...batch) *streams.Report {
 			TemplateID: 1, TemplateVersion: 1, Params: []string{id, fmt.Sprint(b.seq)}, Source: "s"})
 		first, last = min(first, b.seq), max(last, b.seq)
 	}
-	f, err := recfile.Encode(rows, tpls)
+	f, err := recfile.Encode(rows, tpls, lake.CurrentLayout.EncodeOptions()...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -567,7 +588,7 @@ func (e *env) encodeV3(id string, bs ...batch) *streams.Report {
 		pv          map[string]string
 		stats       string
 	}{
-		{streams.TableRecords, lake.RecordsFilePath("acme", "2026-01-01", name), f.Data, map[string]string{"tenant": "acme", "date": "2026-01-01"}, f.Stats},
+		{streams.TableRecords, lake.RecordsFilePath("acme", "", name), f.Data, map[string]string{"tenant": "acme"}, f.Stats},
 		{streams.TableTemplates, name, tplData, nil, delta.StatsJSON(1, nil, nil, nil)},
 	} {
 		if err := e.local.Put(ctx, x.table+"/"+x.path, x.data); err != nil {

@@ -11,13 +11,17 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/lake"
 )
 
-// Retention says how long each tenant's records are kept. A date partition
-// D of a tenant whose retention is R is removed (one commit of remove
-// actions with dataChange=true, the data is gone) once D is on or before
-// the UTC date of (start of today - R): "30d" keeps today and the 29 dates
-// before it. The files stay in the store until `quarry vacuum` deletes them
+// Retention says how long each tenant's records are kept. The records of
+// a UTC day D of a tenant whose retention is R are removed once D is on or
+// before the UTC date of (start of today - R): "30d" keeps today and the 29
+// dates before it. A file all of whose days are past it is removed (a
+// remove action with dataChange=true, the data is gone); a file with days
+// on both sides of the cut (a table partitioned by tenant only: lake.Layout)
+// is removed the same way and its kept rows rewritten into a new file in
+// the same commit (an add with dataChange=false: those rows are not new). The files stay in the store until `quarry vacuum` deletes them
 // after its grace period, so time travel and running readers keep working.
 type Retention struct {
 	// Default applies to tenants not in Tenants; 0 (unset, or "none")
@@ -119,41 +123,55 @@ func (r Retention) of(tenant string) time.Duration {
 	return time.Duration(r.Default)
 }
 
-// expired reports whether the date partition date of tenant is past its
-// retention at now.
-func (r Retention) expired(tenant, date string, now time.Time) bool {
+// expiredThrough is the last UTC day (yyyy-mm-dd) whose records of tenant
+// are past its retention at now; ok is false when it keeps them for ever.
+func (r Retention) expiredThrough(tenant string, now time.Time) (day string, ok bool) {
 	ret := r.of(tenant)
 	if ret <= 0 {
-		return false
-	}
-	d, err := time.Parse(time.DateOnly, date)
-	if err != nil {
-		return false // not a date: never removed
+		return "", false
 	}
 	today := now.UTC().Truncate(24 * time.Hour)
-	last := today.Add(-ret).Truncate(24 * time.Hour)
-	return !d.After(last)
+	return today.Add(-ret).Truncate(24 * time.Hour).Format(time.DateOnly), true
 }
 
-// retentionPlan is the remove actions of every live records file in a date
-// partition past its tenant's retention, sorted by path. A file with WAL
-// sequences above the high-water hw waits for a later pass: its report
-// may still own batches the barrier has not passed.
-func retentionPlan(snap *delta.Snapshot, r Retention, hw int64, now time.Time) []delta.Action {
-	var out []delta.Action
+// retentionPlan is what retention does at now, each list sorted by path:
+// the remove actions (dataChange=true) of every live records file whose
+// rows' days (lake.FileDays: its date partition, or its ts stats) are all
+// past its tenant's retention, and the files that straddle the cut (some
+// days past it, some not; only in a table partitioned by tenant), whose
+// kept rows are rewritten. A file with WAL sequences above the high-water
+// hw waits for a later pass: its report may still own batches the barrier
+// has not passed. A file whose days are not known is kept.
+func retentionPlan(snap *delta.Snapshot, r Retention, hw int64, now time.Time) (removes []delta.Action, straddle []delta.Add) {
 	ms := now.UnixMilli()
 	for _, f := range snap.Files {
-		if !r.expired(f.PartitionValues["tenant"], f.PartitionValues["date"], now) {
+		cut, ok := r.expiredThrough(f.PartitionValues["tenant"], now)
+		if !ok {
+			continue
+		}
+		first, last, ok := lake.FileDays(f.PartitionValues, f.Stats)
+		if !ok || first > cut {
 			continue
 		}
 		if _, hi, ok := walRange(f); ok && hi > hw {
 			continue
 		}
-		out = append(out, delta.Action{Remove: &delta.Remove{
-			Path: f.Path, DeletionTimestamp: ms, DataChange: true, ExtendedFileMetadata: true,
-			PartitionValues: f.PartitionValues, Size: f.Size, Tags: f.Tags,
-		}})
+		if last > cut {
+			straddle = append(straddle, f)
+			continue
+		}
+		removes = append(removes, retentionRemove(f, ms))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Remove.Path < out[j].Remove.Path })
-	return out
+	sort.Slice(removes, func(i, j int) bool { return removes[i].Remove.Path < removes[j].Remove.Path })
+	sort.Slice(straddle, func(i, j int) bool { return straddle[i].Path < straddle[j].Path })
+	return removes, straddle
+}
+
+// retentionRemove is the remove of f by retention: its rows are gone
+// (dataChange=true).
+func retentionRemove(f delta.Add, ms int64) delta.Action {
+	return delta.Action{Remove: &delta.Remove{
+		Path: f.Path, DeletionTimestamp: ms, DataChange: true, ExtendedFileMetadata: true,
+		PartitionValues: f.PartitionValues, Size: f.Size, Tags: f.Tags,
+	}}
 }

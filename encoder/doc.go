@@ -9,14 +9,19 @@
 //
 // Any number of workers, in one process (Config.Workers) or many, share the
 // consumer. A worker decodes each batch and buffers its records grouped by
-// partition (tenant, lake.Date(ts)) and its template definitions. It flushes
+// partition and its template definitions. The partition is the tenant in a
+// records table of lake.CurrentLayout (one file per tenant per flush, each
+// row with its date column), and (tenant, lake.Date(ts)) in a table created
+// before it (lake.DatedLayout); the worker reads the layout from the
+// table's Delta log at start, and at its flushes until the table exists. It flushes
 // when the buffered input reaches Config.TargetFileBytes or
 // Config.MaxBatches, when the oldest buffered batch is Config.MaxAge old, or
 // when the process drains. A flush writes one records file per partition
 // and at most one templates file, uploads them with objstore.Store.Put
 // under
 //
-//	records/tenant=<t>/date=<d>/part-<first>-<last>-<writer>-<flush>.zstd.parquet
+//	records/tenant=<t>/part-<first>-<last>-<writer>-<flush>.zstd.parquet
+//	records/tenant=<t>/date=<d>/part-...  (lake.DatedLayout)
 //	templates/part-<first>-<last>-<writer>-<flush>.zstd.parquet
 //
 // (first and last are the lowest and highest WAL sequence in the file) and

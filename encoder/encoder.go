@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarrylake/quarry/internal/backoff"
+	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -195,10 +196,18 @@ func (e *Encoder) Run(ctx context.Context) error {
 		}
 	})
 
+	// The records table's layout (lake.Layout) decides the files'
+	// partitions. A worker that does not know it yet (no table, or the read
+	// failed) reads it again at its flushes until the table exists.
+	layout, settled, err := lake.ReadLayout(ctx, e.store)
+	if err != nil {
+		e.log.Warn("records layout not read, read again at the first flush", "err", err)
+	}
 	var workers sync.WaitGroup
 	ws := make([]*worker, e.cfg.Workers)
 	for i, id := range e.WriterIDs() {
 		ws[i] = newWorker(e, i, id, cons, kv)
+		ws[i].layout, ws[i].settled = layout, settled
 	}
 	e.mu.Lock()
 	e.workers = ws

@@ -95,6 +95,52 @@ func readRecords(t *testing.T, st objstore.Store, key string, tpl recfile.Templa
 	return out
 }
 
+// createDatedTable creates the records table in the layout of lakes made
+// before issue 10: partitioned by (tenant, date).
+func createDatedTable(t *testing.T, st objstore.Store) {
+	t.Helper()
+	err := delta.OpenTable(st, lake.RecordsTable).Create(context.Background(), delta.Metadata{
+		SchemaString: lake.RecordsSchemaString, PartitionColumns: lake.DatedLayout.PartitionColumns(), Configuration: map[string]string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkDateColumn checks that a records file has (want) or lacks the date
+// column and that its every value is the UTC day of the row's ts, read
+// with parquet-go alone.
+func checkDateColumn(t *testing.T, data []byte, want bool) {
+	t.Helper()
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, has := f.Schema().Lookup("date")
+	if has != want {
+		t.Fatalf("date column %v, want %v", has, want)
+	}
+	if !has {
+		return
+	}
+	type row struct {
+		TS   int64 `parquet:"ts"`
+		Date int32 `parquet:"date"`
+	}
+	rows, err := parquet.Read[row](bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := int64(1e6) // ts in milliseconds (recfile writes MILLIS for whole ms)
+	if leaf, _ := f.Schema().Lookup("ts"); leaf.Node.Type().LogicalType().String() == "TIMESTAMP(isAdjustedToUTC=true,unit=MICROS)" {
+		unit = 1e3
+	}
+	for _, r := range rows {
+		if r.Date != recfile.Day(r.TS*unit) {
+			t.Errorf("row ts %d: date %d, want %d", r.TS, r.Date, recfile.Day(r.TS*unit))
+		}
+	}
+}
+
 func checkParquetMeta(t *testing.T, data []byte, key string) {
 	t.Helper()
 	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
@@ -122,8 +168,22 @@ func checkParquetMeta(t *testing.T, data []byte, key string) {
 	}
 }
 
+// TestFilesRoundTrip: every batch's rows are in the accepted reports'
+// files, once, with their partition values: in a lake without a records
+// table (the committer creates it in lake.CurrentLayout) one file per tenant
+// per flush, each row with its date column; in a table of the old dated
+// layout, one file per (tenant, UTC day) without it.
 func TestFilesRoundTrip(t *testing.T) {
+	for _, l := range []lake.Layout{lake.CurrentLayout, lake.DatedLayout} {
+		t.Run(l.String(), func(t *testing.T) { testFilesRoundTrip(t, l) })
+	}
+}
+
+func testFilesRoundTrip(t *testing.T, layout lake.Layout) {
 	e := newEnv(t)
+	if layout.Dated {
+		createDatedTable(t, e.store)
+	}
 	c := e.committer(nil)
 	near := time.Date(2026, 11, 29, 23, 59, 57, 0, time.UTC).UnixNano() // crosses midnight
 	bs := []*streams.MinedBatch{
@@ -156,7 +216,14 @@ func TestFilesRoundTrip(t *testing.T) {
 	var got []recRow
 	var gotTpl []lake.TemplateRow
 	for _, r := range c.accepted() {
+		tenants := map[string]int{}
 		for _, fi := range r.Files {
+			if fi.Table == streams.TableRecords {
+				if err := layout.CheckPartitionValues(fi.PartitionValues); err != nil {
+					t.Errorf("%s: %v", fi.Path, err)
+				}
+				tenants[fi.PartitionValues["tenant"]]++
+			}
 			key := fi.Table + "/" + fi.Path
 			data, err := e.store.Get(context.Background(), key)
 			if err != nil {
@@ -183,14 +250,15 @@ func TestFilesRoundTrip(t *testing.T) {
 				for i, row := range rows {
 					lo, hi = min(lo, row.WALSeq), max(hi, row.WALSeq)
 					tenant := strings.TrimPrefix(row.Source, "src-")
-					if fi.PartitionValues["tenant"] != tenant || fi.PartitionValues["date"] != lake.Date(row.TS*1000) {
+					if lake.FilePart(fi.PartitionValues) != layout.PartOf(tenant, row.TS*1000) {
 						t.Errorf("%s: row %+v in partition %v", key, row, fi.PartitionValues)
 					}
 					if i > 0 && (rows[i-1].WALSeq > row.WALSeq || rows[i-1].WALSeq == row.WALSeq && rows[i-1].Index >= row.Index) {
 						t.Errorf("%s: rows not sorted at %d", key, i)
 					}
 				}
-				wantPath := lake.RecordsFilePath(fi.PartitionValues["tenant"], fi.PartitionValues["date"],
+				checkDateColumn(t, data, layout.DateColumn())
+				wantPath := lake.FilePart(fi.PartitionValues).FilePath(
 					lake.FileName(uint64(lo), uint64(hi), r.Encoder+"-"+strings.TrimPrefix(r.ID, r.Encoder+".")))
 				if fi.Path != wantPath {
 					t.Errorf("path %s, want %s", fi.Path, wantPath)
@@ -208,6 +276,11 @@ func TestFilesRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 				gotTpl = append(gotTpl, rows...)
+			}
+		}
+		for tn, n := range tenants {
+			if !layout.Dated && n != 1 {
+				t.Errorf("report %s: %d files of tenant %s, want one", r.ID, n, tn)
 			}
 		}
 	}

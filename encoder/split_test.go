@@ -97,9 +97,11 @@ func TestReportOverMaxPayloadIsSplit(t *testing.T) {
 }
 
 // TestSingleBatchReportDropsStats: one batch cannot be split; its report
-// over the max payload goes without the optional file stats.
+// over the max payload goes without the optional file stats. (A records
+// table of the dated layout makes a file per day of a batch.)
 func TestSingleBatchReportDropsStats(t *testing.T) {
 	e := newSmallPayloadEnv(t, 64<<10)
+	createDatedTable(t, e.store)
 	c := e.committer(nil)
 	day := int64(24 * time.Hour)
 	b := batch(1, 0, "acme", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano(), 200)

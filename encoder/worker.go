@@ -1,6 +1,7 @@
 package encoder
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,7 +37,9 @@ type held struct {
 	flight    *flight // nil while buffered
 }
 
-type partKey struct{ tenant, date string }
+// partKey is a records file's partition (lake.Part): the tenant and, in a
+// table of the dated layout, the UTC day.
+type partKey = lake.Part
 
 type partition struct {
 	rows           []recfile.Row
@@ -91,6 +94,10 @@ type worker struct {
 
 	scratch []recfile.Row // a batch's rows before they go to partitions
 	dates   dateCache
+	// layout is the records table's layout the buffer is partitioned by;
+	// settled once read from an existing table (it never changes then).
+	layout  lake.Layout
+	settled bool
 }
 
 // appendRow appends row, doubling rows when full: append grows a large
@@ -333,7 +340,10 @@ func (w *worker) receive(ctx context.Context, m jetstream.Msg) {
 	w.e.texts.add(b.Templates)
 	w.scratch = recfile.AppendBatch(w.scratch[:0], b)
 	for _, row := range w.scratch {
-		k := partKey{b.Tenant, w.dates.of(row.TS)}
+		k := partKey{Tenant: b.Tenant}
+		if w.layout.Dated {
+			k.Date = w.dates.of(row.TS)
+		}
 		p := buf.parts[k]
 		if p == nil {
 			p = &partition{minSeq: b.WALSeq, maxSeq: b.WALSeq}
@@ -406,32 +416,24 @@ func (w *worker) flush(ctx context.Context) error {
 	}
 	var files []out
 	var records int64
+	if err := w.settleLayout(ctx); err != nil {
+		return w.failFlush(ctx, err, nil, false)
+	}
 	keys := slices.SortedFunc(maps.Keys(buf.parts), func(a, b partKey) int {
-		if a.tenant != b.tenant {
-			if a.tenant < b.tenant {
-				return -1
-			}
-			return 1
-		}
-		if a.date < b.date {
-			return -1
-		} else if a.date > b.date {
-			return 1
-		}
-		return 0
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Date, b.Date))
 	})
 	for _, k := range keys {
 		p := buf.parts[k]
-		data, stats, err := w.encodeRecords(ctx, k.tenant, p.rows)
+		data, stats, err := w.encodeRecords(ctx, k.Tenant, p.rows)
 		if err != nil {
 			// Encoding in-memory rows fails only on a bug (or ctx ended);
 			// keep the batches and let them be redelivered after a nak.
-			return w.failFlush(ctx, fmt.Errorf("encode %s/%s: %w", k.tenant, k.date, err), nil, false)
+			return w.failFlush(ctx, fmt.Errorf("encode %s: %w", k, err), nil, false)
 		}
-		path := lake.RecordsFilePath(k.tenant, k.date, lake.FileName(p.minSeq, p.maxSeq, writer))
+		path := k.FilePath(lake.FileName(p.minSeq, p.maxSeq, writer))
 		files = append(files, out{table: streams.TableRecords, path: path, data: data, info: streams.FileInfo{
 			Table: streams.TableRecords, Path: path, Size: int64(len(data)),
-			PartitionValues: map[string]string{"tenant": k.tenant, "date": k.date},
+			PartitionValues: k.PartitionValues(),
 			NumRecords:      int64(len(p.rows)), Stats: stats,
 		}})
 		records += int64(len(p.rows))
@@ -627,7 +629,7 @@ func (w *worker) encodeRecords(ctx context.Context, tenant string, rows []recfil
 	})
 	w.setStatus("templates", "")
 	if err == nil {
-		f, err := recfile.Encode(rows, tpl)
+		f, err := recfile.Encode(rows, tpl, w.layout.EncodeOptions()...)
 		if err == nil {
 			return f.Data, f.Stats, nil
 		}
@@ -643,11 +645,56 @@ func (w *worker) encodeRecords(ctx context.Context, tenant string, rows []recfil
 	}
 	v2 := v2Rows(rows)
 	sortRecordRows(v2)
-	if data, err = encodeParquet(v2); err != nil {
+	if w.layout.DateColumn() {
+		data, err = encodeParquet(lake.DatedRecordRows(v2))
+	} else {
+		data, err = encodeParquet(v2)
+	}
+	if err != nil {
 		return nil, "", err
 	}
 	w.e.m.v2Files.Inc()
 	return data, recordStats(v2), nil
+}
+
+// settleLayout reads the records table's layout until the table exists
+// (the committer creates it in lake.CurrentLayout, which the buffer is
+// partitioned by until then); a table found in another layout (created by
+// an older committer) re-partitions the buffer.
+func (w *worker) settleLayout(ctx context.Context) error {
+	if w.settled {
+		return nil
+	}
+	var l lake.Layout
+	var exists bool
+	err := w.retry(ctx, "read the records layout", func(ctx context.Context) (err error) {
+		l, exists, err = lake.ReadLayout(ctx, w.e.store)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	w.settled = exists
+	if l == w.layout {
+		return nil
+	}
+	w.log.Info("records table layout", "partitioned_by", l.String())
+	w.layout = l
+	parts := w.buf.parts
+	w.buf.parts = map[partKey]*partition{}
+	for k, p := range parts {
+		for _, row := range p.rows {
+			nk := l.PartOf(k.Tenant, row.TS)
+			q := w.buf.parts[nk]
+			if q == nil {
+				q = &partition{minSeq: row.WALSeq, maxSeq: row.WALSeq}
+				w.buf.parts[nk] = q
+			}
+			q.rows = append(q.rows, row)
+			q.minSeq, q.maxSeq = min(q.minSeq, row.WALSeq), max(q.maxSeq, row.WALSeq)
+		}
+	}
+	return nil
 }
 
 // failFlush handles a flush that cannot complete. On ctx end (drain deadline)

@@ -199,7 +199,11 @@ func (e *env) commitUpTo(bs []batch, fileOrder []int, w uint64) []string {
 			data        []byte
 			pv          map[string]string
 		}
-		put := []file{{streams.TableRecords, lake.RecordsFilePath(tenant, b.date, name), parquetBytes(e.t, rows), map[string]string{"tenant": tenant, "date": b.date}}}
+		// The committer creates the records table partitioned by tenant
+		// (lake.CurrentLayout): date is not a partition (b.date names the
+		// batch's day only).
+		part := lake.CurrentLayout.PartOf(tenant, 0)
+		put := []file{{streams.TableRecords, part.FilePath(name), parquetBytes(e.t, rows), part.PartitionValues()}}
 		if len(tpl) > 0 {
 			put = append(put, file{streams.TableTemplates, tenant + "-" + name, parquetBytes(e.t, tpl), nil})
 		}

@@ -26,7 +26,7 @@ func runCompact(ctx context.Context, e *env, args []string) error {
 	var c common
 	c.register(fs, true)
 	tenant := fs.String("tenant", "", "only this tenant's partitions")
-	date := fs.String("date", "", "only the partitions of this date (YYYY-MM-DD)")
+	date := fs.String("date", "", "only the partitions of this date (YYYY-MM-DD; tables partitioned by tenant and date, made before issue 10)")
 	retention := fs.Bool("retention", false, "also remove the date partitions past committer.retention")
 	target := fs.Int64("target-bytes", 0, "size the rewritten files aim at (default committer.compaction.target_bytes, 128 MiB)")
 	if _, err := parseFlags(fs, e, args); err != nil {

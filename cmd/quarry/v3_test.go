@@ -69,7 +69,9 @@ func TestRunEveryByteKept(t *testing.T) {
 // TestRunOnV2Lake: a lake whose records table was created with the records
 // v2 schema and holds v2 files gets the superset schema (one metaData
 // action) when `quarry run` commits to it, and `quarry query --format raw`
-// then returns the old lines and the new (records v3) ones exactly.
+// then returns the old lines and the new (records v3) ones exactly. The
+// table keeps its old layout (partitioned by tenant and date): the run's
+// files go to date partitions, without a date column.
 func TestRunOnV2Lake(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -143,6 +145,14 @@ func TestRunOnV2Lake(t *testing.T) {
 	}
 	if snap.Metadata.SchemaString != lake.RecordsSchemaString {
 		t.Errorf("records schema after the run is not the superset: %s", snap.Metadata.SchemaString)
+	}
+	if l := lake.LayoutOf(snap.Metadata); !l.Dated {
+		t.Errorf("the old lake's layout changed to %s", l)
+	}
+	for _, f := range snap.Files {
+		if err := lake.DatedLayout.CheckPartitionValues(f.PartitionValues); err != nil || !strings.Contains(f.Path, "/date=") {
+			t.Errorf("file %s in the old lake: %v", f.Path, err)
+		}
 	}
 	if tsnap, err := tpl.Snapshot(ctx); err != nil || tsnap.Metadata.SchemaString != lake.TemplatesSchemaString {
 		t.Errorf("templates schema after the run is not the current one (%v): %s", err, tsnap.Metadata.SchemaString)

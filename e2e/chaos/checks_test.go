@@ -41,7 +41,7 @@ type inputLine struct {
 //     well formed, no file added twice, every active file present with its
 //     size);
 //  6. every path the logs reference is a clean relative path inside its
-//     table (records: inside its tenant=/date= partition).
+//     table (records: inside its tenant= or tenant=/date= partition).
 func checkLake(ctx context.Context, store objstore.Store, input []inputLine) []error {
 	var errs []error
 	lk := lake.Open(store)
@@ -196,7 +196,12 @@ func checkPath(table, p string, pv map[string]string) error {
 		return fmt.Errorf("add path %q is outside the table", p)
 	}
 	if table == lake.RecordsTable {
-		want := fmt.Sprintf("tenant=%s/date=%s/", pv["tenant"], pv["date"])
+		// Partitioned by tenant (tables created since issue 10) or by
+		// tenant and date (before).
+		want := fmt.Sprintf("tenant=%s/", pv["tenant"])
+		if d, ok := pv["date"]; ok {
+			want += fmt.Sprintf("date=%s/", d)
+		}
 		if !strings.HasPrefix(p, want) || strings.Contains(strings.TrimPrefix(p, want), "/") {
 			return fmt.Errorf("add path %q is outside its partition %s", p, want)
 		}

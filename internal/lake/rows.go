@@ -91,3 +91,11 @@ func (l *Lake) ReadRows(ctx context.Context, a delta.Add, texts recfile.Template
 func CompactFileName(base int64, token string, n int) string {
 	return fmt.Sprintf("compact-%020d-%s-%d.zstd.parquet", base, token, n)
 }
+
+// RetainFileName is the name of the n-th file a retention commit planned
+// from table version base wrote (the kept rows of a file it removed), by
+// the process with token: like CompactFileName, never an encoder's or a
+// compaction's name.
+func RetainFileName(base int64, token string, n int) string {
+	return fmt.Sprintf("retain-%020d-%s-%d.zstd.parquet", base, token, n)
+}

@@ -45,10 +45,14 @@
 //	b<k>, k < 32      BYTE_ARRAY, optional         the record's k-th parameter of kind b (not UTF-8)
 //	more              LIST<BYTE_ARRAY>, optional   the exact text of parameters without a column value, in order
 //	attrs             MAP<STRING,STRING>, optional record attributes (CDC), in input order
+//	date              INT32 DATE (DELTA_BINARY_PACKED) the UTC day of ts (WithDate; Day)
 //
 // A file holds only the optional columns some row of it uses; Delta readers
-// read a column a file lacks as null. The partition columns tenant and date
-// are in the Delta add action. SchemaString is the table's Delta schema.
+// read a column a file lacks as null. The partition column tenant is in the
+// Delta add action, and so is date in a table partitioned by it (then the
+// file is written without WithDate and has no date column; lake.Layout
+// decides). Decoders read files with and without the date column.
+// SchemaString is the table's Delta schema.
 //
 // kinds has one item per wildcard of the template, in order:
 //

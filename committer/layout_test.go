@@ -1,0 +1,177 @@
+package committer
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quarrylake/quarry/internal/lake"
+)
+
+// TestRetentionCurrentLayout: in a records table partitioned by tenant,
+// retention removes the files whose every row is past the cut
+// (dataChange=true) and rewrites a file that straddles it: its remove
+// (dataChange=true) and an add (dataChange=false) of only its kept rows, in
+// one commit with no txn. The multiset of rows after is the one before less
+// exactly the expired rows; a second pass does nothing.
+func TestRetentionCurrentLayout(t *testing.T) {
+	now := time.Date(2026, 3, 10, 15, 0, 0, 0, time.UTC)
+	l := newTestLakeIn(t, lake.CurrentLayout, nil, "acme", "forever")
+	day := func(d int) string { return now.AddDate(0, 0, -d).Format(time.DateOnly) }
+	seq := uint64(0)
+	for d := 40; d >= 0; d -= 5 { // one-day files
+		for _, tenant := range []string{"acme", "forever"} {
+			seq++
+			l.addFile(tenant, day(d), []uint64{seq}, now, false)
+		}
+	}
+	// Straddling files: days 33 to 27 (acme's cut is day 30).
+	var seqs []uint64
+	var days []string
+	for d := 33; d >= 27; d-- {
+		seq++
+		seqs = append(seqs, seq)
+		days = append(days, day(d))
+	}
+	l.addFileDays("acme", days, seqs, now, false)
+	l.addFileDays("forever", days, slices.Clone(seqs), now, false)
+	before := l.rowSet()
+	_, snapBefore := l.partitions()
+	cfg := testConfig("c1")
+	cfg.Retention = Retention{Default: Age(30 * 24 * time.Hour), Tenants: map[string]Age{"forever": 0}}
+	off := false
+	cfg.Compaction.Enabled = &off
+	m, submit := l.maint(cfg, now)
+	res, err := m.pass(l.ctx, Partition{}, true, false, submit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// acme: days 40, 35 and 30 wholly, the straddler rewritten.
+	if res.Expired != 4 || res.Rewritten != 1 {
+		t.Fatalf("pass %+v, want 4 files removed (one of them rewritten)", res)
+	}
+	cut := day(30)
+	var want []string
+	for _, r := range before {
+		// rowSet: tenant|seq|index|line|ts ns|...
+		f := strings.Split(r, "|")
+		if f[0] == "acme" && dayOfRow(t, f[4]) <= cut {
+			continue
+		}
+		want = append(want, r)
+	}
+	if got := l.rowSet(); !slices.Equal(got, want) {
+		t.Fatalf("rows after retention: %d, want %d (of %d)", len(got), len(want), len(before))
+	}
+	_, snap := l.partitions()
+	if snap.Version != snapBefore.Version+1 || snap.Txns[AppID] != snapBefore.Txns[AppID] {
+		t.Fatalf("version %d -> %d, txn %d -> %d", snapBefore.Version, snap.Version, snapBefore.Txns[AppID], snap.Txns[AppID])
+	}
+	var removes, adds int
+	for _, a := range l.log(snap.Version) {
+		switch {
+		case a.Txn != nil:
+			t.Fatal("retention commit has a txn action")
+		case a.Remove != nil:
+			removes++
+			if !a.Remove.DataChange || !strings.HasPrefix(a.Remove.Path, "tenant=acme/part-") {
+				t.Fatalf("remove %+v", a.Remove)
+			}
+		case a.Add != nil:
+			adds++
+			if a.Add.DataChange || !strings.HasPrefix(a.Add.Path, "tenant=acme/retain-") || a.Add.Tags[TagReports] == "" {
+				t.Fatalf("add %+v", a.Add)
+			}
+			if first, _, _ := lake.FileDays(a.Add.PartitionValues, a.Add.Stats); first <= cut {
+				t.Fatalf("rewritten file starts on %s, at or before the cut %s", first, cut)
+			}
+		}
+	}
+	if removes != 4 || adds != 1 {
+		t.Fatalf("retention commit: %d removes, %d adds", removes, adds)
+	}
+	if res, err := m.pass(l.ctx, Partition{}, true, false, submit); err != nil || res.Expired != 0 || res.Rewritten != 0 {
+		t.Fatalf("second pass: %+v, %v", res, err)
+	}
+	l.checkIndependently()
+}
+
+// dayOfRow is the UTC day of a rowSet entry's ts (nanoseconds).
+func dayOfRow(t *testing.T, ns string) string {
+	t.Helper()
+	var n int64
+	for _, c := range ns {
+		if c < '0' || c > '9' {
+			t.Fatalf("ts %q", ns)
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return lake.Date(n)
+}
+
+// TestCompactionCurrentLayout: in a records table partitioned by tenant, a
+// tenant's small files are closed when every day of their rows has ended
+// (or they are idle) and are rewritten into files near the target, with
+// the date column; a tenant with rows of today and new files is left
+// alone. Rows are kept exactly (multiset).
+func TestCompactionCurrentLayout(t *testing.T) {
+	now := time.Date(2026, 3, 10, 15, 0, 0, 0, time.UTC)
+	l := newTestLakeIn(t, lake.CurrentLayout, nil, "acme", "live")
+	seq := uint64(0)
+	next := func(n int) []uint64 {
+		var s []uint64
+		for range n {
+			seq++
+			s = append(s, seq)
+		}
+		return s
+	}
+	for i := range 12 { // days ended, modified a minute ago: closed by the days
+		l.addFile("acme", now.AddDate(0, 0, -1-i%3).Format(time.DateOnly), next(3), now.Add(-time.Minute), false)
+	}
+	for range 3 { // rows of today, modified a minute ago: open
+		l.addFile("live", now.Format(time.DateOnly), next(2), now.Add(-time.Minute), false)
+	}
+	_, snapBefore := l.partitions()
+	var small int64
+	for _, f := range snapBefore.Files {
+		small = max(small, f.Size)
+	}
+	rowsBefore := l.rowSet()
+	cfg := testConfig("c1")
+	cfg.Compaction.TargetBytes = 5 * small
+	m, submit := l.maint(cfg, now)
+	res, err := m.pass(l.ctx, Partition{}, false, true, submit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Partitions != 1 || res.Compacted != 12 || res.Written != 3 {
+		t.Fatalf("pass: %+v, want tenant acme's 12 files into 3", res)
+	}
+	parts, snap := l.partitions()
+	if parts["acme/"] != 3 || parts["live/"] != 3 {
+		t.Fatalf("files per partition after compaction: %v", parts)
+	}
+	for _, a := range l.log(snap.Version) {
+		if a.Add != nil && (a.Add.DataChange || !strings.HasPrefix(a.Add.Path, "tenant=acme/compact-") || a.Add.Size > 2*cfg.Compaction.TargetBytes) {
+			t.Fatalf("add %+v", a.Add)
+		}
+		if a.Remove != nil && a.Remove.DataChange {
+			t.Fatalf("remove %+v", a.Remove)
+		}
+	}
+	if got := l.rowSet(); !slices.Equal(got, rowsBefore) {
+		t.Fatalf("rows changed by compaction: %d before, %d after", len(rowsBefore), len(got))
+	}
+	l.checkIndependently() // the date column of the rewritten files, by Arrow
+	// Idle: the live tenant's files are compacted once idle long enough.
+	m2, submit2 := l.maint(cfg, now.Add(2*time.Hour))
+	if res, err := m2.pass(l.ctx, Partition{Tenant: "live"}, false, true, submit2); err != nil || res.Compacted != 3 {
+		t.Fatalf("idle pass: %+v, %v", res, err)
+	}
+	if got := l.rowSet(); !slices.Equal(got, rowsBefore) {
+		t.Fatal("rows changed by the idle compaction")
+	}
+	l.checkIndependently()
+}
