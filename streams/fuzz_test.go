@@ -84,6 +84,7 @@ func FuzzDecodeJSON(f *testing.F) {
 
 func FuzzDecodeNotice(f *testing.F) {
 	f.Add([]byte(goldenNoticeJSON))
+	f.Add([]byte(goldenNotice2JSON))
 	f.Add([]byte(`{"table":"records","version":0,"adds":[],"removes":[]}`))
 	f.Add([]byte(`{"table":"records","version":3,"adds":[{"path":"/x","rows":-2}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -95,7 +96,7 @@ func FuzzDecodeNotice(f *testing.F) {
 			t.Fatalf("notice %q version %d accepted", n.Table, n.Version)
 		}
 		for _, f := range append(n.Adds, n.Removes...) {
-			if f.Path == "" || f.Rows < -1 {
+			if f.Path == "" || f.Rows < -1 || (f.MinDate == "") != (f.MaxDate == "") || f.MinDate > f.MaxDate {
 				t.Fatalf("file %+v accepted", f)
 			}
 		}

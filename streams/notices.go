@@ -17,8 +17,10 @@ const NoticeStream = "QUARRY_NOTICES"
 // NoticeSubjects matches every commit notice subject.
 const NoticeSubjects = "quarry.notices.>"
 
-// FormatNotice is the format of a commit notice.
-const FormatNotice = "notice/1"
+// FormatNotice is the format of a commit notice. notice/2 adds the files'
+// min_date and max_date; DecodeNotice reads notice/1 as well (without
+// them).
+const FormatNotice = "notice/2"
 
 // NoticeSubject is the subject of table's commit notices ("records", "templates").
 func NoticeSubject(table string) string { return "quarry.notices." + table }
@@ -30,7 +32,7 @@ func NoticeMsgID(table string, version int64) string {
 	return table + "-" + strconv.FormatInt(version, 10)
 }
 
-// Notice announces one Delta commit (format "notice/1", JSON), published on
+// Notice announces one Delta commit (format "notice/2", JSON), published on
 // NoticeSubject(Table) with Nats-Msg-Id NoticeMsgID(Table, Version). It is
 // derived from the commit's actions alone, so a notice rebuilt from the
 // Delta log equals the one the committer would have published.
@@ -58,8 +60,15 @@ type Notice struct {
 type NoticeFile struct {
 	Path   string `json:"path"` // relative to the table root
 	Tenant string `json:"tenant,omitempty"`
-	Date   string `json:"date,omitempty"`
-	Size   int64  `json:"size"`
+	// Date is the file's date partition: set only in a records table
+	// partitioned by (tenant, date), the layout before issue 10.
+	Date string `json:"date,omitempty"`
+	// MinDate and MaxDate (notice/2) are the first and last UTC day
+	// (yyyy-mm-dd) of the file's rows, from its date partition or its ts
+	// stats; empty when unknown (and in notice/1).
+	MinDate string `json:"min_date,omitempty"`
+	MaxDate string `json:"max_date,omitempty"`
+	Size    int64  `json:"size"`
 	// Rows is the file's record count from its stats; -1 when unknown.
 	Rows int64 `json:"rows"`
 	// WAL is the set of WAL sequences the file covers, as sorted
@@ -68,7 +77,7 @@ type NoticeFile struct {
 	DataChange bool   `json:"data_change"`
 }
 
-// DecodeNotice decodes and checks a "notice/1" payload.
+// DecodeNotice decodes and checks a "notice/2" or "notice/1" payload.
 func DecodeNotice(b []byte) (*Notice, error) {
 	n, err := decodeJSON[Notice](b, "notice")
 	if err != nil {
@@ -81,11 +90,14 @@ func DecodeNotice(b []byte) (*Notice, error) {
 		if f.Path == "" || strings.HasPrefix(f.Path, "/") || f.Rows < -1 {
 			return nil, fmt.Errorf("%w: notice %s-%d: file %q rows %d", ErrMalformed, n.Table, n.Version, f.Path, f.Rows)
 		}
+		if (f.MinDate == "") != (f.MaxDate == "") || f.MinDate > f.MaxDate {
+			return nil, fmt.Errorf("%w: notice %s-%d: file %q dates %q..%q", ErrMalformed, n.Table, n.Version, f.Path, f.MinDate, f.MaxDate)
+		}
 	}
 	return n, nil
 }
 
-// EncodeNotice encodes n as "notice/1".
+// EncodeNotice encodes n as "notice/2".
 func EncodeNotice(n *Notice) ([]byte, error) {
 	if n.Adds == nil {
 		n.Adds = []NoticeFile{}

@@ -57,6 +57,8 @@ func NoticeOf(table string, version int64, actions []delta.Action) *streams.Noti
 			n.DataChange = n.DataChange || a.Add.DataChange
 		case a.Remove != nil:
 			f := noticeFile(a.Remove.Path, a.Remove.PartitionValues, a.Remove.Size, a.Remove.Tags, a.Remove.DataChange)
+			// A remove carries no stats: its days are known in a dated table.
+			f.MinDate, f.MaxDate, _ = FileDays(a.Remove.PartitionValues, "")
 			f.Rows = -1
 			n.Removes = append(n.Removes, f)
 			n.DataChange = n.DataChange || a.Remove.DataChange
@@ -70,6 +72,7 @@ func NoticeOf(table string, version int64, actions []delta.Action) *streams.Noti
 // that starts from the table as of a version (delta.Table.SnapshotAt).
 func AddNotice(a delta.Add) streams.NoticeFile {
 	f := noticeFile(a.Path, a.PartitionValues, a.Size, a.Tags, a.DataChange)
+	f.MinDate, f.MaxDate, _ = FileDays(a.PartitionValues, a.Stats)
 	f.Rows = -1
 	if st, err := delta.ParseStats(a.Stats); err == nil {
 		f.Rows = st.NumRecords

@@ -6,6 +6,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/streams"
 )
 
 func TestLayout(t *testing.T) {
@@ -79,6 +80,31 @@ func TestFileTimeRange(t *testing.T) {
 		}
 		if got := lake.FileWithinTimeRange(st, c.since, c.until); got != c.within {
 			t.Errorf("[%v, %v): within %v", c.since, c.until, got)
+		}
+	}
+}
+
+// TestNoticeDates: a notice names each file's first and last day: from the
+// ts stats in a table partitioned by tenant, from the date partition (also
+// still in date) in a dated one; a remove, without stats, only there.
+func TestNoticeDates(t *testing.T) {
+	stats := delta.StatsJSON(2, map[string]any{"ts": time.Date(2026, 11, 28, 23, 59, 0, 0, time.UTC)},
+		map[string]any{"ts": time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)}, nil)
+	n := lake.NoticeOf("records", 3, []delta.Action{
+		{Add: &delta.Add{Path: "tenant=a/f1", PartitionValues: map[string]string{"tenant": "a"}, Stats: stats, DataChange: true}},
+		{Add: &delta.Add{Path: "tenant=a/date=2026-01-02/f2", PartitionValues: map[string]string{"tenant": "a", "date": "2026-01-02"}, DataChange: true}},
+		{Remove: &delta.Remove{Path: "tenant=a/f0", PartitionValues: map[string]string{"tenant": "a"}, DataChange: true}},
+		{Remove: &delta.Remove{Path: "tenant=a/date=2026-01-01/f", PartitionValues: map[string]string{"tenant": "a", "date": "2026-01-01"}, DataChange: true}},
+	})
+	got := func(f streams.NoticeFile) string { return f.Date + "|" + f.MinDate + "|" + f.MaxDate }
+	for i, want := range []string{"|2026-11-28|2026-11-29", "2026-01-02|2026-01-02|2026-01-02"} {
+		if g := got(n.Adds[i]); g != want {
+			t.Errorf("add %d: %s, want %s", i, g, want)
+		}
+	}
+	for i, want := range []string{"||", "2026-01-01|2026-01-01|2026-01-01"} {
+		if g := got(n.Removes[i]); g != want {
+			t.Errorf("remove %d: %s, want %s", i, g, want)
 		}
 	}
 }

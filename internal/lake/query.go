@@ -54,20 +54,17 @@ type Record struct {
 	Line            string            `json:"line"`
 }
 
-// keepFile prunes a records file by its partition values and stats.
+// keepFile prunes a records file by its partition values and stats
+// (layout.go: the date partition of a dated table, the ts stats of any).
 func (f Filter) keepFile(a delta.Add) bool {
 	if f.Tenant != "" && a.PartitionValues["tenant"] != f.Tenant {
 		return false
 	}
-	if d, ok := a.PartitionValues["date"]; ok && d != "" {
-		day, err := time.Parse(time.DateOnly, d)
-		if err == nil {
-			if !f.Since.IsZero() && !day.Add(24*time.Hour).After(f.Since) {
-				return false
-			}
-			if !f.Until.IsZero() && !day.Before(f.Until) {
-				return false
-			}
+	if !f.Since.IsZero() || !f.Until.IsZero() {
+		// By the date partition (a dated table) and the ts stats.
+		st, _ := delta.ParseStats(a.Stats)
+		if !FileInTimeRange(a.PartitionValues, st, f.Since, f.Until) {
+			return false
 		}
 	}
 	if f.TemplateID != 0 {

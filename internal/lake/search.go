@@ -191,7 +191,7 @@ func (l *Lake) prepare(ctx context.Context, q *query.Query, opts SearchOptions) 
 			continue
 		}
 		st, _ := delta.ParseStats(a.Stats)
-		if !s.keepDate(a.PartitionValues["date"]) || !s.keepTS(st) {
+		if !FileInTimeRange(a.PartitionValues, st, s.since, s.until) {
 			continue
 		}
 		if opts.After != nil {
@@ -271,34 +271,6 @@ func earlier(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// keepDate prunes a date partition (a UTC day) by the time range.
-func (s *search) keepDate(d string) bool {
-	if d == "" {
-		return true
-	}
-	day, err := time.Parse(time.DateOnly, d)
-	if err != nil {
-		return true
-	}
-	if !s.since.IsZero() && !day.Add(24*time.Hour).After(s.since) {
-		return false
-	}
-	return s.until.IsZero() || day.Before(s.until)
-}
-
-// keepTS prunes a file by its ts stats.
-func (s *search) keepTS(st delta.Stats) bool {
-	lo, ok1 := statTime(st.MinValues["ts"])
-	hi, ok2 := statTime(st.MaxValues["ts"])
-	if !ok1 || !ok2 {
-		return true
-	}
-	if !s.since.IsZero() && hi.Add(time.Millisecond).Before(s.since) {
-		return false
-	}
-	return s.until.IsZero() || lo.Before(s.until)
 }
 
 // statTime reads a timestamp statistic. Delta writes them in RFC 3339 with
@@ -638,22 +610,13 @@ func (s *search) filePlan(f searchFile, sum recfile.Summary) (*tenantPlan, bool,
 }
 
 // fileWithinTS reports whether every row of the file lies in the time
-// range, by its ts stats (a maximum may lie up to a millisecond below the
-// true one, see statTime); false without stats.
+// range, by its ts stats; false without stats.
 func (s *search) fileWithinTS(a delta.Add) bool {
 	if s.since.IsZero() && s.until.IsZero() {
 		return true
 	}
 	st, err := delta.ParseStats(a.Stats)
-	if err != nil {
-		return false
-	}
-	lo, ok1 := statTime(st.MinValues["ts"])
-	hi, ok2 := statTime(st.MaxValues["ts"])
-	if !ok1 || !ok2 {
-		return false
-	}
-	return (s.since.IsZero() || !lo.Before(s.since)) && (s.until.IsZero() || hi.Add(time.Millisecond).Before(s.until))
+	return err == nil && FileWithinTimeRange(st, s.since, s.until)
 }
 
 // decodeV3 decodes the rows of a v3 file of the template versions f.plan

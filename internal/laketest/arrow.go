@@ -6,9 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net/url"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -58,7 +63,12 @@ func (r *readerAtSeeker) Seek(offset int64, whence int) (int64, error) {
 // columns: every column of the file is in the schema and every column the
 // schema does not allow to be null is in the file (a records v3 file holds
 // only the optional columns it uses, a v2 file none of v3's; Delta readers
-// read a column a file lacks as null). It returns every mismatch joined.
+// read a column a file lacks as null). For the records table it also
+// checks, without lake.Layout, each file's partition values against the
+// table's partition columns (and its path against them), and every row's
+// UTC day of ts against its date column (tables partitioned by tenant) or
+// its date partition (tables partitioned by tenant and date). It returns
+// every mismatch joined.
 func CheckWithArrow(ctx context.Context, store objstore.Store) error {
 	l := lake.Open(store)
 	var problems []error
@@ -93,6 +103,11 @@ func CheckWithArrow(ctx context.Context, store objstore.Store) error {
 			return fmt.Errorf("%s: %w", t.Root(), err)
 		}
 		for _, f := range snap.Files {
+			if t == l.Records() {
+				if err := checkPartition(snap.Metadata.PartitionColumns, f); err != nil {
+					problems = append(problems, fmt.Errorf("%s/%s: %w", t.Root(), f.Path, err))
+				}
+			}
 			if err := checkFileWithArrow(ctx, t, f, want); err != nil {
 				problems = append(problems, fmt.Errorf("%s/%s: %w", t.Root(), f.Path, err))
 			}
@@ -139,6 +154,11 @@ func checkFileWithArrow(ctx context.Context, t *delta.Table, f delta.Add, want [
 		got = append(got, fld.Name)
 	}
 	var problems []string
+	if t.Root() == lake.RecordsTable {
+		if err := checkDates(tbl, f.PartitionValues["date"]); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
 	for _, c := range got {
 		if !slices.ContainsFunc(want, func(w schemaColumn) bool { return w.name == c }) {
 			problems = append(problems, "column "+c+" is not in the table schema")
@@ -151,6 +171,98 @@ func checkFileWithArrow(ctx context.Context, t *delta.Table, f delta.Add, want [
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("columns %v: %s", got, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// checkPartition checks a records file's partition values against the
+// table's partition columns, independently of quarry's lake.Layout: the
+// same keys, none empty, a date that is a day, and the file in the
+// Hive-style directory of those values (col=value, path-escaped, in the
+// order of the columns).
+func checkPartition(cols []string, f delta.Add) error {
+	keys := slices.Sorted(maps.Keys(f.PartitionValues))
+	if !slices.Equal(keys, slices.Sorted(slices.Values(cols))) {
+		return fmt.Errorf("partition values %v, the table's partition columns are %v", f.PartitionValues, cols)
+	}
+	dir := ""
+	for _, c := range cols {
+		v := f.PartitionValues[c]
+		if v == "" {
+			return fmt.Errorf("partition value %s is empty", c)
+		}
+		if c == "date" {
+			if _, err := time.Parse(time.DateOnly, v); err != nil {
+				return fmt.Errorf("partition value date %q: %v", v, err)
+			}
+		}
+		dir += c + "=" + url.PathEscape(v) + "/"
+	}
+	if !strings.HasPrefix(f.Path, dir) || strings.Contains(f.Path[len(dir):], "/") {
+		return fmt.Errorf("path is not in its partition's directory %s", dir)
+	}
+	return nil
+}
+
+// checkDates checks, with Arrow's decoding, that every row's UTC day of ts
+// is its date: the file's date column when it has one (a table partitioned
+// by tenant only), else its date partition value (part, the layout before).
+// A file must have exactly one of the two.
+func checkDates(tbl arrow.Table, part string) error {
+	var tsCol, dateCol *arrow.Column
+	for i, fld := range tbl.Schema().Fields() {
+		switch fld.Name {
+		case "ts":
+			tsCol = tbl.Column(i)
+		case "date":
+			dateCol = tbl.Column(i)
+		}
+	}
+	switch {
+	case tsCol == nil:
+		return errors.New("no ts column")
+	case dateCol == nil && part == "":
+		return errors.New("neither a date column nor a date partition")
+	case dateCol != nil && part != "":
+		return fmt.Errorf("a date column and the date partition %s", part)
+	}
+	tsType, ok := tsCol.DataType().(*arrow.TimestampType)
+	if !ok {
+		return fmt.Errorf("ts is %s, not a timestamp", tsCol.DataType())
+	}
+	var days []string
+	for _, ch := range tsCol.Data().Chunks() {
+		a := ch.(*array.Timestamp)
+		for i := 0; i < a.Len(); i++ {
+			days = append(days, a.Value(i).ToTime(tsType.Unit).UTC().Format(time.DateOnly))
+		}
+	}
+	if dateCol == nil {
+		for i, d := range days {
+			if d != part {
+				return fmt.Errorf("row %d: ts on %s in date partition %s", i, d, part)
+			}
+		}
+		return nil
+	}
+	if dateCol.DataType().ID() != arrow.DATE32 {
+		return fmt.Errorf("date column is %s, not date32", dateCol.DataType())
+	}
+	row := 0
+	for _, ch := range dateCol.Data().Chunks() {
+		a := ch.(*array.Date32)
+		for i := 0; i < a.Len(); i++ {
+			if a.IsNull(i) {
+				return fmt.Errorf("row %d: date is null", row)
+			}
+			if got := a.Value(i).ToTime().UTC().Format(time.DateOnly); row >= len(days) || got != days[row] {
+				return fmt.Errorf("row %d: date %s, ts on %v", row, got, days[min(row, len(days)-1)])
+			}
+			row++
+		}
+	}
+	if row != len(days) {
+		return fmt.Errorf("%d dates for %d rows", row, len(days))
 	}
 	return nil
 }

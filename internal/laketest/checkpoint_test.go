@@ -72,7 +72,7 @@ func TestIndependentReplayAfterCheckpoints(t *testing.T) {
 	for v := int64(1); v <= versions; v++ {
 		var rows []lake.RecordRow
 		for i := range int64(rowsPerFile) {
-			rows = append(rows, lake.RecordRow{WALSeq: v*10 + i, TS: 1_700_000_000_000_000, Source: "s"})
+			rows = append(rows, lake.RecordRow{WALSeq: v*10 + i, TS: 1_767_225_600_000_000, Source: "s"}) // 2026-01-01
 		}
 		var buf bytes.Buffer
 		w := parquet.NewGenericWriter[lake.RecordRow](&buf)
