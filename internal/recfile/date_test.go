@@ -52,6 +52,19 @@ func TestDateColumn(t *testing.T) {
 		if err != nil || len(all) != 2 {
 			t.Fatalf("projected: %d records, %v", len(all), err)
 		}
+		r, err := OpenAt(bytes.NewReader(f.Data), int64(len(f.Data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, err := r.DecodeProjected(tpl, Projection{Lines: true, Source: true})
+		if err != nil || len(at) != len(rows) {
+			t.Fatalf("OpenAt: %d records, %v", len(at), err)
+		}
+		for _, g := range at {
+			if string(g.Line) != want[[2]uint64{g.WALSeq, uint64(g.Index)}] {
+				t.Errorf("OpenAt wal %d: line %q", g.WALSeq, g.Line)
+			}
+		}
 	}
 	pf, err := parquet.OpenFile(bytes.NewReader(dated.Data), int64(len(dated.Data)))
 	if err != nil {
