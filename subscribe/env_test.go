@@ -18,6 +18,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/quarrylake/quarry/committer"
+	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/natstest"
 	"github.com/quarrylake/quarry/internal/objstore"
@@ -212,8 +213,16 @@ func (e *env) commitUpTo(bs []batch, fileOrder []int, w uint64) []string {
 			if err := e.store.Put(ctx, f.table+"/"+f.path, f.data); err != nil {
 				e.t.Fatal(err)
 			}
-			fs = append(fs, streams.FileInfo{Table: f.table, Path: f.path, Size: int64(len(f.data)),
-				PartitionValues: f.pv, NumRecords: int64(n), ModificationTime: time.Now().UnixMilli()})
+			fi := streams.FileInfo{Table: f.table, Path: f.path, Size: int64(len(f.data)),
+				PartitionValues: f.pv, NumRecords: int64(n), ModificationTime: time.Now().UnixMilli()}
+			if f.table == streams.TableRecords && len(rows) > 0 {
+				// The ts and wal_seq stats an encoder writes: compaction
+				// closes a tenant whose rows' days have ended by them.
+				at := time.UnixMicro(rows[0].TS)
+				fi.Stats = delta.StatsJSON(int64(n), map[string]any{"wal_seq": int64(seq), "ts": at},
+					map[string]any{"wal_seq": int64(seq), "ts": at}, nil)
+			}
+			fs = append(fs, fi)
 		}
 		files = append(files, fs)
 	}
