@@ -193,14 +193,16 @@ func fmtSizes(sizes map[string]int64, total int) string {
 // same lines. It checks every line round-trips, and fails when
 //
 //   - all datasets as one tenant take more than zstd -3 of their lines
-//     (0.93 when written), or
+//     (0.93 when written, 0.97 with the date column), or
 //   - the sum over the datasets, one tenant and one file each, takes more
 //     than sizeCeiling times their zstd -3 (1.07 when written: the target
 //     is 1.0, not reached yet; the ceiling keeps it from growing).
 //
-// A lake of `quarry run` has one records file per event-time date, which
-// this harness does not model (cmd/quarry TestSizeLoghub does); "per-date"
-// is printed for reference. Run with -v to see the table:
+// A lake of `quarry run` has one records file per tenant (each row with its
+// date column, WithDate, as here) per encoder flush; a table of the old
+// layout one per event-time date, "per-date", printed for reference
+// (cmd/quarry TestSizeLoghub measures the lake itself). Run with -v to see
+// the table:
 //
 //	go test -run TestSizeLoghub -v ./internal/recfile/
 func TestSizeLoghub(t *testing.T) {
@@ -222,7 +224,9 @@ func TestSizeLoghub(t *testing.T) {
 	fmt.Fprintf(os.Stderr, "%-10s %8s %8s %8s %8s %8s %8s | %6s %6s %6s %6s %6s | lake/z3\n",
 		"dataset", "raw", "v2+tpl", "v3+tpl", "zstd-3", "zstd-19", "gzip-6", "v2", "v3", "z3", "z19", "gz6")
 	report := func(name string, c *corpus, add bool) {
-		f, err := Encode(c.rows, c.tpl)
+		// As the lake writes it: a table partitioned by tenant, each row
+		// with its date column.
+		f, err := Encode(c.rows, c.tpl, WithDate(true))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -292,5 +296,8 @@ func TestSizeLoghub(t *testing.T) {
 }
 
 // sizeCeiling bounds the per-dataset lakes' bytes as a multiple of zstd -3
-// of their lines (TestSizeLoghub); the target is 1.0.
-const sizeCeiling = 1.09
+// of their lines (TestSizeLoghub); the target is 1.0. It was 1.09 (1.078
+// measured) until the files gained the date column the tenant-only layout
+// needs (WithDate: 4,555 bytes over the 22,000 rows, 0.016 of zstd -3),
+// measured 1.094 with it.
+const sizeCeiling = 1.10
