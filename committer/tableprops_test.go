@@ -16,7 +16,7 @@ func (e *env) createRecords(conf map[string]string) *delta.Table {
 	e.t.Helper()
 	tbl := delta.OpenTable(e.local, lake.RecordsTable)
 	err := tbl.Create(context.Background(), delta.Metadata{SchemaString: lake.RecordsSchemaString,
-		PartitionColumns: lake.DatedLayout.PartitionColumns(), Configuration: conf})
+		PartitionColumns: lake.CurrentLayout.PartitionColumns(), Configuration: conf})
 	if err != nil {
 		e.t.Fatal(err)
 	}
