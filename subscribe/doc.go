@@ -67,6 +67,8 @@
 // dataChange=false) moved its rows into the files it added, and the
 // subscriber reads them there, selected by the file's WAL sequences (its
 // quarry.seqs tag); a retention removal (dataChange=true) took its rows
-// away, and it is skipped with a warning. Any other unreadable file is an
+// away, and it is skipped with a warning, but for the rows a retention
+// rewrite of the same commit kept (an add with dataChange=false, when
+// retention cut a file of a table partitioned by tenant), read there. Any other unreadable file is an
 // error from Next, and the cursor stays before it.
 package subscribe

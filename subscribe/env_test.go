@@ -140,13 +140,15 @@ func (e *env) commit(n int, tenants ...string) []string {
 // By default its WAL sequence follows the last one, its rows use version 1
 // of template 1 and its templates file holds that version; seq and prev
 // (both set), version and tpls (a non-nil empty slice: no templates file)
-// change that.
+// change that. Its rows' ts is 2023-11-14 unless ages gives row i's age
+// (its ts is that long before now).
 type batch struct {
 	tenant, date string
 	n            int
 	seq, prev    uint64
 	version      int32
 	tpls         []int32
+	ages         []time.Duration
 }
 
 // commitBatches commits bs (consecutive WAL sequences, in order) in one
@@ -179,7 +181,11 @@ func (e *env) commitUpTo(bs []batch, fileOrder []int, w uint64) []string {
 		var rows []lake.RecordRow
 		for i := range n {
 			p := fmt.Sprintf("%s-%d-%d", tenant, seq, i)
-			rows = append(rows, lake.RecordRow{WALSeq: int64(seq), RecordIndex: int32(i), TS: 1_700_000_000_000_000,
+			ts := int64(1_700_000_000_000_000)
+			if b.ages != nil {
+				ts = time.Now().Add(-b.ages[i]).UnixMicro()
+			}
+			rows = append(rows, lake.RecordRow{WALSeq: int64(seq), RecordIndex: int32(i), TS: ts,
 				TemplateID: 1, TemplateVersion: version, Params: []string{p}, Source: "src"})
 			out = append(out, "line "+p)
 		}
@@ -218,9 +224,12 @@ func (e *env) commitUpTo(bs []batch, fileOrder []int, w uint64) []string {
 			if f.table == streams.TableRecords && len(rows) > 0 {
 				// The ts and wal_seq stats an encoder writes: compaction
 				// closes a tenant whose rows' days have ended by them.
-				at := time.UnixMicro(rows[0].TS)
-				fi.Stats = delta.StatsJSON(int64(n), map[string]any{"wal_seq": int64(seq), "ts": at},
-					map[string]any{"wal_seq": int64(seq), "ts": at}, nil)
+				lo, hi := rows[0].TS, rows[0].TS
+				for _, r := range rows {
+					lo, hi = min(lo, r.TS), max(hi, r.TS)
+				}
+				fi.Stats = delta.StatsJSON(int64(n), map[string]any{"wal_seq": int64(seq), "ts": time.UnixMicro(lo)},
+					map[string]any{"wal_seq": int64(seq), "ts": time.UnixMicro(hi)}, nil)
 			}
 			fs = append(fs, fi)
 		}

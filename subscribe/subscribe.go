@@ -443,10 +443,11 @@ func (s *Subscription) movedRows(ctx context.Context, version int64, f streams.N
 		if i < 0 {
 			continue
 		}
-		if n.Removes[i].DataChange {
-			s.log.Warn("records file removed by retention before it was read, its rows are gone", "path", f.Path, "version", v)
-			return nil, true, nil
-		}
+		// A retention removal (dataChange true): the expired rows are gone;
+		// a file it cut (lake.CurrentLayout) has its kept rows in an add
+		// of the same commit with dataChange false, read below as a
+		// compaction's.
+		retained := n.Removes[i].DataChange
 		for _, a := range n.Adds {
 			if a.DataChange || a.Tenant != f.Tenant || a.Date != f.Date {
 				continue
@@ -468,6 +469,10 @@ func (s *Subscription) movedRows(ctx context.Context, version int64, f streams.N
 			}
 		}
 		sortWAL(recs)
+		if retained {
+			s.log.Warn("records file removed by retention before it was read, its expired rows are gone", "path", f.Path, "version", v, "kept_rows", len(recs))
+			return recs, true, nil
+		}
 		s.log.Info("records file compacted and vacuumed before it was read, its rows read from the compaction", "path", f.Path, "version", v)
 		return recs, true, nil
 	}
