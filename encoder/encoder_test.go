@@ -707,3 +707,54 @@ func TestWriterIDs(t *testing.T) {
 
 // fakeJS satisfies the interface for tests that never call it.
 type fakeJS struct{ jetstream.JetStream }
+
+// TestLayoutLearnedAtFlush: an encoder that started before the records
+// table existed partitions by tenant (the layout the committer creates);
+// when the table turns out to have been created in the old (tenant, date)
+// layout, its next flush re-partitions the buffered rows and writes them
+// in that layout, and it keeps that layout from then on.
+func TestLayoutLearnedAtFlush(t *testing.T) {
+	e := newEnv(t)
+	c := e.committer(nil)
+	enc, stop := e.start(fastConfig(), nil, nil)
+	defer stop()
+	// The workers exist once the layout was read (no table: unsettled).
+	waitFor(t, 30*time.Second, "workers", func() bool {
+		enc.mu.Lock()
+		defer enc.mu.Unlock()
+		return len(enc.workers) > 0
+	})
+	enc.mu.Lock()
+	for _, w := range enc.workers {
+		if w.settled || w.layout != lake.CurrentLayout {
+			t.Fatalf("worker layout %s settled %v before the table exists", w.layout, w.settled)
+		}
+	}
+	enc.mu.Unlock()
+	createDatedTable(t, e.store)
+	near := time.Date(2026, 11, 29, 23, 59, 58, 0, time.UTC).UnixNano() // rows on two days
+	bs := []*streams.MinedBatch{batch(1, 0, "acme", near, 4), batch(2, 1, "acme", near+int64(24*time.Hour), 2)}
+	e.publish(bs...)
+	waitFor(t, 30*time.Second, "work queue empty", func() bool { return e.queueLen() == 0 })
+	c.checkExactlyOnce(t, seqsOf(bs))
+	days := map[string]bool{}
+	for _, r := range c.accepted() {
+		for _, fi := range r.Files {
+			if fi.Table != streams.TableRecords {
+				continue
+			}
+			if err := lake.DatedLayout.CheckPartitionValues(fi.PartitionValues); err != nil {
+				t.Errorf("%s: %v", fi.Path, err)
+			}
+			days[fi.PartitionValues["date"]] = true
+			data, err := e.store.Get(context.Background(), fi.Table+"/"+fi.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkDateColumn(t, data, false)
+		}
+	}
+	if len(days) != 2 {
+		t.Errorf("date partitions %v, want the rows' 2 days", days)
+	}
+}
