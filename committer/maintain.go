@@ -298,6 +298,7 @@ func (c *Committer) startMaintenance(ctx context.Context) (stop func()) {
 			c.m.maintFiles.WithLabelValues("compacted").Add(float64(res.Compacted))
 			c.m.maintFiles.WithLabelValues("written").Add(float64(res.Written))
 			c.m.maintFiles.WithLabelValues("expired").Add(float64(res.Expired))
+			c.m.maintFiles.WithLabelValues("retained").Add(float64(res.Rewritten))
 			if err != nil {
 				c.bgFailed("maintenance pass", err)
 			} else {

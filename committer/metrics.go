@@ -56,7 +56,7 @@ func newMetrics(reg prometheus.Registerer, extra ...prometheus.Collector) (*metr
 		logCleanupErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_committer_log_cleanup_errors_total",
 			Help: "Log cleanups that failed (retried after the next checkpoint), by table."}, []string{"table"}),
 		maintFiles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_committer_maintenance_files_total",
-			Help: "Records files removed by compaction (compacted) or retention (expired), and written by compaction (written)."}, []string{"op"}),
+			Help: "Records files removed by compaction (compacted) or retention (expired), and written by compaction (written) or by retention with the kept rows of a file it cut (retained)."}, []string{"op"}),
 		maintPasses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_committer_maintenance_passes_total",
 			Help: "Background retention and compaction passes, by result (ok, error, skipped: a partition could not be rewritten)."}, []string{"result"}),
 	}
