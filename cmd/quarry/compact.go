@@ -27,7 +27,7 @@ func runCompact(ctx context.Context, e *env, args []string) error {
 	c.register(fs, true)
 	tenant := fs.String("tenant", "", "only this tenant's partitions")
 	date := fs.String("date", "", "only the partitions of this date (YYYY-MM-DD; tables partitioned by tenant and date, made before issue 10)")
-	retention := fs.Bool("retention", false, "also remove the date partitions past committer.retention")
+	retention := fs.Bool("retention", false, "also remove the records past committer.retention (files cut at the retention are rewritten with their kept rows)")
 	target := fs.Int64("target-bytes", 0, "size the rewritten files aim at (default committer.compaction.target_bytes, 128 MiB)")
 	if _, err := parseFlags(fs, e, args); err != nil {
 		return err
@@ -84,6 +84,9 @@ func runCompact(ctx context.Context, e *env, args []string) error {
 	}
 	if *retention {
 		fmt.Fprintf(e.stdout, "; retention removed %d files", res.Expired)
+		if res.Rewritten > 0 {
+			fmt.Fprintf(e.stdout, " (the kept rows of %d of them rewritten)", res.Rewritten)
+		}
 	}
 	fmt.Fprintln(e.stdout)
 	return nil
