@@ -244,8 +244,9 @@ func (h *cursorHeap) Pop() any {
 // Query calls fn for every committed record f selects, in (wal_seq,
 // record_index) order, with its line rendered from the committed template
 // text. Only files in the records table's snapshot are read (uncommitted or
-// orphaned files are invisible), pruned by the tenant and date partitions
-// and the template_id stats. Files are merged lazily: a file is opened when
+// orphaned files are invisible), pruned by the tenant partition, the time
+// range (FileInTimeRange: the ts stats, and the date partition of a dated
+// table) and the template_id stats. Files are merged lazily: a file is opened when
 // the merge reaches the lowest WAL sequence its stats (or name) give, so
 // only overlapping files are open at once. An error from fn stops the query
 // and is returned.

@@ -29,8 +29,9 @@ import (
 
 // RecordRow is one row of a records v2 file (params as a list, one row per
 // record in WAL order). The encoder writes records v3 (internal/recfile);
-// v2 files of older lakes are still read. The partition columns tenant and
-// date live in the Delta add action, not in the file.
+// v2 files of older lakes are still read. The partition columns (tenant,
+// and date in a table of DatedLayout) live in the Delta add action, not in
+// the file; DatedRecordRow is the v2 row of a table partitioned by tenant.
 type RecordRow struct {
 	WALSeq          int64             `parquet:"wal_seq"`
 	RecordIndex     int32             `parquet:"record_index"`
@@ -204,7 +205,8 @@ const TemplatesSchemaV1String = templatesFieldsV1 + `]}`
 const TemplatesSchemaString = templatesFieldsV1 + `,` +
 	`{"name":"kinds","type":{"type":"array","elementType":"string","containsNull":false},"nullable":true,"metadata":{}}]}`
 
-// Date is the value of the date partition for a record time (UTC).
+// Date is the UTC day (yyyy-mm-dd) of a record time: the date partition
+// value in a table of DatedLayout, the date column's day otherwise.
 func Date(tsNanos int64) string { return time.Unix(0, tsNanos).UTC().Format(time.DateOnly) }
 
 // FileName is the base name of a data file covering WAL sequences first..last
