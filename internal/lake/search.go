@@ -451,7 +451,7 @@ func (s *search) readFile(ctx context.Context, f searchFile) ([]Record, error) {
 			return nil, err
 		}
 		f.plan = tp
-		recs, err := s.decodeV3(ctx, f, m, true)
+		recs, err := s.decodeV3(ctx, f, m, true, true)
 		if err != nil {
 			return nil, err
 		}
@@ -495,13 +495,19 @@ func (s *search) readFile(ctx context.Context, f searchFile) ([]Record, error) {
 	}
 }
 
-// readV3 selects from a decoded v3 file's records (in WAL order, of the
-// versions the plan may match).
+// readV3 selects from a decoded v3 file's records (in the file's order, of
+// the versions the plan may match), in WAL order (recfile.WALOrder: each
+// record is moved once, into its Record).
 func (s *search) readV3(f searchFile, recs []recfile.Record) ([]Record, error) {
 	out := make([]Record, 0, len(recs))
 	var qr query.Record
 	var row fileRow
-	for i := range recs {
+	order := recfile.WALOrder(recs)
+	for x := range recs {
+		i := x
+		if order != nil {
+			i = int(order[x])
+		}
 		r := &recs[i]
 		row = fileRow{WALSeq: int64(r.WALSeq), Index: int32(r.Index), TS: floorDiv(r.TS, 1000), TemplateID: int64(r.TemplateID),
 			TemplateVersion: int32(r.TemplateVersion), Source: r.Source, Line: r.Line, v3: true}
@@ -621,8 +627,9 @@ func (s *search) fileWithinTS(a delta.Add) bool {
 
 // decodeV3 decodes the rows of a v3 file of the template versions f.plan
 // may match, reading only the column chunks they need (recfile.Reader);
-// lines false reads no parameter and renders no line.
-func (s *search) decodeV3(ctx context.Context, f searchFile, m *fileMeta, lines bool) ([]recfile.Record, error) {
+// lines false reads no parameter and renders no line; fileOrder leaves the
+// records in the file's order (recfile.Projection.FileOrder).
+func (s *search) decodeV3(ctx context.Context, f searchFile, m *fileMeta, lines, fileOrder bool) ([]recfile.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -644,7 +651,7 @@ func (s *search) decodeV3(ctx context.Context, f searchFile, m *fileMeta, lines 
 	if agg := s.q.NewAggregator(); agg != nil {
 		c |= agg.Columns()
 	}
-	recs, err := m.rd.DecodeProjected(s.texts, recfile.Projection{Keep: keep, Lines: lines,
+	recs, err := m.rd.DecodeProjected(s.texts, recfile.Projection{Keep: keep, Lines: lines, FileOrder: fileOrder,
 		Source: c&query.ColSource != 0 || !s.opts.LineOnly, Attrs: c&query.ColAttrs != 0 || !s.opts.LineOnly})
 	var mt *recfile.MissingTemplateError
 	if errors.As(err, &mt) {
@@ -798,7 +805,7 @@ func (s *search) aggregateNarrow(ctx context.Context, f searchFile, agg *query.A
 		if s.countSummary(f, m.summary, agg) {
 			return nil
 		}
-		recs, err := s.decodeV3(ctx, f, m, false)
+		recs, err := s.decodeV3(ctx, f, m, false, true) // counted: any order
 		if err != nil {
 			return err
 		}

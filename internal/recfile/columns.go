@@ -447,7 +447,12 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 		n = len(kept)
 	}
 	// Each record goes straight to its place in WAL order.
-	pos := walPositions(base[cWALSeq].ints, base[cIndex].ints, kept)
+	var pos []int32
+	if p != nil && p.FileOrder {
+		pos = identity(n)
+	} else {
+		pos = walPositions(base[cWALSeq].ints, base[cIndex].ints, kept)
+	}
 	start := len(out)
 	out = slices.Grow(out, n)[:start+n]
 	// A record is built in rec and copied to its place once: out is written
@@ -638,6 +643,15 @@ func (d *decoder) known(k Key) error {
 		return &MissingTemplateError{Key: k}
 	}
 	return nil
+}
+
+// identity is 0, 1, ..., n-1.
+func identity(n int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(i)
+	}
+	return out
 }
 
 // walPositions returns each row's index in (wal_seq, record_index) order:

@@ -54,51 +54,63 @@ func Decode(data []byte, tpl Templates) ([]Record, error) {
 	return walOrder(out), nil
 }
 
-// walOrder returns recs sorted by (wal_seq, record_index). It sorts small
-// keys, not the records, and moves each record once.
+// walOrder returns recs sorted by (wal_seq, record_index), each record
+// moved once at most, in place.
 func walOrder(recs []Record) []Record {
-	type key struct {
-		seq uint64
-		idx uint32
-		pos int32
-	}
-	keys := make([]key, len(recs))
-	sorted := true
-	for i := range recs {
-		keys[i] = key{recs[i].WALSeq, recs[i].Index, int32(i)}
-		if i > 0 && sorted {
-			p := &keys[i-1]
-			sorted = p.seq < keys[i].seq || (p.seq == keys[i].seq && p.idx <= keys[i].idx)
-		}
-	}
-	if sorted {
+	order := WALOrder(recs)
+	if order == nil {
 		return recs
 	}
-	if out, ok := walOrderBySlots(recs); ok {
-		return out
+	// In place, one cycle at a time: a second array of records would be
+	// allocated, cleared and scanned by the collector.
+	dest := make([]int32, len(recs))
+	for r, i := range order {
+		dest[i] = int32(r)
 	}
-	slices.SortFunc(keys, func(a, b key) int {
-		if c := cmp.Compare(a.seq, b.seq); c != 0 {
-			return c
+	for i := range dest {
+		for int(dest[i]) != i {
+			j := dest[i]
+			recs[i], recs[j] = recs[j], recs[i]
+			dest[i], dest[j] = dest[j], dest[i]
 		}
-		return cmp.Compare(a.idx, b.idx)
-	})
-	out := make([]Record, len(recs))
-	for i, k := range keys {
-		out[i] = recs[k.pos]
 	}
-	return out
+	return recs
 }
 
-// walOrderBySlots orders recs by placing each at a slot of its own: slot
-// record_index of its wal_seq's range, the ranges in wal_seq order, each as
-// long as that sequence's highest index. Records of a file are most of
-// their frames' lines, so the slots are few and no record is compared (a
-// file's row groups each hold every frame of it: the sort this replaces was
-// 15% of a full render). false, with recs unchanged, when the slots would be
-// many (sparse sequences or indexes) or two records share one; else recs,
-// reordered in place.
-func walOrderBySlots(recs []Record) ([]Record, bool) {
+// WALOrder returns the indexes of recs in (wal_seq, record_index) order,
+// nil when recs are in that order already. It places each record at a
+// slot of its own (slot record_index of its wal_seq's range, the ranges in
+// wal_seq order, each as long as that sequence's highest index): records
+// of a file are most of their frames' lines, so the slots are few and no
+// record is compared (a file's row groups each hold every frame of it: the
+// comparison sort this replaced was 15% of a full render). Sparse
+// sequences or indexes, or two records at one position, are sorted.
+func WALOrder(recs []Record) []int32 {
+	sorted := true
+	for i := 1; i < len(recs) && sorted; i++ {
+		p, r := &recs[i-1], &recs[i]
+		sorted = p.WALSeq < r.WALSeq || (p.WALSeq == r.WALSeq && p.Index <= r.Index)
+	}
+	if sorted {
+		return nil
+	}
+	if order, ok := walSlots(recs); ok {
+		return order
+	}
+	order := make([]int32, len(recs))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(a, b int32) int {
+		x, y := &recs[a], &recs[b]
+		return cmp.Or(cmp.Compare(x.WALSeq, y.WALSeq), cmp.Compare(x.Index, y.Index))
+	})
+	return order
+}
+
+// walSlots is WALOrder by slot; false when the slots would be many or two
+// records share one.
+func walSlots(recs []Record) ([]int32, bool) {
 	n := len(recs)
 	lo, hi := recs[0].WALSeq, recs[0].WALSeq
 	for i := range recs {
@@ -121,7 +133,7 @@ func walOrderBySlots(recs []Record) ([]Record, bool) {
 	if top[len(top)-1] > 4*n+64 {
 		return nil, false
 	}
-	slots := make([]int32, top[len(top)-1]) // a record's position + 1; 0: none
+	slots := make([]int32, top[len(top)-1]) // a record's index + 1; 0: none
 	for i := range recs {
 		p := top[recs[i].WALSeq-lo] + int(recs[i].Index)
 		if slots[p] != 0 {
@@ -129,24 +141,14 @@ func walOrderBySlots(recs []Record) ([]Record, bool) {
 		}
 		slots[p] = int32(i + 1)
 	}
-	// In place, one cycle at a time: a second array of records would be
-	// allocated, cleared and scanned by the collector.
-	dest := make([]int32, n)
-	rank := int32(0)
+	k := 0
 	for _, x := range slots {
 		if x != 0 {
-			dest[x-1] = rank
-			rank++
+			slots[k] = x - 1
+			k++
 		}
 	}
-	for i := range dest {
-		for int(dest[i]) != i {
-			j := dest[i]
-			recs[i], recs[j] = recs[j], recs[i]
-			dest[i], dest[j] = dest[j], dest[i]
-		}
-	}
-	return recs, true
+	return slots[:k], true
 }
 
 type decoder struct {

@@ -18,6 +18,10 @@ type Projection struct {
 	Lines bool
 	// Source keeps Source, Attrs keeps Attrs.
 	Source, Attrs bool
+	// FileOrder returns the records in the order the file holds them (by
+	// template), not in WAL order: WALOrder gives that order, for a caller
+	// that moves each record anyway (the lake's search).
+	FileOrder bool
 }
 
 // DecodeProjected is Decode with the records of the versions p.Keep takes,
@@ -91,6 +95,9 @@ func decodeProjected(f *parquet.File, r *Reader, tpl Templates, p Projection) ([
 		if out, err = d.rowGroup(out, rg, cols); err != nil {
 			return nil, err
 		}
+	}
+	if p.FileOrder {
+		return out, nil
 	}
 	return walOrder(out), nil
 }

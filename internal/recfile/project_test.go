@@ -62,9 +62,10 @@ func checkProjected(t *testing.T, data []byte, tpl Templates) {
 		t.Fatal(err)
 	}
 	for name, keep := range keepers(tpl) {
-		for m := 0; m < 16; m++ {
-			// m&8: through a Reader (OpenAt), reading column chunks.
-			p := Projection{Keep: keep, Lines: m&1 != 0, Source: m&2 != 0, Attrs: m&4 != 0}
+		for m := 0; m < 32; m++ {
+			// m&8: through a Reader (OpenAt), reading column chunks; m&16:
+			// in file order, put in WAL order by WALOrder.
+			p := Projection{Keep: keep, Lines: m&1 != 0, Source: m&2 != 0, Attrs: m&4 != 0, FileOrder: m&16 != 0}
 			asked := map[Key]int{}
 			if keep != nil {
 				p.Keep = func(k Key) bool { asked[k]++; return keep(k) }
@@ -82,6 +83,15 @@ func checkProjected(t *testing.T, data []byte, tpl Templates) {
 			got, err := decode()
 			if err != nil {
 				t.Fatalf("keep %s lines %v source %v attrs %v reader %v: %v", name, p.Lines, p.Source, p.Attrs, m&8 != 0, err)
+			}
+			if p.FileOrder {
+				if order := WALOrder(got); order != nil {
+					inWAL := make([]Record, len(got))
+					for x, i := range order {
+						inWAL[x] = got[i]
+					}
+					got = inWAL
+				}
 			}
 			var want []Record
 			for _, r := range all {
