@@ -64,9 +64,11 @@ func loadRemoved(arb *arbiter, snap *delta.Snapshot) {
 	}
 }
 
-// Compaction configures the rewrite of closed partitions: a (tenant, date)
-// partition whose date has ended (UTC) or that got no new file for Idle is
-// closed; its files smaller than half of TargetBytes are rewritten (a file
+// Compaction configures the rewrite of closed files: in a partition (a
+// tenant, or a (tenant, date) in a table of lake.DatedLayout) that got no
+// new file for Idle every file is closed, else those whose rows' UTC days
+// have all ended (a dated partition: its date). Its closed files smaller
+// than half of TargetBytes are rewritten (a file
 // of half the target or more is final, so a partition that keeps getting
 // late files does not rewrite its big files again and again), in WAL order,
 // into records v3 files of about TargetBytes (recfile's compact encoding),
@@ -154,12 +156,12 @@ type compactGroup struct {
 // rewritten.
 func compactionPlan(snap *delta.Snapshot, hw int64, c Compaction, only Partition, now time.Time) []compactGroup {
 	type partFiles struct {
-		newest  int64  // newest modificationTime of any file (ms)
-		lastDay string // the last UTC day of the small files' rows
-		unknown bool   // a small file's days are not known
-		small   []delta.Add
+		newest int64       // newest modificationTime of any file (ms)
+		small  []delta.Add // small files below the high-water
+		ended  []delta.Add // those of them whose rows' days have all ended
 	}
 	layout := lake.LayoutOf(snap.Metadata)
+	today := now.UTC().Format(time.DateOnly)
 	parts := map[Partition]*partFiles{}
 	for _, f := range snap.Files {
 		p := partOf(f.PartitionValues)
@@ -177,19 +179,20 @@ func compactionPlan(snap *delta.Snapshot, hw int64, c Compaction, only Partition
 			continue
 		}
 		pf.small = append(pf.small, f)
-		if _, last, ok := lake.FileDays(f.PartitionValues, f.Stats); ok {
-			pf.lastDay = max(pf.lastDay, last)
-		} else {
-			pf.unknown = true
+		if _, last, ok := lake.FileDays(f.PartitionValues, f.Stats); ok && last < today {
+			pf.ended = append(pf.ended, f)
 		}
 	}
-	today := now.UTC().Format(time.DateOnly)
 	var out []compactGroup
 	for p, pf := range parts {
-		// Closed: every day of its small files' rows has ended (a dated
-		// partition: its date), or no new file came for Idle.
-		closed := (!pf.unknown && pf.lastDay != "" && pf.lastDay < today) || now.Sub(time.UnixMilli(pf.newest)) >= c.Idle
-		if !closed || len(pf.small) < 2 {
+		// Closed: no new file came for Idle (every small file is taken),
+		// else the small files whose rows' days have all ended: in a dated
+		// partition all or none (its date), in a tenant's (layout 2) those
+		// of past days, while today's keep coming.
+		if now.Sub(time.UnixMilli(pf.newest)) < c.Idle {
+			pf.small = pf.ended
+		}
+		if len(pf.small) < 2 {
 			continue
 		}
 		sort.Slice(pf.small, func(i, j int) bool {
