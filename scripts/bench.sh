@@ -158,8 +158,9 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   `quarry.records.tail` so the skip looks for them there only (docs/formats.md; re-encoding this lake's
   rows: 9,583,411 to 9,593,809 bytes, +0.11%); `recfile.Reader` reads a file's footer once and fetches
   only the column chunks a read needs (adjacent ones within 16 KB with one ReadAt), never the whole
-  object; records put in WAL order by slot (wal_seq range, then record_index) in place; the records slice
-  sized from the summary; rendering reuses the previous row's template and kinds; readAll asks for no
+  object; the lake takes each file's records in file order and moves each once, into its Record,
+  following recfile.WALOrder's permutation (by slot: wal_seq range, then record_index; no comparison
+  sort, no per row group sort); the records slice sized from the summary; rendering reuses the previous row's template and kinds; readAll asks for no
   more rows than are left.
   Before (main at f4b4c70, its own lake) and after (this branch, its own lake), the commands of the table
   above, each run 10 times in a loop, best of two loops, CPU (user + sys) per run, one run each on the
@@ -167,20 +168,25 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
 
   | task | before quarry | after quarry | zstd -3 | ratio before | ratio after |
   |---|---:|---:|---:|---:|---:|
-  | full render | 693 ms | 545 ms | 72-76 ms | 0.11 | 0.13 |
-  | selective term | 64 ms | 41 ms | 85-94 ms | 1.33 | 2.29 |
-  | count by template | 14 ms | 13 ms | 71-74 ms | 5.1 | 5.7 |
+  | full render | 803 ms | 591 ms | 88 / 83 ms | 0.11 | 0.14 |
+  | selective term | 82 ms | 48 ms | 106 / 102 ms | 1.29 | 2.13 |
+  | count by template | 18 ms | 14 ms | 82 / 82 ms | 4.6 | 5.9 |
 
-  What is left. Term: 41 ms, of which about 13 ms is the fixed cost every query pays (the count's whole
+  (zstd before / after: its figure in the same loop as each quarry column.) An earlier pair of loops
+  the same day, before the last render change (Projection.FileOrder): render 693 to 545 ms, term 64 to
+  41 ms, count 14 to 13 ms. Process start alone (`quarry help`) is about 9 ms of CPU of the count's 14.
+
+  What is left. Term: 41-48 ms, of which about 13 ms is the fixed cost every query pays (the count's whole
   time: process start, Delta logs, templates table, footers); the rest decompresses the row group that
   holds the kept template (8,000-16,000 rows for its 400-1,300) and the rare tail (about 1,000 rows a
   file). 10x zstdcat | grep is 9 ms of CPU for the whole process, below that fixed cost: not reachable
   by skipping more. Next levers: smaller row groups (or pages with an offset index) around mid-size
-  templates, and a per-version trigram filter so a long term rules the rare tail out. Render: 545 ms
-  against 72: per line quarry decodes about 20 columns, interleaves template pieces and parameters, and
-  builds two records (recfile's, then the lake's, 5 allocations), then orders them (profile after:
-  decoding row groups 56%, of it reading columns 20% with zstd 8% and rendering 15-19%; WAL order 11-14%;
-  the lake's records 13%; garbage collection about 15%). zstdcat copies bytes. Matching it needs a
+  templates, and a per-version trigram filter so a long term rules the rare tail out. Render: 591 ms
+  against 83: per line quarry decodes about 20 columns, interleaves template pieces and parameters, and
+  builds two records (recfile's, then the lake's, about 150 bytes, in WAL order by following WALOrder's
+  permutation) (profile after: decoding row groups 54%, of it reading columns 20% with zstd 8% and
+  rendering 16%; the lake's records 28%, mostly cache misses following the permutation and appending
+  them; garbage collection about 10%). zstdcat copies bytes. Matching it needs a
   render that writes lines from the columns straight into the output buffer with no record per line, not
   more tuning of this path; decoding row groups in parallel lowers wall time only (the ratio is by CPU).
 PROFILE
