@@ -1,6 +1,7 @@
 package committer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -421,6 +422,22 @@ func TestCompactionKeepsRows(t *testing.T) {
 			}
 			if ids := strings.Split(a.Add.Tags[TagReports], ","); len(ids) < 2 || !slices.IsSorted(ids) {
 				t.Fatalf("compacted file lists reports %q", a.Add.Tags[TagReports])
+			}
+			// A rewrite is written once and kept: compressed harder.
+			data, err := l.store.Get(l.ctx, l.rec.FileKey(a.Add.Path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := lake.Open(l.store).ReadRows(l.ctx, *a.Add, l.tpls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := recfile.Encode(rows, l.tpls, append(l.layout.EncodeOptions(), recfile.WithHighCompression(true))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(data, want.Data) {
+				t.Fatalf("compacted file %s: %d bytes, not its rows encoded WithHighCompression (%d)", a.Add.Path, len(data), len(want.Data))
 			}
 		}
 	}

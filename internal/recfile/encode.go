@@ -89,6 +89,23 @@ type Option func(*options)
 // and its files go without. Decode reads files with and without it.
 func WithDate(on bool) Option { return func(o *options) { o.date = on } }
 
+// WithHighCompression (on) compresses every compressed column with zstd's
+// best level or its default, whichever frame is smaller (a few KB can come
+// out larger at best): on the Loghub datasets 7-9% fewer records bytes
+// for 2.6 times the encode CPU (TestSizeLoghub "high", TestSizeLevers,
+// TestEncodeLevelsCPU). For files written once and kept, off the ingest
+// path: compaction and retention's rewrites. The file's layout is the
+// same; only its column chunks' compression differs, and any zstd decoder
+// reads them.
+func WithHighCompression(on bool) Option {
+	return func(o *options) {
+		o.hiLevel, o.hiBytes = 0, 0
+		if on {
+			o.hiLevel = zstd.SpeedBestCompression
+		}
+	}
+}
+
 // tplInfo is a template text cut at its wildcards.
 type tplInfo struct {
 	pieces []string // len = wildcards + 1

@@ -3,8 +3,10 @@ package recfile
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,6 +50,8 @@ func TestSizeLevers(t *testing.T) {
 		{"untrimmed footer", func(o *options) { o.trimFooter = false }},
 		{"untyped", func(o *options) { o.untyped = true }},
 		{"strings=dict", func(o *options) { o.strings = "dict" }},
+		{"strings=delta", func(o *options) { o.strings = "delta" }},
+		{"strings=auto", func(o *options) { o.strings = "auto" }},
 		{"zstd=better", func(o *options) { o.level = zstd.SpeedBetterCompression }},
 		{"zstd=fastest", func(o *options) { o.level = zstd.SpeedFastest }},
 		{"dict from 16 rows", func(o *options) { o.dictRows = 16 }},
@@ -68,6 +72,14 @@ func TestSizeLevers(t *testing.T) {
 		{"slot rows >= 32", func(o *options) { o.slotRows = 32 }},
 		{"p zstd better", func(o *options) { o.pLevel = zstd.SpeedBetterCompression }},
 		{"p zstd best", func(o *options) { o.pLevel = zstd.SpeedBestCompression }},
+		{"zstd best from 1 KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBestCompression, 1<<10 }},
+		{"zstd best from 4 KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBestCompression, 4<<10 }},
+		{"zstd best from 16 KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBestCompression, 16<<10 }},
+		{"zstd better from 1 KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBetterCompression, 1<<10 }},
+		{"zstd better from 4 KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBetterCompression, 4<<10 }},
+		{"high compression", func(o *options) { WithHighCompression(true)(o) }},
+		{"zstd best all", func(o *options) { o.level = zstd.SpeedBestCompression }},
+		{"zstd better, p best", func(o *options) { o.level, o.pLevel = zstd.SpeedBetterCompression, zstd.SpeedBestCompression }},
 		{"v1 dict64 raw16", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 64, 16, 1 }},
 		{"v1 dict64 raw0", func(o *options) { o.dictRows, o.rawBytes, o.pageVersion = 64, 0, 1 }},
 	}
@@ -137,7 +149,7 @@ func TestSizeTemplates(t *testing.T) {
 		Version    int32  `parquet:"version"`
 		Template   string `parquet:"template"`
 	}
-	var sum [5]int
+	var sum [7]int
 	for _, s := range append(loghubSets, "") {
 		c := loadCorpus(t, s, s)
 		if s == "" {
@@ -147,6 +159,7 @@ func TestSizeTemplates(t *testing.T) {
 			continue
 		}
 		today := c.templatesFile(t)
+		better, best := c.templatesFileWith(t, codec(zstd.SpeedBetterCompression)), c.templatesFileWith(t, codec(zstd.SpeedBestCompression))
 		todayTrimmed, terr := trimFooter(today, nil)
 		if terr != nil {
 			t.Fatal(terr)
@@ -167,6 +180,7 @@ func TestSizeTemplates(t *testing.T) {
 			text += len(r.Template) + 1
 		}
 		z := compressedText(rows)
+		fmt.Fprintf(os.Stderr, "%-10s zstd better=%6d best=%6d\n", c.name, len(better), len(best))
 		fmt.Fprintf(os.Stderr, "%-10s events=%5d today=%6d today+trimmed footer=%6d created/changed only, no previous=%6d  +trimmed footer=%6d  (text %d bytes, zstd -3 %d)\n",
 			c.name, len(c.tplEvents), len(today), len(todayTrimmed), len(sl), len(trimmed), text, z)
 		if s != "" {
@@ -175,9 +189,11 @@ func TestSizeTemplates(t *testing.T) {
 			sum[2] += len(trimmed)
 			sum[3] += z
 			sum[4] += len(todayTrimmed)
+			sum[5] += len(better)
+			sum[6] += len(best)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "sum per-dataset today=%d today+trimmed=%d slim=%d slim+trimmed=%d zstd-3 of the texts=%d\n", sum[0], sum[4], sum[1], sum[2], sum[3])
+	fmt.Fprintf(os.Stderr, "sum per-dataset today=%d today+trimmed=%d slim=%d slim+trimmed=%d zstd-3 of the texts=%d; today at zstd better=%d best=%d\n", sum[0], sum[4], sum[1], sum[2], sum[3], sum[5], sum[6])
 }
 
 func compressedText[T any](rows []T) int {
@@ -186,4 +202,105 @@ func compressedText[T any](rows []T) int {
 		fmt.Fprintf(&b, "%v\n", r)
 	}
 	return compressed([]byte(b.String()), "zstd", "-3", "-c")
+}
+
+// BenchmarkEncodeLevels measures the encode CPU of the zstd levels the
+// size levers compare: every Loghub dataset as its own file, per line.
+//
+//	go test -run '^$' -bench EncodeLevels -count 3 ./internal/recfile/
+func BenchmarkEncodeLevels(b *testing.B) {
+	var sets []*corpus
+	lines := 0
+	for _, s := range loghubSets {
+		if c := loadCorpus(b, s, s); c != nil {
+			sets = append(sets, c)
+			lines += len(c.rows)
+		}
+	}
+	if len(sets) == 0 {
+		b.Skip("no loghub data")
+	}
+	for _, v := range []struct {
+		name string
+		mod  func(*options)
+	}{
+		{"default", func(*options) {}},
+		{"better", func(o *options) { o.level = zstd.SpeedBetterCompression }},
+		{"best", func(o *options) { o.level = zstd.SpeedBestCompression }},
+		{"best-from-4KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBestCompression, 4<<10 }},
+		{"best-from-16KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBestCompression, 16<<10 }},
+		{"better-from-4KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBetterCompression, 4<<10 }},
+	} {
+		o := defaultOptions()
+		v.mod(&o)
+		b.Run(v.name, func(b *testing.B) {
+			for b.Loop() {
+				for _, c := range sets {
+					if _, err := encode(c.rows, c.tpl, &o); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
+		})
+	}
+}
+
+// TestEncodeLevelsCPU measures the process CPU time (user + system, so
+// other processes on the machine do not count) of encoding every Loghub
+// dataset as its own file per zstd level variant, the variants taking
+// turns. It runs only with RECFILE_LEVERS=1.
+func TestEncodeLevelsCPU(t *testing.T) {
+	if os.Getenv("RECFILE_LEVERS") == "" {
+		t.Skip("set RECFILE_LEVERS=1")
+	}
+	var sets []*corpus
+	lines := 0
+	for _, s := range loghubSets {
+		if c := loadCorpus(t, s, s); c != nil {
+			sets = append(sets, c)
+			lines += len(c.rows)
+		}
+	}
+	if len(sets) == 0 {
+		t.Skip("no loghub data")
+	}
+	variants := []struct {
+		name string
+		mod  func(*options)
+	}{
+		{"default", func(*options) {}},
+		{"p better", func(o *options) { o.pLevel = zstd.SpeedBetterCompression }},
+		{"better from 16 KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBetterCompression, 16<<10 }},
+		{"high compression", func(o *options) { WithHighCompression(true)(o) }},
+	}
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	spent := make([]time.Duration, len(variants))
+	const rounds, reps = 5, 10
+	for range rounds {
+		for i, v := range variants {
+			o := defaultOptions()
+			v.mod(&o)
+			runtime.GC()
+			start := cpu()
+			for range reps {
+				for _, c := range sets {
+					if _, err := encode(c.rows, c.tpl, &o); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			spent[i] += cpu() - start
+		}
+	}
+	for i, v := range variants {
+		fmt.Fprintf(os.Stderr, "%-18s %6.0f ns CPU/line  (%.2fx default)\n", v.name,
+			float64(spent[i].Nanoseconds())/float64(rounds*reps*lines), float64(spent[i])/float64(spent[0]))
+	}
 }

@@ -75,6 +75,12 @@ func FuzzDecode(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(dated.Data)
+	// A file as compaction writes it (zstd frames of its best level).
+	high, err := Encode(rows, tpl, WithDate(true), WithHighCompression(true))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(high.Data)
 	// A file cut into row groups with its rare versions last (TailKey).
 	var cut []Row
 	for i := range 14 {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 )
 
@@ -96,6 +97,13 @@ type options struct {
 	groupRows int  // a row group is cut between templates once this many rows are gathered (0: one row group)
 	rareRows  int  // with groupRows, the versions with fewer rows are written last, a row group of their own (rareLast)
 	date      bool // the date column (WithDate)
+	// hiLevel compresses the columns whose values take hiBytes or more
+	// before compression (rawSize) when set; WithHighCompression sets
+	// best from 0 bytes (from 1 KiB: the same bytes over the Loghub
+	// datasets, 4 KiB 0.1% more, 16 KiB 2.4% more). Best goes through
+	// highCodec (the smaller of best and default).
+	hiLevel zstd.Level
+	hiBytes int
 }
 
 // statsColumns keep their chunk statistics in a trimmed footer: the columns
@@ -163,11 +171,16 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 			g[slotName('b', j)] = parquet.Optional(bin)
 		}
 	}
-	if o.rawBytes > 0 {
-		for name, n := range g {
-			if u.rawSize(name) < o.rawBytes {
-				g[name] = parquet.Compressed(n, &parquet.Uncompressed)
+	for name, n := range g {
+		switch size := u.rawSize(name); {
+		case size < o.rawBytes:
+			g[name] = parquet.Compressed(n, &parquet.Uncompressed)
+		case o.hiLevel != 0 && size >= o.hiBytes && size < 1<<30: // not residue, more, attrs
+			c := compress.Codec(codec(o.hiLevel))
+			if o.hiLevel == zstd.SpeedBestCompression {
+				c = highCodec
 			}
+			g[name] = parquet.Compressed(n, c)
 		}
 	}
 	return parquet.NewSchema("records", g)
