@@ -131,6 +131,9 @@ func TestTemplateMissingWritesV2(t *testing.T) {
 		if len(rows) != 2 || rows[1].TemplateID != 777 || strings.Join(rows[1].Params, "|") != "p4-1|x" {
 			t.Errorf("%s: rows %+v", key, rows)
 		}
+		// The table (created by the committer) is partitioned by tenant:
+		// the v2 file has the date column too (lake.DatedRecordRow).
+		checkDateColumn(t, data, true)
 	}
 	if n := metricSum(t, e.reg, "quarry_encoder_v2_files_total"); n != 1 {
 		t.Errorf("v2 files %v, want 1", n)
