@@ -12,17 +12,22 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/recfile"
 	quarryql "github.com/quarrylake/quarry/internal/query"
 )
 
 // rowGroupLake holds file "a" (one row group: the layout of a small file
 // and of every file before issue 12) and "big", large enough to be cut into
-// row groups between templates; prep sees each file's data.
+// row groups between templates, with a few rows of templates 3, 5, 7 and 8
+// (rare versions: the last row group, recfile.TailKey); prep sees each
+// file's data.
 func rowGroupLake(t *testing.T, prep func(name string, data []byte) []byte) *fixture {
 	return summaryLakeOf(t, prep, func(r *rand.Rand, day1, _ time.Time) []summaryFile {
+		big := summaryRows(r, 20000, 5000, day1.Add(2*time.Hour), 1, 2, 4, 6, 9, 10)
+		big = append(big, summaryRows(r, 60, 20000, day1.Add(9*time.Hour), 3, 5, 7, 8)...)
 		return []summaryFile{
 			{"a", "2026-01-01", summaryRows(r, 1500, 10, day1, 1, 2, 3, 5, 6, 7, 8, 9, 10)},
-			{"big", "2026-01-01", summaryRows(r, 20000, 5000, day1.Add(2*time.Hour), 1, 2, 4, 6, 9, 10)},
+			{"big", "2026-01-01", big},
 		}
 	})
 }
@@ -64,13 +69,19 @@ func templateBounds(t *testing.T, data []byte) (bounds [][2]int64, pages [][2]in
 // without the files' summaries (without one no row group is skipped).
 func TestRowGroupSkipsAgreeWithFullScan(t *testing.T) {
 	groups := map[string]int{}
+	tails := map[string]bool{}
 	with := lake.Open(rowGroupLake(t, func(name string, d []byte) []byte {
 		b, _ := templateBounds(t, d)
 		groups[name] = len(b)
+		f, err := parquet.OpenFile(bytes.NewReader(d), int64(len(d)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, tails[name] = f.Lookup(recfile.TailKey)
 		return d
 	}).store)
-	if groups["a"] != 1 || groups["big"] < 2 {
-		t.Fatalf("row groups per file: %v", groups)
+	if groups["a"] != 1 || groups["big"] < 2 || tails["a"] || !tails["big"] {
+		t.Fatalf("row groups per file: %v, rare versions last: %v", groups, tails)
 	}
 	without := lake.Open(rowGroupLake(t, func(_ string, d []byte) []byte { return withoutSummary(t, d) }).store)
 	for _, src := range summaryQueries {
@@ -129,5 +140,36 @@ func TestRowGroupSkipsRows(t *testing.T) {
 	}
 	if err := broken.Search(context.Background(), quarryql.MustCompile("GET"), lake.SearchOptions{}, func(lake.Record) error { return nil }); err == nil {
 		t.Error("GET read no overwritten row group")
+	}
+
+	// Rare versions are looked for in the last row group only (the tail
+	// key): with every other row group of the cut file overwritten, a
+	// template the file holds a few rows of is still found, though the
+	// template_id ranges of the others hold its id.
+	tailOnly := lake.Open(rowGroupLake(t, func(name string, d []byte) []byte {
+		if name != "big" {
+			return d
+		}
+		bounds, pages := templateBounds(t, d)
+		out := slices.Clone(d)
+		spans := 0
+		for i := range bounds[:len(bounds)-1] {
+			if bounds[i][0] <= 3 && 3 <= bounds[i][1] {
+				spans++
+			}
+			for j := pages[i][0]; j < pages[i][1]; j++ {
+				out[j] = 0xA5
+			}
+		}
+		if spans == 0 {
+			t.Fatal("no other row group's template_id range holds template 3")
+		}
+		return out
+	}).store)
+	for _, src := range []string{"template:3", "template:7 | count"} {
+		q := quarryql.MustCompile(src)
+		if got, want := searchAll(t, tailOnly, q, lake.SearchOptions{}), searchAll(t, intact, q, lake.SearchOptions{}); got != want {
+			t.Errorf("%q with only the rare row group intact: got %s, want %s", src, got, want)
+		}
 	}
 }
