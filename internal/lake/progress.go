@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 
@@ -96,25 +95,11 @@ func (l *Lake) Progress(ctx context.Context) ([]ProgressRow, int64, error) {
 	}
 	var out []ProgressRow
 	for _, f := range snap.Files {
-		r, closeFn, err := openParquet[ProgressRow](ctx, l.progress, f.Path)
+		rows, err := readAll[ProgressRow](ctx, l.progress, f.Path)
 		if err != nil {
 			return nil, snap.Version, err
 		}
-		buf := make([]ProgressRow, 64)
-		for {
-			n, rerr := r.Read(buf)
-			out = append(out, buf[:n]...)
-			if rerr == io.EOF {
-				break
-			}
-			if rerr != nil {
-				closeFn()
-				return nil, snap.Version, fmt.Errorf("read progress %s: %w", f.Path, rerr)
-			}
-		}
-		if err := closeFn(); err != nil {
-			return nil, snap.Version, err
-		}
+		out = append(out, rows...)
 	}
 	slices.SortStableFunc(out, func(a, b ProgressRow) int {
 		if a.Source < b.Source {
