@@ -94,7 +94,7 @@ func openParquet[T any](ctx context.Context, t *delta.Table, rel string) (r *par
 	if err != nil {
 		return nil, nil, fmt.Errorf("open %s: %w", key, err)
 	}
-	f, err := parquet.OpenFile(ra, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	f, err := recfile.OpenParquet(ra, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
 		ra.Close()
 		return nil, nil, fmt.Errorf("parquet %s: %w", key, err)
@@ -149,7 +149,7 @@ func (l *Lake) openRecords(ctx context.Context, a delta.Add, texts recfile.Templ
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", key, err)
 	}
-	f, err := parquet.OpenFile(ra, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	f, err := recfile.OpenParquet(ra, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
 		ra.Close()
 		return nil, fmt.Errorf("parquet %s: %w", key, err)

@@ -12,8 +12,8 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/quarrylake/quarry/internal/lake"
-	"github.com/quarrylake/quarry/internal/recfile"
 	quarryql "github.com/quarrylake/quarry/internal/query"
+	"github.com/quarrylake/quarry/internal/recfile"
 )
 
 // rowGroupLake holds file "a" (one row group: the layout of a small file

@@ -35,7 +35,7 @@ func (l *Lake) ReadRows(ctx context.Context, a delta.Add, texts recfile.Template
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", key, err)
 	}
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	f, err := recfile.OpenParquet(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
 		return nil, fmt.Errorf("parquet %s: %w", key, err)
 	}

@@ -3,13 +3,16 @@ package recfile
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/quarrylake/quarry/internal/eventtime"
 	"github.com/quarrylake/quarry/streams"
@@ -39,7 +42,7 @@ type Record struct {
 // (wal_seq, record_index). tpl must hold every template version the file
 // refers to.
 func Decode(data []byte, tpl Templates) ([]Record, error) {
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	f, err := OpenParquet(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, fmt.Errorf("open records file: %w", err)
 	}
@@ -336,4 +339,39 @@ func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) 
 		d.bounds = append(d.bounds, len(dst))
 	}
 	return append(dst, pieces[len(pieces)-1]...), nil
+}
+
+// OpenParquet opens the Parquet file of size bytes at r after checking its
+// trailer: the magic and a footer length that fits in the file. parquet-go
+// allocates the footer's length before it reads it, so a damaged length
+// (up to 4 GiB) would be allocated, not refused; every records and lake
+// reader opens files through here. It refuses codecs other than zstd and
+// none, which quarry never writes: parquet-go's other codecs allocate a
+// damaged page header's uncompressed size before they decode.
+func OpenParquet(r io.ReaderAt, size int64, opts ...parquet.FileOption) (*parquet.File, error) {
+	var trailer [8]byte
+	if size < 12 {
+		return nil, fmt.Errorf("%w: %d bytes is too short for a Parquet file", ErrCorrupt, size)
+	}
+	if _, err := r.ReadAt(trailer[:], size-8); err != nil {
+		return nil, fmt.Errorf("read Parquet trailer: %w", err)
+	}
+	if string(trailer[4:]) != "PAR1" {
+		return nil, fmt.Errorf("%w: no Parquet magic at the end", ErrCorrupt)
+	}
+	if n := int64(binary.LittleEndian.Uint32(trailer[:4])); n > size-12 {
+		return nil, fmt.Errorf("%w: footer of %d bytes in a file of %d", ErrCorrupt, n, size)
+	}
+	f, err := parquet.OpenFile(r, size, opts...)
+	if err != nil {
+		return nil, err
+	}
+	for i, rg := range f.Metadata().RowGroups {
+		for j, c := range rg.Columns {
+			if k := c.MetaData.Codec; k != format.Uncompressed && k != format.Zstd {
+				return nil, fmt.Errorf("%w: row group %d column %d compressed with %v (quarry writes zstd or nothing)", ErrCorrupt, i, j, k)
+			}
+		}
+	}
+	return f, nil
 }

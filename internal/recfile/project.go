@@ -36,7 +36,7 @@ type Projection struct {
 // A kept version whose text tpl lacks is a MissingTemplateError, lines or
 // not; a rejected one needs no text.
 func DecodeProjected(data []byte, tpl Templates, p Projection) ([]Record, error) {
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	f, err := OpenParquet(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
 		return nil, fmt.Errorf("open records file: %w", err)
 	}
@@ -54,7 +54,7 @@ type Reader struct {
 
 // OpenAt reads the footer of the Parquet file of size bytes at r.
 func OpenAt(r io.ReaderAt, size int64) (*Reader, error) {
-	f, err := parquet.OpenFile(r, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	f, err := OpenParquet(r, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
 		return nil, err
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/parquet-go/parquet-go"
 )
 
 // DecodeRows reads a records v3 file back into the Rows Encode takes, in
@@ -19,7 +17,7 @@ import (
 // same lines, byte for byte, and Encode of them gives a file that Decode
 // reads as the same records.
 func DecodeRows(data []byte, tpl Templates) ([]Row, error) {
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	f, err := OpenParquet(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, fmt.Errorf("open records file: %w", err)
 	}
