@@ -1,12 +1,17 @@
 package committer
 
 import (
+	"errors"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/quarrylake/quarry/internal/crashpoint"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/objstore"
 )
 
 // TestRetentionCurrentLayout: in a records table partitioned by tenant,
@@ -177,4 +182,76 @@ func TestCompactionCurrentLayout(t *testing.T) {
 		t.Fatal("rows changed by the idle compaction")
 	}
 	l.checkIndependently()
+}
+
+// TestRetentionCrash kills a process running retention after it wrote the
+// rewrite of a file that straddles the cut and before its commit, and right
+// after the commit: the lake then references the old files or the new
+// ones, never both and never neither (the multiset of rows is the one before,
+// or the one before less exactly the expired rows), the independent check
+// agrees, and the unreferenced rewrite of the first case is vacuum's.
+func TestRetentionCrash(t *testing.T) {
+	for _, tc := range []struct {
+		point     string
+		committed bool
+	}{{CrashRetainBeforeCommit, false}, {CrashRetainAfterCommit, true}} {
+		t.Run(tc.point, func(t *testing.T) {
+			dir := t.TempDir()
+			store, err := objstore.NewLocal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := newTestLakeIn(t, lake.CurrentLayout, store, "acme")
+			day := func(d int) string { return crashNow.AddDate(0, 0, -d).Format(time.DateOnly) }
+			l.addFile("acme", day(40), []uint64{1}, crashNow, false)
+			l.addFile("acme", day(10), []uint64{2}, crashNow, false)
+			l.addFileDays("acme", []string{day(32), day(31), day(30), day(29), day(28)}, []uint64{3, 4, 5, 6, 7}, crashNow, false)
+			_, before := l.partitions()
+			rows := l.rowSet()
+			cut := day(30)
+			var kept []string
+			for _, r := range rows {
+				if dayOfRow(t, strings.Split(r, "|")[4]) > cut {
+					kept = append(kept, r)
+				}
+			}
+			if len(kept) == 0 || len(kept) == len(rows) {
+				t.Fatalf("the setup expires %d of %d rows", len(rows)-len(kept), len(rows))
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^TestCompactionCrashChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), crashLakeEnv+"="+dir, crashRetainEnv+"=1", crashpoint.Env+"="+tc.point)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != crashpoint.ExitCode {
+				t.Fatalf("child: %v, want exit %d\n%s", err, crashpoint.ExitCode, out)
+			}
+			_, after := l.partitions()
+			retained := 0
+			for _, f := range after.Files {
+				if strings.Contains(f.Path, "/retain-") {
+					retained++
+				}
+			}
+			want := rows
+			switch {
+			case !tc.committed && (after.Version != before.Version || retained != 0 || len(after.Files) != 3):
+				t.Fatalf("crash before the commit: version %d -> %d, %d files (%d rewritten)", before.Version, after.Version, len(after.Files), retained)
+			case tc.committed && (after.Version != before.Version+1 || retained != 1 || len(after.Files) != 2):
+				t.Fatalf("crash after the commit: version %d -> %d, %d files (%d rewritten)", before.Version, after.Version, len(after.Files), retained)
+			case tc.committed:
+				want = kept
+			}
+			if got := l.rowSet(); !slices.Equal(got, want) {
+				t.Fatalf("rows after the crash: %d, want %d", len(got), len(want))
+			}
+			l.checkIndependently()
+			orphans, err := lake.Open(store).Vacuum(l.ctx, lake.VacuumOptions{DryRun: true, Now: time.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.committed && (len(orphans) != 1 || !strings.Contains(orphans[0], "/retain-")) {
+				t.Fatalf("orphans vacuum would delete: %v, want the one rewrite", orphans)
+			}
+		})
+	}
 }

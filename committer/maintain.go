@@ -25,6 +25,11 @@ const (
 	CrashCompactBeforeCommit = "committer.compact-before-commit"
 	// CrashCompactAfterCommit: the compaction's commit is written.
 	CrashCompactAfterCommit = "committer.compact-after-commit"
+	// CrashRetainBeforeCommit: retention's rewrites of the files that
+	// straddle its cut are written, its commit is not.
+	CrashRetainBeforeCommit = "committer.retain-before-commit"
+	// CrashRetainAfterCommit: retention's commit is written.
+	CrashRetainAfterCommit = "committer.retain-after-commit"
 )
 
 // ErrLeaseHeld: a manual compaction found the lease held by a running
@@ -175,9 +180,11 @@ func (m *maintainer) pass(ctx context.Context, only Partition, retain, compact b
 		}
 		if len(acts) > 0 {
 			j := &job{op: "DELETE", params: map[string]any{"predicate": "retention", "files": len(acts)}, actions: append(acts, adds...)}
+			crashpoint.Hit(CrashRetainBeforeCommit)
 			if err := submit(ctx, j); err != nil {
 				return res, fmt.Errorf("retention commit: %w", err)
 			}
+			crashpoint.Hit(CrashRetainAfterCommit)
 			res.Expired = len(acts)
 			res.Rewritten = len(adds)
 			m.log.Info("retention removed expired records", "files", len(acts), "files_rewritten", len(adds))

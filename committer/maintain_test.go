@@ -492,6 +492,10 @@ func isStale(err error) bool { return err != nil && strings.Contains(err.Error()
 // directory (with a crash point armed by its parent).
 const crashLakeEnv = "QUARRY_TEST_COMPACT_LAKE"
 
+// crashRetainEnv makes TestCompactionCrashChild run retention (30 days)
+// instead of compaction.
+const crashRetainEnv = "QUARRY_TEST_RETAIN"
+
 var crashNow = time.Date(2026, 3, 10, 15, 0, 0, 0, time.UTC)
 
 func TestCompactionCrashChild(t *testing.T) {
@@ -504,7 +508,13 @@ func TestCompactionCrashChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := &testLake{t: t, ctx: context.Background(), store: store, rec: delta.OpenTable(store, lake.RecordsTable), tpl: delta.OpenTable(store, lake.TemplatesTable)}
-	m, submit := l.maint(testConfig("child"), crashNow)
+	cfg := testConfig("child")
+	if os.Getenv(crashRetainEnv) != "" {
+		cfg.Retention = Retention{Default: Age(30 * 24 * time.Hour)}
+		off := false
+		cfg.Compaction.Enabled = &off
+	}
+	m, submit := l.maint(cfg, crashNow)
 	if _, err := m.pass(l.ctx, Partition{}, true, true, submit); err != nil {
 		t.Fatal(err)
 	}
