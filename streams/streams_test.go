@@ -280,8 +280,9 @@ func TestSharedDecode(t *testing.T) {
 }
 
 // TestNoticeAndDeadLetterCaps: the notice stream keeps at most
-// notice_max_msgs notices and the dead-letter stream at most
-// dead_letter_max_bytes, dropping the oldest, whatever the rate.
+// notice_max_msgs notices, dropping the oldest, whatever the rate; the
+// dead-letter stream at most dead_letter_max_bytes, refusing new dead
+// letters at the cap and keeping every one it took.
 func TestNoticeAndDeadLetterCaps(t *testing.T) {
 	s := natstest.RunServer(t)
 	_, js := natstest.Connect(t, s.URL(), streams.Config{NoticeMaxMsgs: 1000, DeadLetterMaxBytes: 1 << 20})
@@ -293,15 +294,35 @@ func TestNoticeAndDeadLetterCaps(t *testing.T) {
 		}
 	}
 	dead := make([]byte, 8<<10)
+	took, refused := 0, 0
 	for range 300 { // 2.4 MiB
 		if _, err := js.Publish(ctx, "quarry.dlq.committer", dead); err != nil {
-			t.Fatal(err)
+			refused++
+			continue
 		}
+		if refused > 0 {
+			t.Fatal("a dead letter was taken after one was refused at the cap")
+		}
+		took++
+	}
+	if refused == 0 || took == 0 {
+		t.Fatalf("dead letters: %d taken, %d refused; want the cap to refuse the rest", took, refused)
+	}
+	dst, err := js.Stream(ctx, streams.DeadLetterStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dinfo, err := dst.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dinfo.State.FirstSeq != 1 || dinfo.State.Msgs != uint64(took) || dinfo.State.Bytes > 1<<20 {
+		t.Errorf("dead letters: first %d, %d held (%d bytes), want all %d taken from the first, within 1 MiB", dinfo.State.FirstSeq, dinfo.State.Msgs, dinfo.State.Bytes, took)
 	}
 	for _, c := range []struct {
 		stream     string
 		msgs, size uint64
-	}{{streams.NoticeStream, 1000, 0}, {streams.DeadLetterStream, 0, 1 << 20}} {
+	}{{streams.NoticeStream, 1000, 0}} {
 		st, err := js.Stream(ctx, c.stream)
 		if err != nil {
 			t.Fatal(err)

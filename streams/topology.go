@@ -25,9 +25,13 @@ type Config struct {
 	MaxMsgSize int32 `yaml:"max_msg_size"`
 	// DeadLetterMaxAge is how long dead letters are kept.
 	DeadLetterMaxAge time.Duration `yaml:"dead_letter_max_age"`
-	// DeadLetterMaxBytes caps the dead-letter stream's size: past it the
-	// oldest dead letters are dropped (a flood of them cannot fill the
-	// server's store within DeadLetterMaxAge). Default 1 GiB.
+	// DeadLetterMaxBytes caps the dead-letter stream's size, -1 (the
+	// default) for no cap but DeadLetterMaxAge. At the cap the stream
+	// refuses new dead letters, never drops old ones: the stage that could
+	// not quarantine a record keeps it and stalls, visibly in its
+	// readiness, until an operator drops or replays dead letters (quarry
+	// dlq). JetStream reserves the cap from its max_file_store when the
+	// stream is created.
 	DeadLetterMaxBytes int64 `yaml:"dead_letter_max_bytes"`
 	// VerdictTTL is how long verdicts are kept.
 	VerdictTTL time.Duration `yaml:"verdict_ttl"`
@@ -68,7 +72,7 @@ func (c Config) Defaults() Config {
 		c.NoticeMaxMsgs = 2_000_000
 	}
 	if c.DeadLetterMaxBytes == 0 {
-		c.DeadLetterMaxBytes = 1 << 30
+		c.DeadLetterMaxBytes = -1
 	}
 	return c
 }
@@ -97,8 +101,8 @@ func (c Config) Validate() error {
 	if c.NoticeMaxMsgs < 1000 {
 		errs = append(errs, fmt.Errorf("streams.notice_max_msgs %d: must be at least 1000", c.NoticeMaxMsgs))
 	}
-	if c.DeadLetterMaxBytes < 1<<20 {
-		errs = append(errs, fmt.Errorf("streams.dead_letter_max_bytes %d: must be at least 1MiB", c.DeadLetterMaxBytes))
+	if c.DeadLetterMaxBytes != -1 && c.DeadLetterMaxBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("streams.dead_letter_max_bytes %d: must be -1 (no cap) or at least 1MiB", c.DeadLetterMaxBytes))
 	}
 	return errors.Join(errs...)
 }
@@ -129,6 +133,7 @@ func (c Config) StreamConfigs() []jetstream.StreamConfig {
 	dlq := base(DeadLetterStream, DeadLetterSubjects, "quarry dead letters: what a stage could not process, with the reason")
 	dlq.MaxAge = c.DeadLetterMaxAge
 	dlq.MaxBytes = c.DeadLetterMaxBytes
+	dlq.Discard = jetstream.DiscardNew // a dead letter is never dropped to make room
 	prog := base(ProgressStream, ProgressSubjects, "quarry source progress facts")
 	prog.MaxMsgsPerSubject = 16
 	notices := base(NoticeStream, NoticeSubjects, "quarry commit notices: one per Delta commit, after it is durable")
