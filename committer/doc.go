@@ -101,8 +101,8 @@
 // table lake.ProgressTable is overwritten with one row per source when a
 // value moved, at most once per ProgressInterval, after the records commit
 // (progress.go). A failed progress write never holds up the high-water; it
-// shows in Ready after StallAfter. So do checkpoints, log cleanup and the
-// maintenance pass failing twice or more in a row for StallAfter (stall.go).
+// shows in Ready after StallAfter. So do checkpoints, log cleanup, commit
+// notices and the maintenance pass failing twice or more in a row for StallAfter (stall.go).
 //
 // # Delivery contract and crashes
 //

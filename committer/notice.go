@@ -42,7 +42,8 @@ func (c *Committer) catchUpNotices(ctx context.Context, ts *termState) {
 
 // notify publishes the notices of the records versions after
 // ts.rec.noticed, up to the term's version, and then those of the
-// templates table. Errors are logged: the next call retries.
+// templates table. Errors are logged and the next call retries; failing
+// twice or more in a row for StallAfter shows in Ready (stall.go).
 func (c *Committer) notify(ctx context.Context, ts *termState) {
 	for _, st := range []*tableState{ts.rec, ts.tpl} {
 		if !c.notifyTable(ctx, st) {
@@ -57,6 +58,7 @@ func (c *Committer) notifyTable(ctx context.Context, st *tableState) bool {
 	if st.noticed == noticeUnknown {
 		last, err := c.lastNotice(ctx, st.name)
 		if err != nil {
+			c.bgFailed("commit notices "+st.name, err)
 			c.log.Warn("last commit notice", "table", st.name, "err", err)
 			return false
 		}
@@ -70,11 +72,13 @@ func (c *Committer) notifyTable(ctx context.Context, st *tableState) bool {
 	}
 	for v := st.noticed + 1; v <= st.version; v++ {
 		if err := c.publishNotice(ctx, st, v); err != nil {
+			c.bgFailed("commit notices "+st.name, err)
 			c.log.Warn("commit notice", "table", st.name, "version", v, "err", err)
 			return false
 		}
 		st.noticed = v
 	}
+	c.bgSucceeded("commit notices " + st.name)
 	return true
 }
 

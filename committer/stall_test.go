@@ -10,6 +10,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/streams"
 )
 
 // TestCheckpointFailuresShowInReady: checkpoints that keep failing (the
@@ -51,5 +52,51 @@ func TestCheckpointFailuresShowInReady(t *testing.T) {
 	}
 	eventually(t, 15*time.Second, "a checkpoint after the store healed", func() bool { return e.lastCheckpointVersion(lake.RecordsTable) >= 3 })
 	eventually(t, 15*time.Second, "Ready clear of checkpoint failures", func() bool { return !stalled() })
+	e.exactlyOnce(1, 2, 3, 4)
+}
+
+// TestNoticeFailuresShowInReady: commit notices that cannot be published
+// (the notice stream is gone) are retried at each advance and show in
+// Ready once they failed twice in a row for StallAfter; when the stream is
+// back the missing notices are published and Ready clears.
+func TestNoticeFailuresShowInReady(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	if err := e.js.DeleteStream(ctx, streams.NoticeStream); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig("c1")
+	cfg.StallAfter = time.Nanosecond
+	r := e.start(cfg, e.local)
+	stalled := func() bool {
+		err := r.c.Ready()
+		return err != nil && strings.Contains(err.Error(), "commit notices "+lake.RecordsTable)
+	}
+	for s := uint64(1); s <= 3; s++ {
+		e.publish(e.encode(fmt.Sprintf("a.%d", s), batch{s, s - 1}))
+		e.waitHW(r.c, s)
+	}
+	eventually(t, 15*time.Second, "notice failures in Ready", stalled)
+	if err := streams.Ensure(ctx, e.js, streams.Config{}.Defaults()); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(e.encode("a.4", batch{4, 3}))
+	e.waitHW(r.c, 4)
+	eventually(t, 15*time.Second, "Ready clear of notice failures", func() bool { return !stalled() })
+	st, err := e.js.Stream(ctx, streams.NoticeStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, streams.NoticeSubject(lake.RecordsTable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := streams.DecodeNotice(m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Info(ctx); err != nil || n.Version < 1 || info.State.Msgs < uint64(n.Version) {
+		t.Fatalf("after the stream came back: last records notice %d, stream %+v, %v", n.Version, info, err)
+	}
 	e.exactlyOnce(1, 2, 3, 4)
 }
