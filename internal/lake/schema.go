@@ -47,23 +47,15 @@ type RecordRow struct {
 // the current layout (partitioned by tenant only) needs in every file: the
 // encoder's v2 fallback writes it there. Readers read it as RecordRow.
 type DatedRecordRow struct {
-	WALSeq          int64             `parquet:"wal_seq"`
-	RecordIndex     int32             `parquet:"record_index"`
-	TS              int64             `parquet:"ts,timestamp(microsecond:utc)"`
-	TemplateID      int64             `parquet:"template_id"`
-	TemplateVersion int32             `parquet:"template_version"`
-	Params          []string          `parquet:"params,list"`
-	Source          string            `parquet:"source"`
-	Attrs           map[string]string `parquet:"attrs"`
-	Date            int32             `parquet:"date,date"`
+	RecordRow
+	Date int32 `parquet:"date,date"`
 }
 
 // DatedRecordRows are rows with their date (the UTC day of TS).
 func DatedRecordRows(rows []RecordRow) []DatedRecordRow {
 	out := make([]DatedRecordRow, len(rows))
 	for i, r := range rows {
-		out[i] = DatedRecordRow{r.WALSeq, r.RecordIndex, r.TS, r.TemplateID, r.TemplateVersion, r.Params, r.Source, r.Attrs,
-			recfile.Day(r.TS * 1000)}
+		out[i] = DatedRecordRow{r, recfile.Day(r.TS * 1000)}
 	}
 	return out
 }
