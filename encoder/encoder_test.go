@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -756,5 +757,63 @@ func TestLayoutLearnedAtFlush(t *testing.T) {
 	}
 	if len(days) != 2 {
 		t.Errorf("date partitions %v, want the rows' 2 days", days)
+	}
+}
+
+// TestFlushKeepsRowArrays: a flush keeps its partitions' row arrays,
+// cleared of the rows (so they pin no message), and the next buffer's
+// partitions take them instead of growing new ones.
+func TestFlushKeepsRowArrays(t *testing.T) {
+	e := newEnv(t)
+	c := e.committer(nil)
+	cfg := fastConfig()
+	cfg.MaxAge, cfg.AckWait, cfg.MaxBatches = 5*time.Minute, time.Minute, 2
+	type seen struct {
+		kept  []*recfile.Row // first element of each kept array after a flush
+		dirty int            // kept rows still holding something
+	}
+	var mu sync.Mutex
+	var flushes []seen
+	e.start(cfg, nil, nil, func(enc *Encoder) {
+		enc.afterReport = func(w *worker, id string) {
+			var s seen
+			for _, rows := range w.spare {
+				if cap(rows) == 0 {
+					continue
+				}
+				s.kept = append(s.kept, &rows[:1][0])
+				for _, r := range rows[:cap(rows)] {
+					if r.Params != nil || r.Source != "" || r.Attrs != nil {
+						s.dirty++
+					}
+				}
+			}
+			mu.Lock()
+			flushes = append(flushes, s)
+			mu.Unlock()
+		}
+	})
+	// Two batches of one tenant a flush, four flushes.
+	var bs []*streams.MinedBatch
+	ts := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixNano()
+	for seq := uint64(1); seq <= 8; seq++ {
+		bs = append(bs, batch(seq, seq-1, "a", ts+int64(seq)*int64(time.Minute), 20))
+	}
+	e.publish(bs...)
+	waitFor(t, 30*time.Second, "four reports", func() bool { return len(c.reports()) >= 4 })
+	c.checkExactlyOnce(t, seqsOf(bs))
+	mu.Lock()
+	defer mu.Unlock()
+	reused := 0
+	for i, s := range flushes {
+		if len(s.kept) != 1 || s.dirty != 0 {
+			t.Fatalf("flush %d kept %d arrays, %d rows not cleared; want 1 array, 0 rows", i, len(s.kept), s.dirty)
+		}
+		if i > 0 && s.kept[0] == flushes[i-1].kept[0] {
+			reused++
+		}
+	}
+	if reused == 0 {
+		t.Errorf("no flush reused the row array the flush before it kept (%d flushes)", len(flushes))
 	}
 }

@@ -93,7 +93,10 @@ type worker struct {
 	status   map[string]string
 
 	scratch []recfile.Row // a batch's rows before they go to partitions
-	dates   dateCache
+	// spare are the row arrays of flushed partitions, cleared, for the
+	// next buffer's partitions (spareRows).
+	spare [][]recfile.Row
+	dates dateCache
 	// layout is the records table's layout the buffer is partitioned by;
 	// settled once read from an existing table (it never changes then).
 	layout  lake.Layout
@@ -108,6 +111,43 @@ func appendRow(rows []recfile.Row, row recfile.Row) []recfile.Row {
 		rows = slices.Grow(rows, max(len(rows), 16))
 	}
 	return append(rows, row)
+}
+
+// maxSpare bounds the row arrays a worker keeps for its next buffer, and
+// maxSpareRows the rows of one kept array (a larger one is left to the GC).
+const (
+	maxSpare     = 4
+	maxSpareRows = 1 << 18
+)
+
+// spareRows keeps the row arrays of flushed partitions for the next
+// buffer: a flush of 100,000 rows grew its array about 13 times (16 rows
+// doubling), 170 MB allocated for 600,000 lines in quarry run. The rows
+// are cleared so a kept array holds no message in memory.
+func (w *worker) spareRows(parts map[partKey]*partition) {
+	for _, p := range parts {
+		if len(w.spare) == maxSpare || cap(p.rows) > maxSpareRows {
+			continue
+		}
+		clear(p.rows)
+		w.spare = append(w.spare, p.rows[:0])
+	}
+}
+
+// takeRows is a kept row array, the largest, or nil.
+func (w *worker) takeRows() []recfile.Row {
+	if len(w.spare) == 0 {
+		return nil
+	}
+	i := 0
+	for j := range w.spare {
+		if cap(w.spare[j]) > cap(w.spare[i]) {
+			i = j
+		}
+	}
+	rows := w.spare[i]
+	w.spare = slices.Delete(w.spare, i, i+1)
+	return rows
 }
 
 // dateCache is lake.Date of the rows' times, formatted once per UTC day
@@ -346,7 +386,7 @@ func (w *worker) receive(ctx context.Context, m jetstream.Msg) {
 		}
 		p := buf.parts[k]
 		if p == nil {
-			p = &partition{minSeq: b.WALSeq, maxSeq: b.WALSeq}
+			p = &partition{rows: w.takeRows(), minSeq: b.WALSeq, maxSeq: b.WALSeq}
 			buf.parts[k] = p
 		}
 		p.rows = appendRow(p.rows, row)
@@ -535,6 +575,7 @@ func (w *worker) flush(ctx context.Context) error {
 		h.flight = f
 	}
 	w.flights[reportID] = f
+	w.spareRows(buf.parts)
 	buf.reset()
 	w.e.m.records.Add(float64(records))
 	w.e.m.flush.Observe(time.Since(start).Seconds())
