@@ -201,14 +201,17 @@ func BenchmarkPipeline(b *testing.B) {
 	b.ReportMetric(float64(b.N*batches*perBatch)/busy.Seconds(), "records/s")
 }
 
-// templateRows keeps a template's mask kinds for the templates table.
+// templateRows keeps a template's mask kinds for the templates table, and
+// not the previous text (templates v2: derivable).
 func TestTemplateRowsKeepKinds(t *testing.T) {
 	b := &streams.MinedBatch{WALSeq: 7, Templates: []streams.TemplateDef{
 		{Kind: streams.TemplateCreated, ID: 3, Tenant: "acme", Version: 1, Text: "from <*> to <*>", Kinds: []string{"ipv4", ""}},
 		{Kind: streams.TemplateCreated, ID: 4, Tenant: "acme", Version: 1, Text: "plain <*>"},
+		{Kind: streams.TemplateChanged, ID: 4, Tenant: "acme", Version: 2, Text: "<*> <*>", Previous: "plain <*>"},
 	}}
 	rows := templateRows(b)
-	if len(rows) != 2 || !slices.Equal(rows[0].Kinds, []string{"ipv4", ""}) || rows[1].Kinds != nil || rows[0].WALSeq != 7 {
+	if len(rows) != 3 || !slices.Equal(rows[0].Kinds, []string{"ipv4", ""}) || rows[1].Kinds != nil || rows[0].WALSeq != 7 ||
+		rows[2].Kind != "changed" || rows[2].Previous != "" {
 		t.Fatalf("rows %+v", rows)
 	}
 }
@@ -241,7 +244,7 @@ func TestEncodeTemplatesTrimmed(t *testing.T) {
 	trimmedWith := func(c compress.Codec) []byte {
 		var ref bytes.Buffer
 		w := parquet.NewGenericWriter[lake.TemplateRow](&ref, parquet.Compression(c),
-			parquet.DataPageVersion(1), parquet.CreatedBy("quarry", "1", ""))
+			parquet.DataPageVersion(1), parquet.DataPageStatistics(false), parquet.CreatedBy("quarry", "1", ""))
 		if _, err := w.Write(rows); err != nil {
 			t.Fatal(err)
 		}

@@ -59,3 +59,47 @@ func TestTemplatesSchemaUpdate(t *testing.T) {
 		t.Fatal("a current schema was updated")
 	}
 }
+
+// TestTemplatesPreviousDerived: a templates file of templates v2 stores no
+// previous text (it is ""), and Templates derives a changed version's from
+// the version before; a file of the previous layout (templates v1: the text
+// in previous, plain integer columns, page statistics) reads as written.
+func TestTemplatesPreviousDerived(t *testing.T) {
+	f := newFixture(t)
+	old := encode(t, []templateRowV1{
+		{TemplateID: 1, Tenant: "acme", Version: 1, Template: "user <*> in", Kind: "created", WALSeq: 1},
+		{TemplateID: 1, Tenant: "acme", Version: 2, Template: "user <*> <*>", Kind: "changed", Previous: "user <*> in", WALSeq: 2},
+	})
+	if err := f.store.Put(f.ctx, f.tpl.FileKey("old.parquet"), old); err != nil {
+		t.Fatal(err)
+	}
+	oldAdd := delta.Add{Path: "old.parquet", PartitionValues: map[string]string{}, Size: int64(len(old)), DataChange: true}
+	newAdd := f.templatesFile("enc", []lake.TemplateRow{
+		{TemplateID: 2, Tenant: "acme", Version: 1, Template: "disk <*> full", Kind: "created", WALSeq: 3},
+		{TemplateID: 2, Tenant: "acme", Version: 2, Template: "disk <*> <*>", Kind: "changed", WALSeq: 4},
+		{TemplateID: 2, Tenant: "acme", Version: 3, Template: "<*> <*> <*>", Kind: "changed", WALSeq: 5},
+		{TemplateID: 1, Tenant: "acme", Version: 3, Template: "<*> <*> <*>", Kind: "changed", WALSeq: 5},
+	})
+	f.commit(f.tpl, 5, oldAdd, newAdd)
+	f.commit(f.rec, 5)
+	infos, err := lake.Open(f.store).Templates(f.ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[[2]uint64]string{}
+	for _, i := range infos {
+		got[[2]uint64{i.TemplateID, uint64(i.Version)}] = i.Previous
+	}
+	want := map[[2]uint64]string{
+		{1, 1}: "", {1, 2}: "user <*> in", {1, 3}: "user <*> <*>",
+		{2, 1}: "", {2, 2}: "disk <*> full", {2, 3}: "disk <*> <*>",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("previous texts %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("template %d version %d: previous %q, want %q", k[0], k[1], got[k], w)
+		}
+	}
+}

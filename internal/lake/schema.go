@@ -63,16 +63,23 @@ func DatedRecordRows(rows []RecordRow) []DatedRecordRow {
 // TemplateRow is one row of the templates table: one per template version
 // (kind "created" or "changed"), plus one per merge (kind "merged": the
 // template was retired into MergedInto; Template is the survivor's text,
-// Previous the retired one's, Version the retired one's last version).
+// Version the retired one's last version).
+//
+// Previous is "" in the files written since templates v2 (docs/formats.md):
+// it is derivable, the text of (TemplateID, Version-1) for a changed row and
+// of (TemplateID, Version) for a merged one, and was a tenth of a templates
+// file. Files written before hold the text; Lake.Templates derives it when a
+// changed row has none. The integer columns are DELTA_BINARY_PACKED (their
+// values ascend or repeat); readers read either encoding.
 type TemplateRow struct {
-	TemplateID int64  `parquet:"template_id"`
+	TemplateID int64  `parquet:"template_id,delta"`
 	Tenant     string `parquet:"tenant"`
-	Version    int32  `parquet:"version"`
+	Version    int32  `parquet:"version,delta"`
 	Template   string `parquet:"template"`
 	Kind       string `parquet:"kind"`
 	Previous   string `parquet:"previous"`
-	MergedInto int64  `parquet:"merged_into"`
-	WALSeq     int64  `parquet:"wal_seq"`
+	MergedInto int64  `parquet:"merged_into,delta"`
+	WALSeq     int64  `parquet:"wal_seq,delta"`
 	// Kinds names, per wildcard of Template, the mask that made it ("" for
 	// one the miner found itself); nil when no mask made any.
 	Kinds []string `parquet:"kinds,optional,list"`

@@ -70,6 +70,16 @@ func (l *Lake) loadTemplates(ctx context.Context, tenant string) (templateSet, e
 	return set, nil
 }
 
+// previous is the text of the version before a changed row's: its
+// previous column in a file written before templates v2, else the text of
+// (id, version-1) ("" when that version is not in the set).
+func (s templateSet) previous(r TemplateRow) string {
+	if r.Previous != "" || r.Kind != "changed" {
+		return r.Previous
+	}
+	return s.rows[tplKey{r.TemplateID, r.Version - 1}].Template
+}
+
 // canonical follows merges from id to the surviving template.
 func (s templateSet) canonical(id int64) int64 {
 	for range len(s.merges) + 1 { // a cycle cannot happen; bound the walk anyway
@@ -130,7 +140,7 @@ func (l *Lake) Templates(ctx context.Context, tenant string) ([]TemplateInfo, er
 	for k, r := range set.rows {
 		ti := TemplateInfo{
 			TemplateID: uint64(r.TemplateID), Tenant: r.Tenant, Version: uint32(r.Version), Text: r.Template,
-			Kind: r.Kind, Previous: r.Previous, WALSeq: uint64(r.WALSeq), Records: counts[k], Kinds: r.Kinds,
+			Kind: r.Kind, Previous: set.previous(r), WALSeq: uint64(r.WALSeq), Records: counts[k], Kinds: r.Kinds,
 		}
 		if c := set.canonical(r.TemplateID); c != r.TemplateID {
 			ti.MergedInto = uint64(c)

@@ -85,18 +85,20 @@ func loadCorpus(t testing.TB, name string, sets ...string) *corpus {
 }
 
 // templatesFile is the templates table's file for the corpus, as the
-// encoder writes it (encoder.encodeTemplates: ZstdHigh, version 1 pages, no page
-// statistics, footer trimmed to template_id and wal_seq statistics).
+// encoder writes it (encoder.encodeTemplates, templates v2: ZstdHigh,
+// version 1 pages, no page statistics, no previous text, integer columns
+// DELTA_BINARY_PACKED, footer trimmed to template_id and wal_seq
+// statistics).
 func (c *corpus) templatesFile(t testing.TB) []byte { return c.templatesFileWith(t, ZstdHigh) }
 
 func (c *corpus) templatesFileWith(t testing.TB, codec compress.Codec) []byte {
 	rows := make([]v2TemplateRow, 0, len(c.tplEvents))
 	for _, ev := range c.tplEvents {
 		rows = append(rows, v2TemplateRow{TemplateID: int64(ev.ID), Tenant: c.name, Version: int32(ev.Version),
-			Template: ev.Template, Kind: ev.Kind.String(), Previous: ev.Previous, MergedInto: int64(ev.Into), WALSeq: 1})
+			Template: ev.Template, Kind: ev.Kind.String(), MergedInto: int64(ev.Into), WALSeq: 1})
 	}
 	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[v2TemplateRow](&buf, parquet.Compression(codec), parquet.DataPageVersion(1))
+	w := parquet.NewGenericWriter[v2TemplateRow](&buf, parquet.Compression(codec), parquet.DataPageVersion(1), parquet.DataPageStatistics(false))
 	if _, err := w.Write(rows); err != nil {
 		t.Fatal(err)
 	}

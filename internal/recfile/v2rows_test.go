@@ -16,12 +16,12 @@ type v2RecordRow struct {
 }
 
 type v2TemplateRow struct {
-	TemplateID int64  `parquet:"template_id"`
+	TemplateID int64  `parquet:"template_id,delta"`
 	Tenant     string `parquet:"tenant"`
-	Version    int32  `parquet:"version"`
+	Version    int32  `parquet:"version,delta"`
 	Template   string `parquet:"template"`
 	Kind       string `parquet:"kind"`
 	Previous   string `parquet:"previous"`
-	MergedInto int64  `parquet:"merged_into"`
-	WALSeq     int64  `parquet:"wal_seq"`
+	MergedInto int64  `parquet:"merged_into,delta"`
+	WALSeq     int64  `parquet:"wal_seq,delta"`
 }
