@@ -70,6 +70,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	lk.EnableCache() // many queries over one lake: keep footers and templates between them
 	var js jetstream.JetStream
 	var natsConn *nats.Conn
 	if c.conn.URL != "" {

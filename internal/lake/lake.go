@@ -36,6 +36,7 @@ type Lake struct {
 	records   *delta.Table
 	templates *delta.Table
 	progress  *delta.Table
+	cache     *fileCache // nil: nothing kept between searches (EnableCache)
 }
 
 // Open returns a reader of the lake in store. It does no I/O.

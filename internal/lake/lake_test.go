@@ -97,14 +97,22 @@ func (f *fixture) templatesFile(writer string, rows []lake.TemplateRow) delta.Ad
 // commit commits adds to table t with txn(quarry, hw).
 func (f *fixture) commit(t *delta.Table, hw int64, adds ...delta.Add) {
 	f.t.Helper()
+	var actions []delta.Action
+	for i := range adds {
+		actions = append(actions, delta.Action{Add: &adds[i]})
+	}
+	f.commitActions(t, hw, actions...)
+}
+
+// commitActions commits the actions, after a txn of high-water hw, as the
+// table's next version.
+func (f *fixture) commitActions(t *delta.Table, hw int64, actions ...delta.Action) {
+	f.t.Helper()
 	snap, err := t.Snapshot(f.ctx)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	actions := []delta.Action{{Txn: &delta.Txn{AppID: lake.AppID, Version: hw}}}
-	for i := range adds {
-		actions = append(actions, delta.Action{Add: &adds[i]})
-	}
+	actions = append([]delta.Action{{Txn: &delta.Txn{AppID: lake.AppID, Version: hw}}}, actions...)
 	if err := t.Commit(f.ctx, snap.Version+1, actions); err != nil {
 		f.t.Fatal(err)
 	}

@@ -550,6 +550,10 @@ func (s *search) openMeta(ctx context.Context, f searchFile) (*fileMeta, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", key, err)
 	}
+	ck := cacheKey{key, size}
+	if c, ok := s.l.cache.footer(ck); ok {
+		return &fileMeta{ra: ra, size: size, pf: c.pf, rd: recfile.ReaderOf(c.pf, ra, size), v: 3, summary: c.summary}, nil
+	}
 	rd, err := recfile.OpenAt(ra, size)
 	if err != nil {
 		ra.Close()
@@ -566,6 +570,10 @@ func (s *search) openMeta(ctx context.Context, f searchFile) (*fileMeta, error) 
 		// A summary that does not parse is ignored: reading every row
 		// gives the same answer.
 		m.summary, _ = recfile.FileSummary(pf)
+		// Only a v3 file's footer is kept: its rows are read through a
+		// recfile.Reader at each search's own handle (a v2 file's rows go
+		// through pf's).
+		s.l.cache.putFooter(ck, &cachedFooter{pf: pf, summary: m.summary})
 	}
 	return m, nil
 }

@@ -47,9 +47,13 @@ func (l *Lake) loadTemplates(ctx context.Context, tenant string) (templateSet, e
 		return set, fmt.Errorf("templates snapshot: %w", err)
 	}
 	for _, f := range snap.Files {
-		rows, err := readAll[TemplateRow](ctx, l.templates, f.Path)
-		if err != nil {
-			return set, err
+		ck := cacheKey{l.templates.FileKey(f.Path), f.Size}
+		rows, ok := l.cache.templateRows(ck)
+		if !ok {
+			if rows, err = readAll[TemplateRow](ctx, l.templates, f.Path); err != nil {
+				return set, err
+			}
+			l.cache.putTemplateRows(ck, rows)
 		}
 		for _, r := range rows {
 			if tenant != "" && r.Tenant != tenant {

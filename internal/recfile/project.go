@@ -61,6 +61,13 @@ func OpenAt(r io.ReaderAt, size int64) (*Reader, error) {
 	return &Reader{f: f, r: r, size: size}, nil
 }
 
+// ReaderOf is a Reader of the file of size bytes at r whose footer f was
+// read before (by OpenAt of the same bytes, at another handle): a reader
+// that keeps footers between reads. Reading rows goes through r only.
+func ReaderOf(f *parquet.File, r io.ReaderAt, size int64) *Reader {
+	return &Reader{f: f, r: r, size: size}
+}
+
 // Parquet is the opened file (its footer: metadata, schema, key-value
 // entries).
 func (r *Reader) Parquet() *parquet.File { return r.f }

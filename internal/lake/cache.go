@@ -1,0 +1,92 @@
+package lake
+
+import (
+	"sync"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/quarrylake/quarry/internal/recfile"
+)
+
+// fileCache keeps, between searches of a long-running reader (quarry
+// serve), what a search reads from every file before its rows: the rows of
+// the templates files and the footers (and template summaries) of the
+// records v3 files. A data file of a Delta table is never rewritten: a
+// path names the same bytes for good (a rewrite, compaction or retention,
+// writes new paths and removes the old ones), so an entry is valid as long
+// as its path has the size it had; which files a search reads still comes
+// from each search's own snapshot of the Delta logs. Entries are keyed by
+// the object key and its size; the cache is emptied when it holds more
+// than maxCached entries (files a newer snapshot removed are dropped so).
+type fileCache struct {
+	mu        sync.Mutex
+	templates map[cacheKey][]TemplateRow
+	footers   map[cacheKey]*cachedFooter
+}
+
+type cacheKey struct {
+	key  string
+	size int64
+}
+
+// cachedFooter is a records v3 file's footer: the opened file (metadata
+// and schema, its rows read through a recfile.Reader at a new handle of
+// the object) and its summary.
+type cachedFooter struct {
+	pf      *parquet.File
+	summary recfile.Summary
+}
+
+// maxCached bounds each map: about 10 KB per records footer.
+const maxCached = 4096
+
+// EnableCache makes l keep the templates files' rows and the records
+// files' footers between searches (fileCache): for a reader that serves
+// many queries over one lake. Results are the same with or without it.
+func (l *Lake) EnableCache() {
+	l.cache = &fileCache{templates: map[cacheKey][]TemplateRow{}, footers: map[cacheKey]*cachedFooter{}}
+}
+
+func (c *fileCache) templateRows(k cacheKey) ([]TemplateRow, bool) {
+	if c == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rows, ok := c.templates[k]
+	return rows, ok
+}
+
+func (c *fileCache) putTemplateRows(k cacheKey, rows []TemplateRow) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.templates) >= maxCached {
+		clear(c.templates)
+	}
+	c.templates[k] = rows
+}
+
+func (c *fileCache) footer(k cacheKey) (*cachedFooter, bool) {
+	if c == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.footers[k]
+	return f, ok
+}
+
+func (c *fileCache) putFooter(k cacheKey, f *cachedFooter) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.footers) >= maxCached {
+		clear(c.footers)
+	}
+	c.footers[k] = f
+}
