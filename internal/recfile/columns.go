@@ -10,8 +10,6 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding"
-
-	"github.com/quarrylake/quarry/streams"
 )
 
 // colVals are one column's values of a row group: dense by row for
@@ -27,10 +25,14 @@ type colVals struct {
 	offs  []uint32
 	dict  [][]byte
 	idx   []int32
-	owned bool       // data, ints or idx was copied from the pages: append in place
-	rows  []int32    // optional columns: the row of each value
-	next  int        // optional columns: the next value to take
-	lists [][][]byte // repeated columns: the row's items
+	owned bool // data, ints or idx was copied from the pages: append in place
+	read  bool // the column was read (readColumns)
+	// Optional columns: bit r of present is set when row r has a value,
+	// rank[w] is how many values the rows before word w hold; present nil:
+	// every row has one (value j is row j's).
+	present []uint64
+	rank    []int32
+	lists   [][][]byte // repeated columns: the row's items
 	// interned: dictionary columns, the dictionary entries as strings
 	// (filled on first use)
 	interned []string
@@ -207,6 +209,7 @@ func readTyped(pages parquet.Pages, c column, cv *colVals, nrows int) error {
 	optional := c.maxDef > 0
 	bytesCol := isBytes(c.kind)
 	defer pages.Close()
+	cv.read = true
 	rows := 0
 	for {
 		p, err := pages.ReadPage()
@@ -235,10 +238,16 @@ func readTyped(pages parquet.Pages, c column, cv *colVals, nrows int) error {
 			continue
 		}
 		defs := p.DefinitionLevels()
+		if rows+len(defs) > nrows {
+			return fmt.Errorf("%w: column has more rows than the row group", ErrCorrupt)
+		}
+		if words := (rows + len(defs) + 63) >> 6; words > len(cv.present) {
+			cv.present = append(cv.present, make([]uint64, words-len(cv.present))...)
+		}
 		vals := 0
 		for _, d := range defs {
 			if int(d) == c.maxDef {
-				cv.rows = append(cv.rows, int32(rows))
+				cv.present[rows>>6] |= 1 << (uint(rows) & 63)
 				vals++
 			}
 			rows++
@@ -250,27 +259,36 @@ func readTyped(pages parquet.Pages, c column, cv *colVals, nrows int) error {
 	if rows != nrows {
 		return fmt.Errorf("%w: %d of %d rows", ErrCorrupt, rows, nrows)
 	}
+	if optional {
+		cv.rank = make([]int32, len(cv.present))
+		total := 0
+		for w, b := range cv.present {
+			cv.rank[w] = int32(total)
+			total += bits.OnesCount64(b)
+		}
+		if total == nrows {
+			cv.present, cv.rank = nil, nil // dense: value j is row j's
+		}
+	}
 	return nil
 }
 
-// at returns the optional column's value index for row i, taking rows in
-// ascending order; -1 when the row has none.
-func (cv *colVals) at(i int) int {
-	if cv.next < len(cv.rows) && int(cv.rows[cv.next]) == i {
-		cv.next++
-		return cv.next - 1
+// valueAt returns the column's value index for row i, -1 when the row has
+// none (or the column was not read). Rows are taken in any order.
+func (cv *colVals) valueAt(i int) int {
+	if !cv.read {
+		return -1
 	}
-	return -1
-}
-
-// seek returns the optional column's value index for row i, skipping the
-// values of rows before i; -1 when the row has none. Rows are taken in
-// ascending order, not necessarily every one.
-func (cv *colVals) seek(i int) int {
-	for cv.next < len(cv.rows) && int(cv.rows[cv.next]) < i {
-		cv.next++
+	if cv.present == nil {
+		return i
 	}
-	return cv.at(i)
+	w := i >> 6
+	m := uint64(1) << (uint(i) & 63)
+	b := cv.present[w]
+	if b&m == 0 {
+		return -1
+	}
+	return int(cv.rank[w]) + bits.OnesCount64(b&(m-1))
 }
 
 // readColumns reads the leaf columns of rg that need selects (every one
@@ -304,6 +322,7 @@ func readColumns(rg parquet.RowGroup, src source, cols []column, need []bool, ou
 			continue
 		}
 		// Repeated columns (more, attrs) are rare: read value by value.
+		cv.read = true
 		cv.lists = make([][][]byte, nrows)
 		row := -1
 		pages := pagesOf(ci)
@@ -364,20 +383,20 @@ func isBytes(kind int) bool {
 	return false
 }
 
-// rowGroup decodes the records of one row group that d.proj keeps (every
-// one when it is nil), appending them to out in WAL order.
-func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]Record, error) {
+// readGroup reads the columns of one row group that d.proj's kept rows
+// need (every row when d.proj is nil); nil when it keeps no row.
+func (d *decoder) readGroup(rg parquet.RowGroup, cols []column) (*group, error) {
 	p := d.proj
-	vals := make([]colVals, len(cols))
-	var base [cDate + 1]*colVals
+	g := &group{nrows: int(rg.NumRows()), vals: make([]colVals, len(cols))}
+	base := &g.base
 	for i := range cols {
 		if k := cols[i].kind; k != cP && k != cN && k != cB {
-			base[k] = &vals[i]
+			base[k] = &g.vals[i]
 		}
 	}
 	for _, k := range []int{cWALSeq, cIndex, cTS, cTemplateID, cVersion, cSource, cKinds} {
 		if base[k] == nil {
-			return out, fmt.Errorf("%w: a required column is missing", ErrCorrupt)
+			return nil, fmt.Errorf("%w: a required column is missing", ErrCorrupt)
 		}
 	}
 	lines, source, attrs := p == nil || p.Lines, p == nil || p.Source, p == nil || p.Attrs
@@ -386,18 +405,18 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 	for i, c := range cols {
 		need[i] = c.kind == cTemplateID || c.kind == cVersion
 	}
-	if err := readColumns(rg, d.src, cols, need, vals, nil); err != nil {
-		return out, err
+	if err := readColumns(rg, d.src, cols, need, g.vals, nil); err != nil {
+		return nil, err
 	}
-	nrows := int(rg.NumRows())
 	ids, vers := base[cTemplateID].ints, base[cVersion].ints
 	kept, err := d.keep(ids, vers, lines)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	if kept != nil && len(kept) == 0 {
-		return out, nil
+		return nil, nil
 	}
+	g.kept = kept
 	for i, c := range cols {
 		switch c.kind {
 		case cTemplateID, cVersion:
@@ -417,13 +436,13 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 	if lines && kept != nil {
 		// Only some rows are kept: their kinds say which slot columns
 		// (and whether ts_residue) they use; the others are not read.
-		if err := d.narrowSlots(rg, cols, need, vals, kept, base[cKinds]); err != nil {
-			return out, err
+		if err := d.narrowSlots(rg, cols, need, g.vals, kept, base[cKinds]); err != nil {
+			return nil, err
 		}
 	}
 	var skip []bool
 	if kept != nil {
-		skip = make([]bool, nrows)
+		skip = make([]bool, g.nrows)
 		for i := range skip {
 			skip[i] = true
 		}
@@ -431,105 +450,15 @@ func (d *decoder) rowGroup(out []Record, rg parquet.RowGroup, cols []column) ([]
 			skip[i] = false
 		}
 	}
-	if err := readColumns(rg, d.src, cols, need, vals, skip); err != nil {
-		return out, err
+	if err := readColumns(rg, d.src, cols, need, g.vals, skip); err != nil {
+		return nil, err
 	}
-	var slots []*colVals
 	if lines {
-		for i := range vals {
-			if cv := &vals[i]; (cv.c.kind == cP || cv.c.kind == cN || cv.c.kind == cB) && cv.c.slot < MaxSlots {
-				slots = append(slots, cv)
-			}
+		if err := d.prepareLines(g); err != nil {
+			return nil, err
 		}
 	}
-	n := nrows
-	if kept != nil {
-		n = len(kept)
-	}
-	// Each record goes straight to its place in WAL order.
-	var pos []int32
-	if p != nil && p.FileOrder {
-		pos = identity(n)
-	} else {
-		pos = walPositions(base[cWALSeq].ints, base[cIndex].ints, kept)
-	}
-	start := len(out)
-	out = slices.Grow(out, n)[:start+n]
-	// A record is built in rec and copied to its place once: out is written
-	// in WAL order while the columns are read in file order, and one copy
-	// of a cold struct costs less than a write per field.
-	var tmp Record
-	for x := 0; x < n; x++ {
-		i := x
-		if kept != nil {
-			i = int(kept[x])
-		}
-		rec := &tmp
-		*rec = Record{}
-		rec.WALSeq = uint64(base[cWALSeq].ints[i])
-		rec.Index = uint32(base[cIndex].ints[i])
-		rec.TS = base[cTS].ints[i] * base[cTS].c.unit
-		rec.TemplateID = uint64(ids[i])
-		rec.TemplateVersion = uint32(vers[i])
-		if c := base[cTSSource]; c != nil {
-			rec.TSSource = streams.TSSource(c.ints[i])
-		}
-		if source {
-			rec.Source = d.internAt(base[cSource], i)
-		}
-		if attrs {
-			if ck, cv := base[cAttrKey], base[cAttrValue]; ck != nil || cv != nil {
-				if ck == nil || cv == nil || len(ck.lists[i]) != len(cv.lists[i]) {
-					return out[:start], fmt.Errorf("%w: attribute keys and values do not pair", ErrCorrupt)
-				}
-				for j := range ck.lists[i] {
-					rec.Attrs = append(rec.Attrs, streams.Attr{Key: string(ck.lists[i][j]), Value: string(cv.lists[i][j])})
-				}
-			}
-		}
-		if lines {
-			kinds := d.internAt(base[cKinds], i)
-			var residue []byte
-			if c := base[cResidue]; c != nil {
-				if j := c.seek(i); j >= 0 {
-					residue = c.str(j)
-				}
-			}
-			d.has = [MaxSlots]uint8{}
-			for _, cv := range slots {
-				j := cv.seek(i)
-				if j < 0 {
-					continue
-				}
-				k := cv.c.slot
-				switch cv.c.kind {
-				case cP:
-					d.p[k] = cv.str(j)
-					d.has[k] |= 1
-				case cN:
-					d.n[k] = cv.ints[j]
-					d.has[k] |= 2
-				case cB:
-					d.b[k] = cv.str(j)
-					d.has[k] |= 4
-				}
-			}
-			d.more = d.more[:0]
-			if c := base[cMore]; c != nil {
-				d.more = append(d.more, c.lists[i]...)
-			}
-			if err := d.finish(rec, kinds, residue); err != nil {
-				return out[:start], err
-			}
-			if d.rowDone != nil {
-				if err := d.rowDone(rec, kinds); err != nil {
-					return out[:start], err
-				}
-			}
-		}
-		out[start+int(pos[x])] = *rec
-	}
-	return out, nil
+	return g, nil
 }
 
 // narrowSlots reads the kinds column and clears need for the slot columns

@@ -72,7 +72,7 @@ func TestReadTypedPages(t *testing.T) {
 			if got := string(vals[0].str(i)); got != r.S {
 				t.Fatalf("page buffer %d: s[%d] = %q, want %q", pageBuf, i, got, r.S)
 			}
-			if j := vals[1].at(i); (j >= 0) != (r.P != nil) || j >= 0 && string(vals[1].str(j)) != *r.P {
+			if j := vals[1].valueAt(i); (j >= 0) != (r.P != nil) || j >= 0 && string(vals[1].str(j)) != *r.P {
 				t.Fatalf("page buffer %d: p[%d] wrong (value index %d)", pageBuf, i, j)
 			}
 			if !bytes.Equal(vals[2].str(i), r.B) || vals[3].ints[i] != r.N || vals[4].ints[i] != int64(r.I) || vals[5].ints[i] != int64(r.D) {

@@ -8,13 +8,10 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
-	"time"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
-	"github.com/quarrylake/quarry/internal/eventtime"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -46,89 +43,66 @@ func Decode(data []byte, tpl Templates) ([]Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open records file: %w", err)
 	}
-	cols := columnsOf(f.Schema())
-	d := decoder{tpl: tpl, infos: map[Key][]string{}, kinds: map[string][]slot{}, strs: map[string]string{}}
-	out := make([]Record, 0, f.NumRows())
-	for _, rg := range f.RowGroups() {
-		if out, err = d.rowGroup(out, rg, cols); err != nil {
-			return nil, err
-		}
-	}
-	return walOrder(out), nil
-}
-
-// walOrder returns recs sorted by (wal_seq, record_index), each record
-// moved once at most, in place.
-func walOrder(recs []Record) []Record {
-	order := WALOrder(recs)
-	if order == nil {
-		return recs
-	}
-	// In place, one cycle at a time: a second array of records would be
-	// allocated, cleared and scanned by the collector.
-	dest := make([]int32, len(recs))
-	for r, i := range order {
-		dest[i] = int32(r)
-	}
-	for i := range dest {
-		for int(dest[i]) != i {
-			j := dest[i]
-			recs[i], recs[j] = recs[j], recs[i]
-			dest[i], dest[j] = dest[j], dest[i]
-		}
-	}
-	return recs
+	return decodeProjected(f, nil, tpl, Projection{Lines: true, Source: true, Attrs: true})
 }
 
 // WALOrder returns the indexes of recs in (wal_seq, record_index) order,
-// nil when recs are in that order already. It places each record at a
-// slot of its own (slot record_index of its wal_seq's range, the ranges in
-// wal_seq order, each as long as that sequence's highest index): records
-// of a file are most of their frames' lines, so the slots are few and no
-// record is compared (a file's row groups each hold every frame of it: the
-// comparison sort this replaced was 15% of a full render). Sparse
-// sequences or indexes, or two records at one position, are sorted.
+// nil when recs are in that order already (walPerm).
 func WALOrder(recs []Record) []int32 {
+	seqs, idxs := make([]uint64, len(recs)), make([]uint32, len(recs))
+	for i := range recs {
+		seqs[i], idxs[i] = recs[i].WALSeq, recs[i].Index
+	}
+	return walPerm(seqs, idxs)
+}
+
+// walPerm returns the indexes of the positions (seqs[i], idxs[i]) in
+// (wal_seq, record_index) order, nil when they are in that order already.
+// It places each at a slot of its own (slot record_index of its wal_seq's
+// range, the ranges in wal_seq order, each as long as that sequence's
+// highest index): rows of a file are most of their frames' lines, so the
+// slots are few and no row is compared (a file's row groups each hold
+// every frame of it: the comparison sort this replaced was 15% of a full
+// render). Sparse sequences or indexes, or two rows at one position, are
+// sorted.
+func walPerm(seqs []uint64, idxs []uint32) []int32 {
 	sorted := true
-	for i := 1; i < len(recs) && sorted; i++ {
-		p, r := &recs[i-1], &recs[i]
-		sorted = p.WALSeq < r.WALSeq || (p.WALSeq == r.WALSeq && p.Index <= r.Index)
+	for i := 1; i < len(seqs) && sorted; i++ {
+		sorted = seqs[i-1] < seqs[i] || (seqs[i-1] == seqs[i] && idxs[i-1] <= idxs[i])
 	}
 	if sorted {
 		return nil
 	}
-	if order, ok := walSlots(recs); ok {
+	if order, ok := walSlots(seqs, idxs); ok {
 		return order
 	}
-	order := make([]int32, len(recs))
+	order := make([]int32, len(seqs))
 	for i := range order {
 		order[i] = int32(i)
 	}
 	slices.SortStableFunc(order, func(a, b int32) int {
-		x, y := &recs[a], &recs[b]
-		return cmp.Or(cmp.Compare(x.WALSeq, y.WALSeq), cmp.Compare(x.Index, y.Index))
+		return cmp.Or(cmp.Compare(seqs[a], seqs[b]), cmp.Compare(idxs[a], idxs[b]))
 	})
 	return order
 }
 
-// walSlots is WALOrder by slot; false when the slots would be many or two
-// records share one.
-func walSlots(recs []Record) ([]int32, bool) {
-	n := len(recs)
-	lo, hi := recs[0].WALSeq, recs[0].WALSeq
-	for i := range recs {
-		lo, hi = min(lo, recs[i].WALSeq), max(hi, recs[i].WALSeq)
+// walSlots is walPerm by slot; false when the slots would be many or two
+// positions share one.
+func walSlots(seqs []uint64, idxs []uint32) ([]int32, bool) {
+	n := len(seqs)
+	lo, hi := seqs[0], seqs[0]
+	for _, s := range seqs {
+		lo, hi = min(lo, s), max(hi, s)
 	}
 	if hi-lo > uint64(2*n+64) {
 		return nil, false
 	}
 	top := make([]int, hi-lo+2) // top[s+1]: sequence lo+s's highest index + 1
-	for i := range recs {
-		r := &recs[i]
-		if r.Index >= 1<<30 {
+	for i, s := range seqs {
+		if idxs[i] >= 1<<30 {
 			return nil, false
 		}
-		top[r.WALSeq-lo+1] = max(top[r.WALSeq-lo+1], int(r.Index)+1)
+		top[s-lo+1] = max(top[s-lo+1], int(idxs[i])+1)
 	}
 	for s := 1; s < len(top); s++ {
 		top[s] += top[s-1]
@@ -136,9 +110,9 @@ func walSlots(recs []Record) ([]int32, bool) {
 	if top[len(top)-1] > 4*n+64 {
 		return nil, false
 	}
-	slots := make([]int32, top[len(top)-1]) // a record's index + 1; 0: none
-	for i := range recs {
-		p := top[recs[i].WALSeq-lo] + int(recs[i].Index)
+	slots := make([]int32, top[len(top)-1]) // a row's index + 1; 0: none
+	for i, s := range seqs {
+		p := top[s-lo] + int(idxs[i])
 		if slots[p] != 0 {
 			return nil, false
 		}
@@ -155,51 +129,22 @@ func walSlots(recs []Record) ([]int32, bool) {
 }
 
 type decoder struct {
-	tpl   Templates
-	proj  *Projection  // what to decode; nil for everything
-	kept  map[Key]bool // proj.Keep's answers
-	infos map[Key][]string
-	kinds map[string][]slot
-	strs  map[string]string
-	line  []byte // arena the lines are cut from
-	// per-row scratch
-	p    [MaxSlots][]byte
-	b    [MaxSlots][]byte
-	n    [MaxSlots]int64
-	has  [MaxSlots]uint8 // bit 1 p, 2 n, 4 b
-	more [][]byte
-	// rowDone, when set, sees each record after its line is rendered, with
-	// the row's kinds; bounds then holds where each parameter item's text
-	// starts in the line (one entry per item that is not covered) and where
-	// the last piece starts (DecodeRows).
-	rowDone func(rec *Record, kinds string) error
-	bounds  []int
-	// render's previous template and kinds
-	lastKey    Key
-	lastPieces []string
-	lastKinds  string
-	lastSlots  []slot
+	tpl  Templates
+	proj *Projection  // what to decode; nil for everything
+	kept map[Key]bool // proj.Keep's answers
+	// tplIndex: the index in pieces of a template version's text, split on
+	// its wildcards
+	tplIndex map[Key]int32
+	pieces   [][]string
+	kinds    map[string][]slot
+	strs     map[string]string
+	line     []byte // arena the records' lines are cut from
+	// bounds, when not nil, receives where each parameter item's text
+	// starts in a line appendLine renders (DecodeRows).
+	bounds []int
 	// src reads the current row group's column chunks (File.DecodeProjected);
 	// zero: through the parquet file's reader.
 	src source
-}
-
-// finish renders rec's line from the decoder's slot values.
-func (d *decoder) finish(rec *Record, kinds string, residue []byte) error {
-	if cap(d.line)-len(d.line) < 4<<10 {
-		d.line = make([]byte, 0, 256<<10)
-	}
-	line, err := d.render(d.line[len(d.line):], rec, kinds, residue)
-	if err != nil {
-		return err
-	}
-	if cap(line) != cap(d.line)-len(d.line) {
-		d.line = line[len(line):] // outgrew the arena: continue in the new array
-	} else {
-		d.line = d.line[:len(d.line)+len(line)]
-	}
-	rec.Line = line[:len(line):len(line)]
-	return nil
 }
 
 // intern returns b as a string, one allocation per distinct value.
@@ -234,111 +179,6 @@ type MissingTemplateError struct{ Key Key }
 
 func (e *MissingTemplateError) Error() string {
 	return fmt.Sprintf("template %d version %d not given", e.Key.ID, e.Key.Version)
-}
-
-// render appends the record's line to dst.
-func (d *decoder) render(dst []byte, rec *Record, kinds string, residue []byte) ([]byte, error) {
-	k := Key{rec.TemplateID, rec.TemplateVersion}
-	// Rows come by template: the previous row's pieces and slots are
-	// usually this one's (two map lookups a row were 12% of a render).
-	pieces := d.lastPieces
-	if pieces == nil || k != d.lastKey {
-		var ok bool
-		if pieces, ok = d.infos[k]; !ok {
-			text, found := d.tpl[k]
-			if !found {
-				return nil, fmt.Errorf("records wal %d index %d: %w", rec.WALSeq, rec.Index, &MissingTemplateError{Key: k})
-			}
-			pieces = strings.Split(text, Wildcard)
-			d.infos[k] = pieces
-		}
-		d.lastKey, d.lastPieces = k, pieces
-	}
-	slots := d.lastSlots
-	if slots == nil || kinds != d.lastKinds {
-		var ok bool
-		if slots, ok = d.kinds[kinds]; !ok {
-			var err error
-			if slots, err = parseKinds(nil, kinds); err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
-			}
-			d.kinds[kinds] = slots
-		}
-		d.lastKinds, d.lastSlots = kinds, slots
-	}
-	if len(slots) != len(pieces)-1 {
-		return nil, fmt.Errorf("%w: record wal %d index %d: %d kinds for %d wildcards", ErrCorrupt, rec.WALSeq, rec.Index, len(slots), len(pieces)-1)
-	}
-	more := d.more
-	var ks, kn, kb int // the next p, n and b column
-	for j, s := range slots {
-		if s.kind == kindCovered {
-			continue
-		}
-		dst = append(dst, pieces[j]...)
-		if d.bounds != nil {
-			d.bounds = append(d.bounds, len(dst))
-		}
-		var k int
-		var need uint8
-		switch s.kind {
-		case kindTime:
-			dst = eventtime.Render(dst, time.UnixMicro(rec.TS/1000), s.layout, residue)
-			continue
-		case kindString:
-			k, need = ks, 1
-			ks++
-		case kindInner:
-			var p []byte
-			switch {
-			case ks < MaxSlots && d.has[ks]&1 != 0:
-				p = d.p[ks]
-			case len(more) > 0:
-				p, more = more[0], more[1:]
-			default:
-				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind u has no text", ErrCorrupt, rec.WALSeq, rec.Index, j)
-			}
-			ks++
-			if s.offset > len(p) {
-				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: time offset %d past its text", ErrCorrupt, rec.WALSeq, rec.Index, j, s.offset)
-			}
-			dst = append(dst, p[:s.offset]...)
-			dst = eventtime.Render(dst, time.UnixMicro(rec.TS/1000), s.layout, residue)
-			dst = append(dst, p[s.offset:]...)
-			continue
-		case kindBytes:
-			k, need = kb, 4
-			kb++
-		default:
-			k, need = kn, 2
-			kn++
-		}
-		if k >= MaxSlots || d.has[k]&need == 0 {
-			// No column value: the parameter's exact text is the next item
-			// of more.
-			if len(more) == 0 {
-				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind %c has no value", ErrCorrupt, rec.WALSeq, rec.Index, j, s.kind)
-			}
-			dst = append(dst, more[0]...)
-			more = more[1:]
-			continue
-		}
-		switch need {
-		case 1:
-			dst = append(dst, d.p[k]...)
-		case 2:
-			dst = appendValue(dst, s, d.n[k])
-		default:
-			dst = append(dst, d.b[k]...)
-		}
-	}
-	if len(more) != 0 {
-		return nil, fmt.Errorf("%w: record wal %d index %d: %d values left in more", ErrCorrupt, rec.WALSeq, rec.Index, len(more))
-	}
-	if d.bounds != nil {
-		d.bounds = append(d.bounds, len(dst))
-	}
-	return append(dst, pieces[len(pieces)-1]...), nil
 }
 
 // OpenParquet opens the Parquet file of size bytes at r after checking its

@@ -79,34 +79,11 @@ func (r *Reader) DecodeProjected(tpl Templates, p Projection) ([]Record, error) 
 }
 
 func decodeProjected(f *parquet.File, r *Reader, tpl Templates, p Projection) ([]Record, error) {
-	cols := columnsOf(f.Schema())
-	d := decoder{tpl: tpl, proj: &p, infos: map[Key][]string{}, kinds: map[string][]slot{}, strs: map[string]string{}}
-	skip := rowGroupSkipper(f, cols, &d)
-	n, err := keptRows(f, &d)
+	l, err := decodeLines(f, r, tpl, p)
 	if err != nil {
 		return nil, err
 	}
-	// A damaged footer may claim any number of rows: a real file spends
-	// bytes on each.
-	out := make([]Record, 0, min(n, f.Size()))
-	meta := f.Metadata().RowGroups
-	for i, rg := range f.RowGroups() {
-		if skipped, err := skip(i, rg); err != nil {
-			return nil, err
-		} else if skipped {
-			continue
-		}
-		if r != nil && i < len(meta) {
-			d.src = source{r: r.r, size: r.size, meta: &meta[i]}
-		}
-		if out, err = d.rowGroup(out, rg, cols); err != nil {
-			return nil, err
-		}
-	}
-	if p.FileOrder {
-		return out, nil
-	}
-	return walOrder(out), nil
+	return l.records()
 }
 
 // keptRows is how many rows of f d.proj keeps, by the file's summary (its

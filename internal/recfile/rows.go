@@ -2,9 +2,7 @@ package recfile
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -21,37 +19,36 @@ func DecodeRows(data []byte, tpl Templates) ([]Row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open records file: %w", err)
 	}
-	cols := columnsOf(f.Schema())
-	d := decoder{tpl: tpl, infos: map[Key][]string{}, kinds: map[string][]slot{}, strs: map[string]string{}}
-	out := make([]Row, 0, f.NumRows())
-	d.bounds = make([]int, 0, 64)
-	d.rowDone = func(rec *Record, kinds string) error {
-		r, err := d.params(rec, kinds)
-		d.bounds = d.bounds[:0]
-		out = append(out, r)
-		return err
+	l, err := decodeLines(f, nil, tpl, Projection{Lines: true, Source: true, Attrs: true})
+	if err != nil {
+		return nil, err
 	}
-	for _, rg := range f.RowGroups() {
-		if _, err := d.rowGroup(nil, rg, cols); err != nil {
+	d := l.d
+	out := make([]Row, len(l.refs))
+	d.bounds = make([]int, 0, 64)
+	var rec Record
+	for x, ref := range l.refs {
+		g, i := l.groups[ref.g], int(ref.row)
+		d.bounds = d.bounds[:0]
+		if err := d.record(&rec, g, i); err != nil {
+			return nil, err
+		}
+		slots, err := d.slotsOf(g, i)
+		if err != nil {
+			return nil, err
+		}
+		if out[x], err = d.params(&rec, d.pieces[g.tpl[i]], slots); err != nil {
 			return nil, err
 		}
 	}
-	slices.SortFunc(out, func(a, b Row) int {
-		if c := cmp.Compare(a.WALSeq, b.WALSeq); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Index, b.Index)
-	})
 	return out, nil
 }
 
 // params is rec as a Row, its parameters cut from its rendered line at
 // the bounds render recorded.
-func (d *decoder) params(rec *Record, kinds string) (Row, error) {
+func (d *decoder) params(rec *Record, pieces []string, slots []slot) (Row, error) {
 	r := Row{WALSeq: rec.WALSeq, Index: rec.Index, TS: rec.TS, TSSource: rec.TSSource, TemplateID: rec.TemplateID,
 		TemplateVersion: rec.TemplateVersion, Source: rec.Source, Attrs: rec.Attrs}
-	pieces := d.infos[Key{rec.TemplateID, rec.TemplateVersion}] // set by render
-	slots := d.kinds[kinds]
 	r.Params = make([]string, len(slots))
 	var items []int // the slots that are not covered, in order
 	for j, s := range slots {

@@ -1,0 +1,406 @@
+package recfile
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/quarrylake/quarry/internal/eventtime"
+	"github.com/quarrylake/quarry/streams"
+)
+
+// group is one row group's columns as read for the rows a projection
+// keeps (readGroup), with what rendering a line needs looked up once.
+type group struct {
+	nrows int
+	vals  []colVals
+	base  [cDate + 1]*colVals // the columns that are not slots, by kind
+	kept  []int32             // the kept rows, ascending; nil: every row
+	// With lines: the slot columns read, by kind (0 p, 1 n, 2 b) and slot;
+	// each kept row's template (an index into decoder.pieces); the parsed
+	// kinds of each entry of a dictionary kinds column (nil until used).
+	slots [3][MaxSlots]*colVals
+	tpl   []int32
+	kinds [][]slot
+}
+
+// rows is how many rows g keeps; row(x) is the x-th.
+func (g *group) rows() int {
+	if g.kept != nil {
+		return len(g.kept)
+	}
+	return g.nrows
+}
+
+func (g *group) row(x int) int {
+	if g.kept != nil {
+		return int(g.kept[x])
+	}
+	return x
+}
+
+// pos is row i's place in the WAL.
+func (g *group) pos(i int) (uint64, uint32) {
+	return uint64(g.base[cWALSeq].ints[i]), uint32(g.base[cIndex].ints[i])
+}
+
+// ts is row i's time in nanoseconds since the epoch.
+func (g *group) ts(i int) int64 { return g.base[cTS].ints[i] * g.base[cTS].c.unit }
+
+// residue is row i's ts_residue, nil without one.
+func (g *group) residue(i int) []byte {
+	c := g.base[cResidue]
+	if c == nil {
+		return nil
+	}
+	if j := c.valueAt(i); j >= 0 {
+		return c.str(j)
+	}
+	return nil
+}
+
+// prepareLines looks up, once per row group, what appendLine needs: the
+// slot columns read and the template of each kept row. A kept row whose
+// template version d.tpl lacks is a MissingTemplateError.
+func (d *decoder) prepareLines(g *group) error {
+	for i := range g.vals {
+		cv := &g.vals[i]
+		if !cv.read || cv.c.slot < 0 || cv.c.slot >= MaxSlots {
+			continue
+		}
+		switch cv.c.kind {
+		case cP:
+			g.slots[0][cv.c.slot] = cv
+		case cN:
+			g.slots[1][cv.c.slot] = cv
+		case cB:
+			g.slots[2][cv.c.slot] = cv
+		}
+	}
+	ids, vers := g.base[cTemplateID].ints, g.base[cVersion].ints
+	g.tpl = make([]int32, g.nrows)
+	var last Key
+	ix := int32(-1)
+	for x := range g.rows() {
+		i := g.row(x)
+		// Rows come by template: one lookup per run.
+		if k := (Key{uint64(ids[i]), uint32(vers[i])}); ix < 0 || k != last {
+			var ok bool
+			if ix, ok = d.tplIndex[k]; !ok {
+				text, found := d.tpl[k]
+				if !found {
+					seq, idx := g.pos(i)
+					return fmt.Errorf("records wal %d index %d: %w", seq, idx, &MissingTemplateError{Key: k})
+				}
+				ix = int32(len(d.pieces))
+				d.pieces = append(d.pieces, strings.Split(text, Wildcard))
+				d.tplIndex[k] = ix
+			}
+			last = k
+		}
+		g.tpl[i] = ix
+	}
+	if kc := g.base[cKinds]; kc.dict != nil {
+		g.kinds = make([][]slot, len(kc.dict))
+	}
+	return nil
+}
+
+// slotsOf is row i's kinds, parsed.
+func (d *decoder) slotsOf(g *group, i int) ([]slot, error) {
+	kc := g.base[cKinds]
+	if kc.dict == nil {
+		return d.parsedKinds(kc.str(i))
+	}
+	e := kc.idx[i]
+	if s := g.kinds[e]; s != nil {
+		return s, nil
+	}
+	s, err := d.parsedKinds(kc.dict[e])
+	g.kinds[e] = s
+	return s, err
+}
+
+// parsedKinds parses a kinds value, once per distinct value.
+func (d *decoder) parsedKinds(kinds []byte) ([]slot, error) {
+	if s, ok := d.kinds[string(kinds)]; ok {
+		return s, nil
+	}
+	s, err := parseKinds(nil, string(kinds))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if s == nil {
+		s = []slot{} // a template without wildcards: not nil, so it is kept
+	}
+	d.kinds[string(kinds)] = s
+	return s, nil
+}
+
+// appendLine appends the line of row i of g to dst, byte for byte as it
+// was read: the template's pieces and the row's parameters, each as its
+// kind says (the package doc's reconstruction). It is the one renderer of
+// records v3 lines: records (DecodeProjected, DecodeRows) and Lines use it.
+// With d.bounds set it records where each parameter item's text starts in
+// dst (one entry per item that is not covered) and where the last piece
+// starts.
+func (d *decoder) appendLine(dst []byte, g *group, i int) ([]byte, error) {
+	pieces := d.pieces[g.tpl[i]]
+	slots, err := d.slotsOf(g, i)
+	if err != nil {
+		return nil, err
+	}
+	if len(slots) != len(pieces)-1 {
+		seq, idx := g.pos(i)
+		return nil, fmt.Errorf("%w: record wal %d index %d: %d kinds for %d wildcards", ErrCorrupt, seq, idx, len(slots), len(pieces)-1)
+	}
+	var more [][]byte
+	if c := g.base[cMore]; c != nil && c.lists != nil {
+		more = c.lists[i]
+	}
+	ts := time.UnixMicro(g.ts(i) / 1000)
+	var ks, kn, kb int // the next p, n and b column
+	for j, s := range slots {
+		if s.kind == kindCovered {
+			continue
+		}
+		dst = append(dst, pieces[j]...)
+		if d.bounds != nil {
+			d.bounds = append(d.bounds, len(dst))
+		}
+		var cv *colVals
+		switch s.kind {
+		case kindTime:
+			dst = eventtime.Render(dst, ts, s.layout, g.residue(i))
+			continue
+		case kindString, kindInner:
+			if ks < MaxSlots {
+				cv = g.slots[0][ks]
+			}
+			ks++
+		case kindBytes:
+			if kb < MaxSlots {
+				cv = g.slots[2][kb]
+			}
+			kb++
+		default:
+			if kn < MaxSlots {
+				cv = g.slots[1][kn]
+			}
+			kn++
+		}
+		v := -1
+		if cv != nil {
+			v = cv.valueAt(i)
+		}
+		var text []byte
+		switch {
+		case v >= 0 && cv.c.kind == cN:
+			dst = appendValue(dst, s, cv.ints[v])
+			continue
+		case v >= 0:
+			text = cv.str(v)
+		case len(more) > 0:
+			// No column value: the parameter's exact text is the next
+			// item of more.
+			text, more = more[0], more[1:]
+		case s.kind == kindInner:
+			seq, idx := g.pos(i)
+			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind u has no text", ErrCorrupt, seq, idx, j)
+		default:
+			seq, idx := g.pos(i)
+			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind %c has no value", ErrCorrupt, seq, idx, j, s.kind)
+		}
+		if s.kind == kindInner {
+			if s.offset > len(text) {
+				seq, idx := g.pos(i)
+				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: time offset %d past its text", ErrCorrupt, seq, idx, j, s.offset)
+			}
+			dst = append(dst, text[:s.offset]...)
+			dst = eventtime.Render(dst, ts, s.layout, g.residue(i))
+			dst = append(dst, text[s.offset:]...)
+			continue
+		}
+		dst = append(dst, text...)
+	}
+	if len(more) != 0 {
+		seq, idx := g.pos(i)
+		return nil, fmt.Errorf("%w: record wal %d index %d: %d values left in more", ErrCorrupt, seq, idx, len(more))
+	}
+	if d.bounds != nil {
+		d.bounds = append(d.bounds, len(dst))
+	}
+	return append(dst, pieces[len(pieces)-1]...), nil
+}
+
+// record fills rec with row i of g: the fields d.proj asks for, the line
+// cut from the decoder's arena.
+func (d *decoder) record(rec *Record, g *group, i int) error {
+	p := d.proj
+	b := &g.base
+	*rec = Record{TemplateID: uint64(b[cTemplateID].ints[i]), TemplateVersion: uint32(b[cVersion].ints[i]), TS: g.ts(i)}
+	rec.WALSeq, rec.Index = g.pos(i)
+	if c := b[cTSSource]; c != nil && c.read {
+		rec.TSSource = streams.TSSource(c.ints[i])
+	}
+	if p == nil || p.Source {
+		rec.Source = d.internAt(b[cSource], i)
+	}
+	if ck, cv := b[cAttrKey], b[cAttrValue]; (p == nil || p.Attrs) && (ck != nil || cv != nil) {
+		if ck == nil || cv == nil || len(ck.lists[i]) != len(cv.lists[i]) {
+			return fmt.Errorf("%w: attribute keys and values do not pair", ErrCorrupt)
+		}
+		for j := range ck.lists[i] {
+			rec.Attrs = append(rec.Attrs, streams.Attr{Key: string(ck.lists[i][j]), Value: string(cv.lists[i][j])})
+		}
+	}
+	if p != nil && !p.Lines {
+		return nil
+	}
+	if cap(d.line)-len(d.line) < 4<<10 {
+		d.line = make([]byte, 0, 256<<10)
+	}
+	line, err := d.appendLine(d.line[len(d.line):], g, i)
+	if err != nil {
+		return err
+	}
+	if cap(line) != cap(d.line)-len(d.line) {
+		d.line = line[len(line):] // outgrew the arena: continue in the new array
+	} else {
+		d.line = d.line[:len(d.line)+len(line)]
+	}
+	rec.Line = line[:len(line):len(line)]
+	return nil
+}
+
+// Lines are the rows of a records file a projection keeps, in WAL order
+// (wal_seq, record_index) unless it asks for the file's order, with their
+// columns decoded and no line rendered: AppendLine renders a row's line
+// into the caller's buffer, so a reader that writes lines (raw output)
+// builds no Record per row. Record builds one where a reader needs it.
+type Lines struct {
+	d      *decoder
+	groups []*group
+	refs   []lineRef
+	seqs   []uint64
+	idxs   []uint32
+}
+
+// lineRef is a row: its row group (an index into Lines.groups) and row.
+type lineRef struct{ g, row int32 }
+
+// Len is the number of rows.
+func (l *Lines) Len() int { return len(l.refs) }
+
+// Pos is row x's place in the WAL.
+func (l *Lines) Pos(x int) (uint64, uint32) { return l.seqs[x], l.idxs[x] }
+
+// TS is row x's event time, in nanoseconds since the epoch.
+func (l *Lines) TS(x int) int64 {
+	r := l.refs[x]
+	return l.groups[r.g].ts(int(r.row))
+}
+
+// Key is row x's template version.
+func (l *Lines) Key(x int) Key {
+	r := l.refs[x]
+	b := &l.groups[r.g].base
+	return Key{uint64(b[cTemplateID].ints[r.row]), uint32(b[cVersion].ints[r.row])}
+}
+
+// AppendLine appends row x's line to dst (without a newline). It needs the
+// projection's Lines.
+func (l *Lines) AppendLine(dst []byte, x int) ([]byte, error) {
+	r := l.refs[x]
+	return l.d.appendLine(dst, l.groups[r.g], int(r.row))
+}
+
+// Record fills rec with row x as DecodeProjected returns it.
+func (l *Lines) Record(rec *Record, x int) error {
+	r := l.refs[x]
+	return l.d.record(rec, l.groups[r.g], int(r.row))
+}
+
+// records returns every row as a Record, in l's order.
+func (l *Lines) records() ([]Record, error) {
+	out := make([]Record, len(l.refs))
+	for x := range out {
+		if err := l.Record(&out[x], x); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// DecodeLines is DecodeProjected's rows as Lines: the same rows, in the
+// same order, nothing rendered yet.
+func (r *Reader) DecodeLines(tpl Templates, p Projection) (*Lines, error) {
+	return decodeLines(r.f, r, tpl, p)
+}
+
+func newDecoder(tpl Templates, p *Projection) *decoder {
+	return &decoder{tpl: tpl, proj: p, tplIndex: map[Key]int32{}, kinds: map[string][]slot{}, strs: map[string]string{}}
+}
+
+// decodeLines reads the row groups of f that hold rows p keeps (through r
+// when it is not nil: only the column chunks they need) and orders the
+// kept rows.
+func decodeLines(f *parquet.File, r *Reader, tpl Templates, p Projection) (*Lines, error) {
+	cols := columnsOf(f.Schema())
+	d := newDecoder(tpl, &p)
+	skip := rowGroupSkipper(f, cols, d)
+	n, err := keptRows(f, d)
+	if err != nil {
+		return nil, err
+	}
+	// A damaged footer may claim any number of rows: a real file spends
+	// bytes on each.
+	n = min(n, f.Size())
+	l := &Lines{d: d, refs: make([]lineRef, 0, n), seqs: make([]uint64, 0, n), idxs: make([]uint32, 0, n)}
+	meta := f.Metadata().RowGroups
+	for i, rg := range f.RowGroups() {
+		if skipped, err := skip(i, rg); err != nil {
+			return nil, err
+		} else if skipped {
+			continue
+		}
+		if r != nil && i < len(meta) {
+			d.src = source{r: r.r, size: r.size, meta: &meta[i]}
+		}
+		g, err := d.readGroup(rg, cols)
+		if err != nil {
+			return nil, err
+		}
+		if g == nil {
+			continue
+		}
+		gi := int32(len(l.groups))
+		l.groups = append(l.groups, g)
+		for x := range g.rows() {
+			i := g.row(x)
+			seq, idx := g.pos(i)
+			l.refs = append(l.refs, lineRef{gi, int32(i)})
+			l.seqs = append(l.seqs, seq)
+			l.idxs = append(l.idxs, idx)
+		}
+	}
+	if !p.FileOrder {
+		l.walOrder()
+	}
+	return l, nil
+}
+
+// walOrder puts l's rows in (wal_seq, record_index) order.
+func (l *Lines) walOrder() {
+	order := walPerm(l.seqs, l.idxs)
+	if order == nil {
+		return
+	}
+	refs, seqs, idxs := make([]lineRef, len(order)), make([]uint64, len(order)), make([]uint32, len(order))
+	for x, i := range order {
+		refs[x], seqs[x], idxs[x] = l.refs[i], l.seqs[i], l.idxs[i]
+	}
+	l.refs, l.seqs, l.idxs = refs, seqs, idxs
+}
