@@ -163,6 +163,11 @@ func runQuery(ctx context.Context, e *env, args []string) error {
 		}
 		return bw.Flush()
 	}
+	if *format == "raw" {
+		// Lines rendered straight into SearchRaw's buffer, written in
+		// chunks of their own: no record per line, no second buffer.
+		return lk.SearchRaw(ctx, q, opts, e.stdout)
+	}
 	out, err := lake.NewFormatter(bw, *format)
 	if err != nil {
 		return errUsage{err.Error()}

@@ -81,11 +81,87 @@ func (l *Lake) Search(ctx context.Context, q *query.Query, opts SearchOptions, f
 	if err != nil || s == nil {
 		return err
 	}
-	limit := q.Limit()
-	if opts.Limit > 0 && (limit == 0 || opts.Limit < limit) {
-		limit = opts.Limit
+	return s.merge(ctx, s.readRecords, func(c *hitCursor, _ bound, _ int) (int, error) {
+		err := fn(c.recs[0])
+		c.recs[0] = Record{}
+		c.recs = c.recs[1:]
+		return 1, err
+	})
+}
+
+// SearchRaw writes the line of every committed record q selects, and a
+// newline, to w in the order Search calls fn (raw output: Search with
+// LineOnly and WriteRaw, byte for byte). A records v3 file's rows are
+// decoded to their columns (recfile.Lines) and the lines of the rows the
+// query selects are rendered from them straight into the output buffer, in
+// WAL order, with no Record per line; a Scan template's rows are matched as
+// Search matches them. w sees writes of about rawChunk bytes.
+func (l *Lake) SearchRaw(ctx context.Context, q *query.Query, opts SearchOptions, w io.Writer) error {
+	if q.Aggregates() {
+		return fmt.Errorf("search %q: %w: the query counts; use Aggregate", q.Source(), ErrAggregate)
 	}
-	return s.lines(ctx, limit, fn)
+	opts.LineOnly = true
+	s, err := l.prepare(ctx, q, opts)
+	if err != nil || s == nil {
+		return err
+	}
+	out := rawOut{w: w, buf: make([]byte, 0, rawChunk+64<<10)}
+	if err := s.merge(ctx, s.readLines, out.emit); err != nil {
+		return err
+	}
+	_, err = w.Write(out.buf)
+	return err
+}
+
+// rawChunk is how many bytes of lines SearchRaw renders before it writes
+// them: a buffer that stays in the cache.
+const rawChunk = 256 << 10
+
+// rawOut renders lines into buf and writes it to w when it holds rawChunk
+// bytes.
+type rawOut struct {
+	w   io.Writer
+	buf []byte
+}
+
+// emit renders c's rows below b, at most left of them (left < 0: no
+// limit), and at least one.
+func (o *rawOut) emit(c *hitCursor, b bound, left int) (int, error) {
+	n := 0
+	for !c.empty() && n != left {
+		if n > 0 && !b.after(c.head()) {
+			break
+		}
+		if c.lines != nil {
+			var err error
+			if o.buf, err = c.lines.AppendLine(o.buf, int(c.sel[0])); err != nil {
+				return n, err
+			}
+			c.sel = c.sel[1:]
+		} else {
+			o.buf = append(o.buf, c.recs[0].Line...)
+			c.recs[0] = Record{}
+			c.recs = c.recs[1:]
+		}
+		o.buf = append(o.buf, '\n')
+		n++
+		if len(o.buf) >= rawChunk {
+			if _, err := o.w.Write(o.buf); err != nil {
+				return n, err
+			}
+			o.buf = o.buf[:0]
+		}
+	}
+	return n, nil
+}
+
+// limit is the smaller of the query's | limit and opts.Limit; 0: none.
+func (s *search) limit() int {
+	limit := s.q.Limit()
+	if s.opts.Limit > 0 && (limit == 0 || s.opts.Limit < limit) {
+		limit = s.opts.Limit
+	}
+	return limit
 }
 
 // Aggregate runs a query with a count or top pipe and returns its rows
@@ -314,15 +390,65 @@ func (s *search) keepRow(tsMicro, templateID, seq int64, idx int32) bool {
 	return s.keepTS64(tsMicro) && (s.family == nil || s.family[templateID]) && s.opts.After.before(seq, idx)
 }
 
+// hitCursor is a decoded, filtered file's selected rows in WAL order, not
+// yet emitted: records (recs), or, for SearchRaw over a records v3 file,
+// rows of lines (sel, indexes into lines).
+type hitCursor struct {
+	recs  []Record
+	lines *recfile.Lines
+	sel   []int32
+}
+
+func (c *hitCursor) empty() bool {
+	if c.lines != nil {
+		return len(c.sel) == 0
+	}
+	return len(c.recs) == 0
+}
+
+// head is the place in the WAL of c's next row.
+func (c *hitCursor) head() (uint64, uint32) {
+	if c.lines != nil {
+		return c.lines.Pos(int(c.sel[0]))
+	}
+	return c.recs[0].WALSeq, c.recs[0].Index
+}
+
+// bound is a place in the WAL: rows before it are emitted before any
+// other cursor's.
+type bound struct {
+	seq uint64
+	idx uint32
+	set bool // false: no bound
+}
+
+// after reports whether (seq, idx) lies before b.
+func (b bound) after(seq uint64, idx uint32) bool {
+	return !b.set || seq < b.seq || seq == b.seq && idx < b.idx
+}
+
+// lower is the lesser of b and (seq, idx).
+func (b bound) lower(seq uint64, idx uint32) bound {
+	if b.after(seq, idx) {
+		return bound{seq, idx, true}
+	}
+	return b
+}
+
 // fileResult is one decoded, filtered file.
 type fileResult struct {
-	recs []Record
+	cur  *hitCursor
 	err  error
 	done chan struct{}
 }
 
-// lines decodes files a window ahead of the ordered merge and calls fn.
-func (s *search) lines(ctx context.Context, limit int, fn func(Record) error) error {
+// merge decodes files with read a window ahead of the ordered merge and
+// hands emit the cursor whose next row comes next in WAL order, with the
+// bound its rows may be emitted below (the other cursors' next rows and the
+// next file not yet open) and how many rows the search's limit leaves (-1:
+// no limit). emit emits one row at least and returns how many it did.
+func (s *search) merge(ctx context.Context, read func(context.Context, searchFile) (*hitCursor, error), emit func(*hitCursor, bound, int) (int, error)) error {
+	limit := s.limit()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -340,7 +466,7 @@ func (s *search) lines(ctx context.Context, limit int, fn func(Record) error) er
 			defer wg.Done()
 			for i := range jobs {
 				r := results[i]
-				r.recs, r.err = s.readFile(ctx, s.files[i])
+				r.cur, r.err = read(ctx, s.files[i])
 				close(r.done)
 			}
 		}()
@@ -362,7 +488,7 @@ func (s *search) lines(ctx context.Context, limit int, fn func(Record) error) er
 			}
 		}
 	}()
-	h := &recHeap{}
+	h := &curHeap{}
 	next, n := 0, 0
 	open := func(i int) error {
 		r := results[i]
@@ -375,8 +501,8 @@ func (s *search) lines(ctx context.Context, limit int, fn func(Record) error) er
 		if r.err != nil {
 			return r.err
 		}
-		if len(r.recs) > 0 {
-			heap.Push(h, &recCursor{recs: r.recs})
+		if r.cur != nil && !r.cur.empty() {
+			heap.Push(h, r.cur)
 		}
 		results[i] = nil
 		return nil
@@ -385,7 +511,7 @@ func (s *search) lines(ctx context.Context, limit int, fn func(Record) error) er
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		for next < len(s.files) && (h.Len() == 0 || s.files[next].lo <= int64((*h)[0].recs[0].WALSeq)) {
+		for next < len(s.files) && (h.Len() == 0 || s.files[next].lo <= headSeq((*h)[0])) {
 			if err := open(next); err != nil {
 				return err
 			}
@@ -395,15 +521,27 @@ func (s *search) lines(ctx context.Context, limit int, fn func(Record) error) er
 			return nil
 		}
 		c := (*h)[0]
-		if err := fn(c.recs[0]); err != nil {
+		var b bound
+		for _, k := range []int{1, 2} {
+			if k < h.Len() {
+				b = b.lower((*h)[k].head())
+			}
+		}
+		if next < len(s.files) {
+			b = b.lower(uint64(s.files[next].lo), 0)
+		}
+		left := -1
+		if limit > 0 {
+			left = limit - n
+		}
+		k, err := emit(c, b, left)
+		if err != nil {
 			return err
 		}
-		if n++; limit > 0 && n >= limit {
+		if n += k; limit > 0 && n >= limit {
 			return nil
 		}
-		c.recs[0] = Record{}
-		c.recs = c.recs[1:]
-		if len(c.recs) > 0 {
+		if !c.empty() {
 			heap.Fix(h, 0)
 		} else {
 			heap.Pop(h)
@@ -411,26 +549,86 @@ func (s *search) lines(ctx context.Context, limit int, fn func(Record) error) er
 	}
 }
 
-type recCursor struct{ recs []Record }
-
-type recHeap []*recCursor
-
-func recLess(a, b *Record) bool {
-	if a.WALSeq != b.WALSeq {
-		return a.WALSeq < b.WALSeq
-	}
-	return a.Index < b.Index
+// headSeq is the wal_seq of c's next row as a file's lo compares to it.
+func headSeq(c *hitCursor) int64 {
+	seq, _ := c.head()
+	return int64(seq)
 }
 
-func (h recHeap) Len() int           { return len(h) }
-func (h recHeap) Less(i, j int) bool { return recLess(&h[i].recs[0], &h[j].recs[0]) }
-func (h recHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *recHeap) Push(x any)        { *h = append(*h, x.(*recCursor)) }
-func (h *recHeap) Pop() any {
+type curHeap []*hitCursor
+
+func (h curHeap) Len() int { return len(h) }
+func (h curHeap) Less(i, j int) bool {
+	a, ai := h[i].head()
+	b, bi := h[j].head()
+	return a < b || a == b && ai < bi
+}
+func (h curHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *curHeap) Push(x any)   { *h = append(*h, x.(*hitCursor)) }
+func (h *curHeap) Pop() any {
 	old := *h
 	c := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return c
+}
+
+// readRecords is readFile as a cursor.
+func (s *search) readRecords(ctx context.Context, f searchFile) (*hitCursor, error) {
+	recs, err := s.readFile(ctx, f)
+	return &hitCursor{recs: recs}, err
+}
+
+// readLines is readRecords for SearchRaw: a records v3 file's rows are
+// decoded to recfile.Lines, nothing rendered, and selected as match
+// selects them (only a Scan template's rows are rendered here, to be
+// matched); a v2 file is read as readRecords reads it.
+func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error) {
+	m, err := s.openMeta(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	defer m.close()
+	if m.v != 3 {
+		return s.readRecords(ctx, f)
+	}
+	tp, skip, err := s.filePlan(f, m.summary)
+	if err != nil || skip {
+		return nil, err
+	}
+	f.plan = tp
+	var l *recfile.Lines
+	err = s.decodeWith(ctx, f, true, false, func(p recfile.Projection) (err error) {
+		l, err = m.rd.DecodeLines(s.texts, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := &hitCursor{lines: l, sel: make([]int32, 0, l.Len())}
+	var rec recfile.Record
+	var row fileRow
+	var qr query.Record
+	for x := range l.Len() {
+		k := l.Key(x)
+		if tp := f.plan.plan.Template(k.ID, k.Version); tp != nil && tp.Decision == query.All {
+			seq, idx := l.Pos(x)
+			if s.keepRow(floorDiv(l.TS(x), 1000), int64(k.ID), int64(seq), int32(idx)) {
+				c.sel = append(c.sel, int32(x))
+			}
+			continue
+		}
+		// A Scan template (or one the plan lacks): match decides.
+		if err := l.Record(&rec, x); err != nil {
+			return nil, fmt.Errorf("records file %s: %w", f.add.Path, err)
+		}
+		row = v3Row(&rec)
+		if _, ok, err := s.match(&row, f, &qr); err != nil {
+			return nil, err
+		} else if ok {
+			c.sel = append(c.sel, int32(x))
+		}
+	}
+	return c, nil
 }
 
 // readFile decodes one file and returns the records the plan selects, in
@@ -508,15 +706,7 @@ func (s *search) readV3(f searchFile, recs []recfile.Record) ([]Record, error) {
 		if order != nil {
 			i = int(order[x])
 		}
-		r := &recs[i]
-		row = fileRow{WALSeq: int64(r.WALSeq), Index: int32(r.Index), TS: floorDiv(r.TS, 1000), TemplateID: int64(r.TemplateID),
-			TemplateVersion: int32(r.TemplateVersion), Source: r.Source, Line: r.Line, v3: true}
-		if len(r.Attrs) > 0 {
-			row.Attrs = make(map[string]string, len(r.Attrs))
-			for _, a := range r.Attrs {
-				row.Attrs[a.Key] = a.Value
-			}
-		}
+		row = v3Row(&recs[i])
 		rec, ok, err := s.match(&row, f, &qr)
 		if err != nil {
 			return nil, err
@@ -526,6 +716,19 @@ func (s *search) readV3(f searchFile, recs []recfile.Record) ([]Record, error) {
 		}
 	}
 	return out, nil
+}
+
+// v3Row is a decoded records v3 record as the row match takes.
+func v3Row(r *recfile.Record) fileRow {
+	row := fileRow{WALSeq: int64(r.WALSeq), Index: int32(r.Index), TS: floorDiv(r.TS, 1000), TemplateID: int64(r.TemplateID),
+		TemplateVersion: int32(r.TemplateVersion), Source: r.Source, Line: r.Line, v3: true}
+	if len(r.Attrs) > 0 {
+		row.Attrs = make(map[string]string, len(r.Attrs))
+		for _, a := range r.Attrs {
+			row.Attrs[a.Key] = a.Value
+		}
+	}
+	return row
 }
 
 // fileMeta is a records file opened for its footer; its rows are not read.
@@ -638,8 +841,20 @@ func (s *search) fileWithinTS(a delta.Add) bool {
 // lines false reads no parameter and renders no line; fileOrder leaves the
 // records in the file's order (recfile.Projection.FileOrder).
 func (s *search) decodeV3(ctx context.Context, f searchFile, m *fileMeta, lines, fileOrder bool) ([]recfile.Record, error) {
+	var recs []recfile.Record
+	err := s.decodeWith(ctx, f, lines, fileOrder, func(p recfile.Projection) (err error) {
+		recs, err = m.rd.DecodeProjected(s.texts, p)
+		return err
+	})
+	return recs, err
+}
+
+// decodeWith calls decode with the projection of the template versions
+// f.plan may match (decodeV3) and reports a version the templates table
+// lacks as ErrTemplateMissing.
+func (s *search) decodeWith(ctx context.Context, f searchFile, lines, fileOrder bool, decode func(recfile.Projection) error) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	var missing *recfile.Key
 	keep := func(k recfile.Key) bool {
@@ -659,19 +874,19 @@ func (s *search) decodeV3(ctx context.Context, f searchFile, m *fileMeta, lines,
 	if agg := s.q.NewAggregator(); agg != nil {
 		c |= agg.Columns()
 	}
-	recs, err := m.rd.DecodeProjected(s.texts, recfile.Projection{Keep: keep, Lines: lines, FileOrder: fileOrder,
+	err := decode(recfile.Projection{Keep: keep, Lines: lines, FileOrder: fileOrder,
 		Source: c&query.ColSource != 0 || !s.opts.LineOnly, Attrs: c&query.ColAttrs != 0 || !s.opts.LineOnly})
 	var mt *recfile.MissingTemplateError
 	if errors.As(err, &mt) {
-		return nil, fmt.Errorf("records file %s: template %d version %d: %w", f.add.Path, mt.Key.ID, mt.Key.Version, ErrTemplateMissing)
+		return fmt.Errorf("records file %s: template %d version %d: %w", f.add.Path, mt.Key.ID, mt.Key.Version, ErrTemplateMissing)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("records file %s: %w", f.add.Path, err)
+		return fmt.Errorf("records file %s: %w", f.add.Path, err)
 	}
 	if missing != nil {
-		return nil, fmt.Errorf("records file %s: template %d version %d: %w", f.add.Path, missing.ID, missing.Version, ErrTemplateMissing)
+		return fmt.Errorf("records file %s: template %d version %d: %w", f.add.Path, missing.ID, missing.Version, ErrTemplateMissing)
 	}
-	return recs, nil
+	return nil
 }
 
 // match decides one row and, when it matches, builds its Record.

@@ -1,6 +1,7 @@
 package lake_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"testing"
@@ -28,6 +29,17 @@ func BenchmarkSearch(b *testing.B) {
 		b.Fatal(err)
 	}
 	l := lake.Open(store)
+	b.Run("all-raw", func(b *testing.B) {
+		// SearchRaw: what quarry query --format raw does.
+		var w countWriter
+		for b.Loop() {
+			w = countWriter{}
+			if err := l.SearchRaw(ctx, quarryql.MustCompile(""), lake.SearchOptions{}, &w); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(w.lines), "results")
+	})
 	for _, bc := range []struct{ name, q string }{
 		{"all", ""},
 		{"term", `"` + term + `"`},
@@ -54,4 +66,13 @@ func BenchmarkSearch(b *testing.B) {
 			b.ReportMetric(float64(n), "results")
 		})
 	}
+}
+
+// countWriter counts the bytes and lines written to it.
+type countWriter struct{ bytes, lines int }
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	w.bytes += len(p)
+	w.lines += bytes.Count(p, []byte{'\n'})
+	return len(p), nil
 }

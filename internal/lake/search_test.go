@@ -1,6 +1,7 @@
 package lake_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -92,15 +93,26 @@ func reference(t *testing.T, l *lake.Lake, q *quarryql.Query) (lines []string, r
 	return lines, rows
 }
 
+// searchLines returns Search's records as "wal_seq.index tenant line",
+// after checking that SearchRaw writes the same lines, byte for byte, in
+// the same order.
 func searchLines(t *testing.T, l *lake.Lake, q *quarryql.Query, opts lake.SearchOptions) []string {
 	t.Helper()
 	var out []string
+	var want bytes.Buffer
 	err := l.Search(context.Background(), q, opts, func(r lake.Record) error {
 		out = append(out, fmt.Sprintf("%d.%d %s %s", r.WALSeq, r.Index, r.Tenant, r.Line))
-		return nil
+		return lake.WriteRaw(&want, r)
 	})
 	if err != nil {
 		t.Fatalf("search %q: %v", q.Source(), err)
+	}
+	var raw bytes.Buffer
+	if err := l.SearchRaw(context.Background(), q, opts, &raw); err != nil {
+		t.Fatalf("search %q raw: %v", q.Source(), err)
+	}
+	if !bytes.Equal(raw.Bytes(), want.Bytes()) {
+		t.Fatalf("search %q raw:\n%q\nwant (Search, WriteRaw)\n%q", q.Source(), raw.Bytes(), want.Bytes())
 	}
 	return out
 }
@@ -335,5 +347,13 @@ func TestSearchDecodesEveryColumn(t *testing.T) {
 	}
 	if !strings.Contains(got[0].Line, "p39") || got[1].Attrs["k"] != "v" {
 		t.Fatalf("lines %q %v", got[0].Line, got[1].Attrs)
+	}
+	// SearchRaw renders the same columns straight into its output.
+	var raw bytes.Buffer
+	if err := l.SearchRaw(f.ctx, quarryql.MustCompile(""), lake.SearchOptions{}, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if w := want[0].Line + "\n" + want[1].Line + "\n"; raw.String() != w {
+		t.Fatalf("raw\n%q\nwant\n%q", raw.String(), w)
 	}
 }
