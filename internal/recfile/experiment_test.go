@@ -52,6 +52,7 @@ func TestSizeLevers(t *testing.T) {
 		{"strings=dict", func(o *options) { o.strings = "dict" }},
 		{"strings=delta", func(o *options) { o.strings = "delta" }},
 		{"strings=auto", func(o *options) { o.strings = "auto" }},
+		{"strings=dlba", func(o *options) { o.strings = "dlba" }},
 		{"zstd=better", func(o *options) { o.level = zstd.SpeedBetterCompression }},
 		{"zstd=fastest", func(o *options) { o.level = zstd.SpeedFastest }},
 		{"dict from 16 rows", func(o *options) { o.dictRows = 16 }},
@@ -72,6 +73,8 @@ func TestSizeLevers(t *testing.T) {
 		{"slot rows >= 32", func(o *options) { o.slotRows = 32 }},
 		{"p zstd better", func(o *options) { o.pLevel = zstd.SpeedBetterCompression }},
 		{"p zstd best", func(o *options) { o.pLevel = zstd.SpeedBestCompression }},
+		{"p zstd better rest fastest", func(o *options) { o.level, o.pLevel = zstd.SpeedFastest, zstd.SpeedBetterCompression }},
+		{"zstd fastest rest, p default", func(o *options) { o.level, o.pLevel = zstd.SpeedFastest, zstd.SpeedDefault }},
 		{"zstd best from 1 KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBestCompression, 1<<10 }},
 		{"zstd best from 4 KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBestCompression, 4<<10 }},
 		{"zstd best from 16 KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBestCompression, 16<<10 }},
@@ -271,8 +274,10 @@ func TestEncodeLevelsCPU(t *testing.T) {
 	}{
 		{"default", func(*options) {}},
 		{"p better", func(o *options) { o.pLevel = zstd.SpeedBetterCompression }},
+		{"p best", func(o *options) { o.pLevel = zstd.SpeedBestCompression }},
 		{"better from 16 KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBetterCompression, 16<<10 }},
 		{"high compression", func(o *options) { WithHighCompression(true)(o) }},
+		{"default again", func(*options) {}},
 	}
 	cpu := func() time.Duration {
 		var ru syscall.Rusage
@@ -282,11 +287,15 @@ func TestEncodeLevelsCPU(t *testing.T) {
 		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	spent := make([]time.Duration, len(variants))
-	const rounds, reps = 5, 10
-	for range rounds {
-		for i, v := range variants {
+	// Many short turns, each round starting at a different variant, so a
+	// variant's share of a load spike or of the turn after a collection is
+	// spread over all of them.
+	const rounds, reps = 30, 2
+	for r := range rounds {
+		for n := range variants {
+			i := (n + r) % len(variants)
 			o := defaultOptions()
-			v.mod(&o)
+			variants[i].mod(&o)
 			runtime.GC()
 			start := cpu()
 			for range reps {

@@ -86,17 +86,23 @@ func plainSchema(md *format.FileMetaData) {
 
 // TrimFooter rewrites the footer of a Parquet file (one written by
 // parquet-go, as the lake's other tables are) the way Encode trims its
-// own: no page index, no page encoding or size statistics, and chunk
-// statistics only for the top-level columns named in keepStats. The rows
-// are unchanged and readers read the file as before; on a small file it
-// saves a few kilobytes (the templates file of a Loghub dataset: 4,553 to
-// 3,745 bytes on average).
+// own: no page index, no page encoding or size statistics, chunk
+// statistics only for the top-level columns named in keepStats, and page
+// headers without their CRC (dropChecksums). The rows are unchanged and
+// readers read the file as before; on a small file it saves a few
+// kilobytes (the templates file of a Loghub dataset: 4,553 to 3,745 bytes
+// on average; the CRCs then 536 bytes over the 11 datasets' templates
+// files).
 func TrimFooter(data []byte, keepStats ...string) ([]byte, error) {
 	keep := make(map[string]bool, len(keepStats))
 	for _, c := range keepStats {
 		keep[c] = true
 	}
-	return trimFooter(data, keep)
+	out, err := trimFooter(data, keep)
+	if err != nil {
+		return nil, err
+	}
+	return dropChecksums(out)
 }
 
 // dropChecksums rewrites a Parquet file (one trimFooter made: no page

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/quarrylake/quarry/internal/mining"
 	"github.com/quarrylake/quarry/streams"
@@ -387,6 +389,29 @@ func TestTrimFooter(t *testing.T) {
 	}
 	if !slices.Equal(got, rows) {
 		t.Fatalf("rows differ after trimming: %d rows", len(got))
+	}
+	// parquet-go writes a CRC in every page header; the trimmed file has none.
+	f, err := parquet.OpenFile(bytes.NewReader(trimmed), int64(len(trimmed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range f.Metadata().RowGroups[0].Columns {
+		m := c.MetaData
+		pos := m.DataPageOffset
+		if m.DictionaryPageOffset > 0 {
+			pos = min(pos, m.DictionaryPageOffset)
+		}
+		for end := pos + m.TotalCompressedSize; pos < end; {
+			r := bytes.NewReader(trimmed[pos:end])
+			var h format.PageHeader
+			if err := thrift.NewDecoder((&thrift.CompactProtocol{}).NewReader(r)).Decode(&h); err != nil {
+				t.Fatal(err)
+			}
+			if h.CRC != 0 {
+				t.Errorf("%v: page at %d has a CRC", m.PathInSchema, pos)
+			}
+			pos = end - int64(r.Len()) + int64(h.CompressedPageSize)
+		}
 	}
 	if _, err := TrimFooter(buf.Bytes()[:buf.Len()-3]); err == nil {
 		t.Error("trimmed a truncated file")
