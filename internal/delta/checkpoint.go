@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
@@ -345,7 +346,7 @@ func (t *Table) readCheckpoint(ctx context.Context, version int64) (st *state, a
 		}
 		return nil
 	}
-	if parquet.EqualNodes(f.Schema(), cpSchema) {
+	if parquet.EqualNodes(f.Schema(), cpSchema()) {
 		err = readCheckpointRows(ctx, f, apply)
 	} else {
 		err = readCheckpointConverted(ctx, f, apply)
@@ -406,8 +407,10 @@ func (s *state) applyCheckpointRow(row cpRow) error {
 	return nil
 }
 
-// cpSchema is the Parquet schema this package writes checkpoints in.
-var cpSchema = parquet.SchemaOf(cpRow{})
+// cpSchema is the Parquet schema this package writes checkpoints in, built
+// on first use: a process that reads no checkpoint (quarry query of a young
+// lake, quarry help) does not pay for it at start.
+var cpSchema = sync.OnceValue(func() *parquet.Schema { return parquet.SchemaOf(cpRow{}) })
 
 // readCheckpointRows reads a checkpoint written in cpSchema (by this
 // package) as rows, reconstructed one by one. It is what parquet-go's
@@ -424,7 +427,7 @@ func readCheckpointRows(ctx context.Context, f *parquet.File, fn func(*cpRow) er
 			n, rerr := rows.ReadRows(buf)
 			for _, r := range buf[:n] {
 				var row cpRow
-				if err := cpSchema.Reconstruct(&row, r); err != nil {
+				if err := cpSchema().Reconstruct(&row, r); err != nil {
 					rows.Close()
 					return err
 				}
