@@ -143,8 +143,9 @@ search_bench() {
 		echo "What is left: the kept template shares its row group with others, whose column chunks are still"
 		echo "decompressed, and every query pays a fixed cost (process start, Delta logs, templates, footers: the"
 		echo "count's whole time) (see the profile section below); the"
-		echo "full render rebuilds $nlines lines from columns (decompress, decode, interleave template text and"
-		echo "parameters, timestamps rendered back from ts) where zstdcat copies bytes."
+		echo "full render (SearchRaw) renders $nlines lines from decoded columns (decompress, decode, interleave"
+		echo "template text and parameters, timestamps rendered back from ts) straight into its output buffer, with"
+		echo "no record per line, where zstdcat copies bytes."
 		echo
 		echo "In process, without the CLI's start and output (\`QUARRY_BENCH_LAKE=<lake> go test -run '^\$' -bench BenchmarkSearch -benchtime 3x ./internal/lake/\`):"
 		echo
@@ -263,6 +264,32 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   hits 7%. The serve row's client, curl | grep -c over 1.6 MB of JSON hits, is about 50 ms of its CPU.
   What is left: the term is bound by decoding the kept template's row group, in every process; without
   pages (4.6% of the lake) or row groups per template, neither the CLI nor serve meets 10×.
+- Issue 12 item 3, the full render (branch `render`, 2026-12-03). `quarry query --format raw` goes
+  through `Lake.SearchRaw`: a records v3 file's kept rows are decoded to their columns (`recfile.Lines`:
+  the pages' typed buffers, optional columns indexed by a presence bitmap with ranks, each row's
+  template and kinds looked up once per row group) and put in WAL order as a permutation of (row group,
+  row) references; the merge hands out runs of one file up to the next file's next row, and each
+  selected row's line (template pieces, parameters, timestamps from ts and ts_residue, `b` bytes,
+  `more`) is rendered by `appendLine` straight into a 256 KB output buffer that goes to stdout: no
+  Record per line, no second buffer. The same `appendLine` renders the lines of `DecodeProjected`,
+  `Decode` and `DecodeRows` (one renderer). A Scan template's rows are matched as Search matches them
+  (rendered once to match, again to write). Byte for byte: every search test's query runs through
+  Search + WriteRaw and through SearchRaw (searchLines), TestRunEveryByteKept through the CLI, and this
+  lake's raw output and four queries' (a term, a regex, a limit) are identical (cmp) to main's.
+  CPU (user + sys) per run of `quarry query --format raw | wc -c`, loops of 10 runs, main's binary (at
+  3ef77a3), this branch's and `zstdcat F | wc -c` alternated, two rounds, load average 11-13 on 2
+  cores: main 1,746 and 1,815 ms, this branch 1,233 and 1,307 ms (-29%), zstdcat 172 and 157 ms: ratio
+  0.09 to 0.13 in the same loops. Per run, max RSS 318 to 155 MB, minor page faults 73,553 to 31,100.
+  Profile after (`QUARRY_CPUPROFILE`, three CLI runs): decoding 63% (Parquet pages 33%, of it zstd
+  15%; zeroing fresh memory for int32 columns widened to int64 and parquet-go's DELTA buffers 9%),
+  rendering 26% (timestamps 5%, numbers 6%, copying parameter text 6%), WAL order 6%. The kernel is a
+  third of the CPU (`/usr/bin/time`: 0.74 s user, 0.38 s sys in one run): the page faults of the ~150
+  MB the decode allocates fresh, 71 MB of it parquet-go's page buffers, never returned to its pools
+  because the columns point into them. What is left: zstdcat's whole run is about what our zstd alone
+  costs; the next levers are returning a drained file's pages to parquet-go's pools (`parquet.Release`)
+  so the next file decodes into memory already faulted in, keeping int32 columns as int32, and a
+  timestamp renderer that reuses the previous line's date and clock. Rows kept in WAL order in a file
+  would remove the permutation and the random reads, for about 8% more bytes (recfile's doc).
 PROFILE
 	} >"$tmp/search.md"
 }
