@@ -25,6 +25,8 @@ type item struct {
 	err     error          // why it does not decode
 	prep    []mining.Prepared
 	bad     []string // per record: why it is quarantined ("" = fine); nil when none is
+	// preparer cut prep's tokens; process tells it when they are done.
+	preparer *mining.Preparer
 }
 
 // readLoop feeds WAL messages from sequence next on, decoded and tokenized,
@@ -33,7 +35,7 @@ type item struct {
 func (r *runner) readLoop(ctx context.Context, next uint64, out chan<- *item) {
 	defer close(out)
 	b := backoff.New(r.cfg.retryPolicy())
-	var prep mining.Preparer
+	prep := &mining.Preparer{}
 	for ctx.Err() == nil {
 		cons, err := r.js.OrderedConsumer(ctx, streams.WALStream, jetstream.OrderedConsumerConfig{
 			MaxResetAttempts: streams.OrderedResetAttempts,
@@ -88,7 +90,7 @@ func (r *runner) readLoop(ctx context.Context, next uint64, out chan<- *item) {
 				r.log.Warn("WAL resumes after a gap", "want_seq", next, "got_seq", seq)
 			}
 			first = false
-			in := r.prepare(&prep, msg.Subject(), seq, md.NumPending, msg.Data())
+			in := r.prepare(prep, msg.Subject(), seq, md.NumPending, msg.Data())
 			select {
 			case out <- in:
 				next = seq + 1
@@ -113,6 +115,8 @@ func (r *runner) prepare(prep *mining.Preparer, subject string, seq, pendingMsgs
 		return in
 	}
 	in.frame = f
+	in.preparer = prep
+	prep.Begin(seq)
 	in.prep = make([]mining.Prepared, len(f.Records))
 	for i := range f.Records {
 		rec := &f.Records[i]
@@ -168,6 +172,10 @@ func (r *runner) mineLoop(ctx context.Context, items <-chan *item) error {
 					return nil
 				}
 				return err
+			}
+			if in.preparer != nil {
+				// Mined: its tokens may hold later lines' (Preparer.Done).
+				in.preparer.Done(in.seq)
 			}
 			r.sinceSnap++
 			if r.sinceSnap >= r.cfg.SnapshotEvery || time.Since(r.snapAt) >= r.cfg.SnapshotInterval {

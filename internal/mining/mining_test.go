@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // mustNew returns a model or fails the test.
@@ -591,5 +592,61 @@ func TestPreparerAgreesWithPrepare(t *testing.T) {
 		}
 	}); n > 1 {
 		t.Fatalf("%v allocations for %d lines", n, len(short))
+	}
+}
+
+// A Preparer takes an array back once every batch that cut lines from it
+// is done, and never one a batch still in use shares: batch 2's tokens
+// stay what Prepare gives while batch 3 reuses batch 1's arrays.
+func TestPreparerReusesDoneArrays(t *testing.T) {
+	line := func(i int) string {
+		return fmt.Sprintf("GET /api/v1/users/%d 200 %dms from 10.0.%d.%d", i, i%900, i%256, i%7)
+	}
+	var pr Preparer
+	arrays := func() map[*token]bool { return map[*token]bool{} }
+	// prepare cuts lines for batch n until it has moved past `retire`
+	// arrays, and returns what it prepared and the arrays it used.
+	next := 0
+	prepare := func(n uint64, retire int) ([]Prepared, []string, map[*token]bool) {
+		pr.Begin(n)
+		used := arrays()
+		var got []Prepared
+		var lines []string
+		for moved := 0; moved < retire; {
+			before := unsafe.SliceData(pr.whole)
+			l := line(next)
+			next++
+			got = append(got, pr.Prepare(l))
+			lines = append(lines, l)
+			if w := unsafe.SliceData(pr.whole); w != before {
+				if before != nil {
+					moved++
+				}
+			}
+			used[unsafe.SliceData(pr.whole)] = true
+		}
+		return got, lines, used
+	}
+	_, _, used1 := prepare(1, 3)
+	got2, lines2, used2 := prepare(2, 2)
+	carry := unsafe.SliceData(pr.whole) // batch 3 goes on cutting it
+	pr.Done(1)
+	_, _, used3 := prepare(3, 3)
+	reused := 0
+	for a := range used3 {
+		if used1[a] && !used2[a] {
+			reused++
+		}
+		if used2[a] && a != carry {
+			t.Errorf("batch 3 took an array batch 2 still uses")
+		}
+	}
+	if reused == 0 {
+		t.Errorf("batch 3 reused none of batch 1's %d arrays after Done(1)", len(used1))
+	}
+	for i, l := range lines2 {
+		if want := Prepare(l); fmt.Sprint(want) != fmt.Sprint(got2[i]) {
+			t.Fatalf("batch 2 line %d changed under batch 3: %v, want %v", i, got2[i], want)
+		}
 	}
 }

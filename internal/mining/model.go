@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // slot is one token position of a template.
@@ -220,19 +221,79 @@ func Prepare(line string) Prepared {
 // Preparer is Prepare with the lines' tokens cut from shared arrays, one
 // allocation for many lines instead of a growing slice per line. The
 // tokens stay referenced by the Prepared values only (the model copies what
-// it keeps). A Preparer is not safe for concurrent use.
+// it keeps). Prepare and Begin are not safe for concurrent use; Done may be
+// called from another goroutine.
+//
+// Arrays are used again once the caller says the Prepared values that
+// use them are gone: lines are prepared in batches numbered in increasing
+// order (Begin), and Done(n) says that no Prepared value of batch n or an
+// earlier one is used any more. An array is then free for new lines once
+// it is full and every batch that cut lines from it is done. A Preparer
+// whose Done is never called allocates a new array each time, as before.
 type Preparer struct {
-	toks []token // the free part of the current array
+	toks  []token // the free part of the current array
+	whole []token // the current array, from its start
+	batch uint64  // the batch being prepared (Begin)
+
+	mu      sync.Mutex
+	retired []retiredTokens // full arrays, oldest first
+	free    [][]token       // arrays no Prepared value uses
+}
+
+// retiredTokens is a full array and the last batch that cut lines from it.
+type retiredTokens struct {
+	toks  []token
+	batch uint64
 }
 
 // preparerChunk is the number of tokens allocated at once (about 1,000
-// lines' worth).
-const preparerChunk = 32 << 10
+// lines' worth); preparerFree bounds the free arrays kept.
+const (
+	preparerChunk = 32 << 10
+	preparerFree  = 8
+)
+
+// Begin starts batch n (n greater than every batch before): the lines
+// prepared from now on belong to it.
+func (p *Preparer) Begin(n uint64) { p.batch = n }
+
+// Done says that the Prepared values of batch n and every batch before
+// it are no longer used: their arrays may hold new lines' tokens.
+func (p *Preparer) Done(n uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := 0
+	for ; i < len(p.retired) && p.retired[i].batch <= n; i++ {
+		if len(p.free) < preparerFree && cap(p.retired[i].toks) == preparerChunk {
+			p.free = append(p.free, p.retired[i].toks[:0])
+		}
+		p.retired[i] = retiredTokens{}
+	}
+	p.retired = append(p.retired[:0], p.retired[i:]...)
+}
+
+// grow replaces the current array by one with room for want tokens: a
+// free one when it is large enough, else a new one.
+func (p *Preparer) grow(want int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.whole != nil {
+		p.retired = append(p.retired, retiredTokens{toks: p.whole, batch: p.batch})
+	}
+	if n := len(p.free); n > 0 && want <= preparerChunk {
+		p.whole = p.free[n-1]
+		p.free[n-1] = nil
+		p.free = p.free[:n-1]
+	} else {
+		p.whole = make([]token, 0, max(preparerChunk, want))
+	}
+	p.toks = p.whole
+}
 
 // Prepare is Prepare(line) with its tokens taken from p's arrays.
 func (p *Preparer) Prepare(line string) Prepared {
 	if want := len(line)/2 + 16; cap(p.toks) < want {
-		p.toks = make([]token, 0, max(preparerChunk, want))
+		p.grow(want)
 	}
 	pr := Prepared{line: line}
 	pr.toks, pr.raw, pr.over = tokenize(p.toks, line, HardMaxTokens)
