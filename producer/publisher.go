@@ -25,6 +25,10 @@ import (
 type PublisherConfig struct {
 	// MaxInFlight is the number of frames published but not yet acked (and
 	// whose done callback has not yet returned). Publish blocks above it.
+	// Default 16: with 64, a source running ahead held about 40 MB of
+	// frames waiting for the server, which raised the peak heap (and its
+	// page faults) and put seconds of queue in front of every ack, for no
+	// more lines a second (docs/benchmarks.md, Throughput).
 	MaxInFlight int `yaml:"max_in_flight"`
 	// AckTimeout bounds the wait for one publish attempt's ack. An attempt
 	// that times out is retried with backoff under the same Nats-Msg-Id.
@@ -42,7 +46,7 @@ type PublisherConfig struct {
 // Defaults returns c with unset fields set to their defaults.
 func (c PublisherConfig) Defaults() PublisherConfig {
 	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 64
+		c.MaxInFlight = 16
 	}
 	if c.AckTimeout == 0 {
 		c.AckTimeout = 10 * time.Second
