@@ -207,9 +207,8 @@ type searchFile struct {
 // tenantPlan is the query planned over one tenant's templates.
 type tenantPlan struct {
 	plan *query.Plan
-	tpls []query.Template // the tenant's template versions, sorted; ParamBytes unset
-	scan bool             // some template is Scan: a file's summary may settle it
-	ids  []int64          // Plan.IDs (within opts.TemplateID's family), sorted: for pruning by stats
+	scan bool    // some template is Scan: a file's summary may settle it
+	ids  []int64 // Plan.IDs (within opts.TemplateID's family), sorted: for pruning by stats
 	// narrow: every column the plan reads is template_id or ts, so the
 	// file's other columns are not read.
 	narrow bool
@@ -318,8 +317,12 @@ func (s *search) plan(tenant string, agg *query.Aggregator) *tenantPlan {
 
 // planOver plans the query over tpls (one tenant's template versions).
 func (s *search) planOver(tenant string, tpls []query.Template, agg *query.Aggregator) *tenantPlan {
-	p := s.q.PlanTemplates(tenant, tpls)
-	tp := &tenantPlan{plan: p, tpls: tpls}
+	return s.tenantPlanOf(s.q.PlanTemplates(tenant, tpls), agg)
+}
+
+// tenantPlanOf is the tenantPlan of p.
+func (s *search) tenantPlanOf(p *query.Plan, agg *query.Aggregator) *tenantPlan {
+	tp := &tenantPlan{plan: p}
 	for _, id := range p.IDs() {
 		if s.family == nil || s.family[int64(id)] {
 			tp.ids = append(tp.ids, int64(id))
@@ -803,11 +806,10 @@ func (s *search) filePlan(f searchFile, sum recfile.Summary) (*tenantPlan, bool,
 			cs := query.Charset(sum[i].ParamBytes)
 			chars[sum[i].Key] = &cs
 		}
-		tpls := slices.Clone(tp.tpls)
-		for i := range tpls {
-			tpls[i].ParamBytes = chars[recfile.Key{ID: tpls[i].ID, Version: tpls[i].Version}]
-		}
-		tp = s.planOver(f.tenant, tpls, s.q.NewAggregator())
+		// The tenant's plan with the file's ParamBytes: only its Scan
+		// templates are settled again (query.Plan.WithParamBytes).
+		p := tp.plan.WithParamBytes(f.tenant, func(id uint64, v uint32) *query.Charset { return chars[recfile.Key{ID: id, Version: v}] })
+		tp = s.tenantPlanOf(p, s.q.NewAggregator())
 	}
 	skip := true
 	for i := range sum {

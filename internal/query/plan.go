@@ -128,6 +128,48 @@ func (q *Query) PlanTemplates(tenant string, tpls []Template) *Plan {
 	return p
 }
 
+// WithParamBytes is p planned again with each template's ParamBytes taken
+// from pb (a records file's summary; nil: unknown, as in p), the same plan
+// PlanTemplates gives over p's templates with those ParamBytes, for less:
+// only the Scan templates are settled again, from their text already cut
+// at its wildcards. A template settled All or None stays so: ParamBytes
+// only turns a text term that was open into false (settleText), and a
+// settled answer of the three-valued evaluation does not change when an
+// open operand settles. tenant is PlanTemplates' tenant.
+func (p *Plan) WithParamBytes(tenant string, pb func(id uint64, version uint32) *Charset) *Plan {
+	np := &Plan{q: p.q, templates: slices.Clone(p.templates), byKey: p.byKey}
+	for i := range np.templates {
+		tp := &np.templates[i]
+		if tp.Decision != Scan {
+			continue
+		}
+		if cs := pb(tp.Template.ID, tp.Template.Version); cs != nil {
+			info := *tp.info
+			info.t.ParamBytes = cs
+			tp.Template.ParamBytes = cs
+			tp.info = &info
+			switch r, res := settle(p.q.root, tp.info, tenant); r {
+			case settledTrue:
+				tp.Decision, tp.residual, tp.Columns = All, nil, 0
+			case settledFalse:
+				tp.Decision, tp.residual, tp.Columns = None, nil, 0
+			default:
+				tp.residual = res
+				tp.Columns = columns(res)
+			}
+		}
+		if tp.Decision == Scan {
+			np.Columns |= tp.Columns
+		}
+	}
+	if a := p.q.NewAggregator(); a != nil {
+		np.Columns |= a.Columns()
+	} else {
+		np.Columns |= ColLine
+	}
+	return np
+}
+
 // Templates are the per-template decisions, in the order given.
 func (p *Plan) Templates() []TemplatePlan { return p.templates }
 

@@ -243,3 +243,60 @@ func TestPlanColumns(t *testing.T) {
 		t.Error("unknown template: the fallback did not match")
 	}
 }
+
+// TestWithParamBytesEqualsPlanTemplates: re-planning a plan with ParamBytes
+// (a records file's summary) gives exactly the plan PlanTemplates gives over
+// the templates with those ParamBytes: the same decision, residual and
+// columns per template, the same Columns. A re-plan that kept a Scan, or
+// settled an All or None again differently, fails here.
+func TestWithParamBytesEqualsPlanTemplates(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	n := 5000
+	if testing.Short() {
+		n = 500
+	}
+	changed := 0
+	for i := 0; i < n; i++ {
+		src := randQuery(r, 3)
+		if r.IntN(4) == 0 {
+			src += " | count by template"
+		}
+		q, err := CompileAt(src, testNow)
+		if err != nil {
+			t.Fatalf("generated query %q: %v", src, err)
+		}
+		var tpls, with []Template
+		bytes := map[tplKey]*Charset{}
+		for id := range uint64(4) {
+			tpl, _ := randTemplate(r)
+			tpl.ID, tpl.Version, tpl.ParamBytes = id+1, uint32(r.IntN(2)), nil
+			tpls = append(tpls, tpl)
+			if r.IntN(3) > 0 {
+				cs := new(Charset)
+				cs.AddString([]string{"1", "a", "1a", " =", "b:", ""}[r.IntN(6)])
+				bytes[tplKey{tpl.ID, tpl.Version}] = cs
+				tpl.ParamBytes = cs
+			}
+			with = append(with, tpl)
+		}
+		want := q.PlanTemplates("acme", with)
+		got := q.PlanTemplates("acme", tpls).WithParamBytes("acme", func(id uint64, v uint32) *Charset { return bytes[tplKey{id, v}] })
+		if got.Columns != want.Columns {
+			t.Fatalf("query %q: columns %v, want %v", src, got.Columns, want.Columns)
+		}
+		for j, wt := range want.Templates() {
+			gt := got.Templates()[j]
+			if gt.Decision != wt.Decision || gt.Residual() != wt.Residual() || gt.Columns != wt.Columns {
+				t.Fatalf("query %q template %q %v: got %s %q %v, want %s %q %v", src, wt.Template.Text, wt.Template.ParamBytes,
+					gt.Decision, gt.Residual(), gt.Columns, wt.Decision, wt.Residual(), wt.Columns)
+			}
+			if gt.Decision != q.PlanTemplates("acme", tpls).Templates()[j].Decision {
+				changed++
+			}
+		}
+	}
+	t.Logf("%d template decisions changed by ParamBytes", changed)
+	if changed < n/20 {
+		t.Fatalf("only %d decisions changed: the test no longer exercises re-planning", changed)
+	}
+}
