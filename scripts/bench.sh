@@ -262,6 +262,10 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   returning memory to the OS and faulting it back 9% (`GODEBUG=madvdontneed=0 quarry serve`: 89 to
   77.5 and 78 ms; not set in the binary, every role would keep freed memory in its RSS), JSON of the
   hits 7%. The serve row's client, curl | grep -c over 1.6 MB of JSON hits, is about 50 ms of its CPU.
+  Planning per file: a file's plan is the tenant's plan with the file's ParamBytes
+  (`query.Plan.WithParamBytes`: only the Scan templates settled again), no longer PlanTemplates over all
+  226 template versions for each of the 11 files: 21 term searches in process 1.97 and 1.79 s before,
+  1.59 and 1.77 s after (two alternating runs of `-bench BenchmarkSearch/term -benchtime 20x`).
   What is left: the term is bound by decoding the kept template's row group, in every process; without
   pages (4.6% of the lake) or row groups per template, neither the CLI nor serve meets 10×.
 - Issue 12 item 3, the full render (branch `render`, 2026-12-03). `quarry query --format raw` goes
