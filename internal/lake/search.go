@@ -145,6 +145,9 @@ func (o *rawOut) emit(c *hitCursor, b bound, left int) (int, error) {
 		}
 		o.buf = append(o.buf, '\n')
 		n++
+		if c.lines != nil && c.empty() {
+			c.lines.Release() // its rows are written: the next file reuses its pages
+		}
 		if len(o.buf) >= rawChunk {
 			if _, err := o.w.Write(o.buf); err != nil {
 				return n, err

@@ -33,6 +33,9 @@ type colVals struct {
 	present []uint64
 	rank    []int32
 	lists   [][][]byte // repeated columns: the row's items
+	// pages are the pages read, whose buffers the values may point into:
+	// given back to parquet-go's pools by release.
+	pages []parquet.Page
 	// interned: dictionary columns, the dictionary entries as strings
 	// (filled on first use)
 	interned []string
@@ -226,6 +229,7 @@ func readTyped(pages parquet.Pages, c column, cv *colVals, nrows int) error {
 		if err := cv.appendPage(p, bytesCol); err != nil {
 			return err
 		}
+		cv.pages = append(cv.pages, p)
 		n := len(cv.ints) - before
 		if bytesCol {
 			n = cv.count() - before

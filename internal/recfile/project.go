@@ -83,6 +83,7 @@ func decodeProjected(f *parquet.File, r *Reader, tpl Templates, p Projection) ([
 	if err != nil {
 		return nil, err
 	}
+	defer l.Release() // records hold copies
 	return l.records()
 }
 

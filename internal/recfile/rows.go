@@ -23,6 +23,7 @@ func DecodeRows(data []byte, tpl Templates) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer l.Release() // rows hold copies
 	d := l.d
 	out := make([]Row, len(l.refs))
 	d.bounds = make([]int, 0, 64)
