@@ -288,11 +288,16 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   15%; zeroing fresh memory for int32 columns widened to int64 and parquet-go's DELTA buffers 9%),
   rendering 26% (timestamps 5%, numbers 6%, copying parameter text 6%), WAL order 6%. The kernel is a
   third of the CPU (`/usr/bin/time`: 0.74 s user, 0.38 s sys in one run): the page faults of the ~150
-  MB the decode allocates fresh, 71 MB of it parquet-go's page buffers, never returned to its pools
-  because the columns point into them. What is left: zstdcat's whole run is about what our zstd alone
-  costs; the next levers are returning a drained file's pages to parquet-go's pools (`parquet.Release`)
-  so the next file decodes into memory already faulted in, keeping int32 columns as int32, and a
-  timestamp renderer that reuses the previous line's date and clock. Rows kept in WAL order in a file
+  MB the decode allocates fresh, 71 MB of it parquet-go's page buffers. `Lines.Release` then gives a
+  file's pages back to parquet-go's pools once its rows are written (or copied into records), so the
+  next file decodes into memory already faulted in: one run 31,614 to 27,816 minor faults, RSS 152 to
+  134 MB; CPU per run, loops of 10 alternated: 1,265 and 1,229 to 1,230 and 1,166 ms (about -4%, near
+  the noise; TestLinesRelease checks nothing handed out points into a released page). What is left:
+  zstdcat's whole run costs about what our zstd alone does; next levers: keeping int32 columns
+  (record_index, template_version) as int32 instead of widening them into fresh int64 arrays and a
+  timestamp renderer that reuses the previous line's date and clock. (The WAL order now gathers one
+  array of (wal_seq, record_index, row group, row) instead of three, each read at random: 1,383 and
+  1,321 to 1,173 and 1,268 ms in the same alternated loops.) Rows kept in WAL order in a file
   would remove the permutation and the random reads, for about 8% more bytes (recfile's doc).
 PROFILE
 	} >"$tmp/search.md"

@@ -284,18 +284,22 @@ type Lines struct {
 	d      *decoder
 	groups []*group
 	refs   []lineRef
-	seqs   []uint64
-	idxs   []uint32
 }
 
-// lineRef is a row: its row group (an index into Lines.groups) and row.
-type lineRef struct{ g, row int32 }
+// lineRef is a row: its place in the WAL, its row group (an index into
+// Lines.groups) and row. One array: putting rows in WAL order reads each
+// once, at random.
+type lineRef struct {
+	seq    uint64
+	idx    uint32
+	g, row int32
+}
 
 // Len is the number of rows.
 func (l *Lines) Len() int { return len(l.refs) }
 
 // Pos is row x's place in the WAL.
-func (l *Lines) Pos(x int) (uint64, uint32) { return l.seqs[x], l.idxs[x] }
+func (l *Lines) Pos(x int) (uint64, uint32) { return l.refs[x].seq, l.refs[x].idx }
 
 // TS is row x's event time, in nanoseconds since the epoch.
 func (l *Lines) TS(x int) int64 {
@@ -338,7 +342,7 @@ func (l *Lines) Release() {
 			g.vals[i] = colVals{}
 		}
 	}
-	l.groups, l.refs, l.seqs, l.idxs = nil, nil, nil, nil
+	l.groups, l.refs = nil, nil
 }
 
 // records returns every row as a Record, in l's order.
@@ -376,7 +380,7 @@ func decodeLines(f *parquet.File, r *Reader, tpl Templates, p Projection) (*Line
 	// A damaged footer may claim any number of rows: a real file spends
 	// bytes on each.
 	n = min(n, f.Size())
-	l := &Lines{d: d, refs: make([]lineRef, 0, n), seqs: make([]uint64, 0, n), idxs: make([]uint32, 0, n)}
+	l := &Lines{d: d, refs: make([]lineRef, 0, n)}
 	meta := f.Metadata().RowGroups
 	for i, rg := range f.RowGroups() {
 		if skipped, err := skip(i, rg); err != nil {
@@ -399,9 +403,7 @@ func decodeLines(f *parquet.File, r *Reader, tpl Templates, p Projection) (*Line
 		for x := range g.rows() {
 			i := g.row(x)
 			seq, idx := g.pos(i)
-			l.refs = append(l.refs, lineRef{gi, int32(i)})
-			l.seqs = append(l.seqs, seq)
-			l.idxs = append(l.idxs, idx)
+			l.refs = append(l.refs, lineRef{seq, idx, gi, int32(i)})
 		}
 	}
 	if !p.FileOrder {
@@ -412,13 +414,17 @@ func decodeLines(f *parquet.File, r *Reader, tpl Templates, p Projection) (*Line
 
 // walOrder puts l's rows in (wal_seq, record_index) order.
 func (l *Lines) walOrder() {
-	order := walPerm(l.seqs, l.idxs)
+	seqs, idxs := make([]uint64, len(l.refs)), make([]uint32, len(l.refs))
+	for i := range l.refs {
+		seqs[i], idxs[i] = l.refs[i].seq, l.refs[i].idx
+	}
+	order := walPerm(seqs, idxs)
 	if order == nil {
 		return
 	}
-	refs, seqs, idxs := make([]lineRef, len(order)), make([]uint64, len(order)), make([]uint32, len(order))
+	refs := make([]lineRef, len(order))
 	for x, i := range order {
-		refs[x], seqs[x], idxs[x] = l.refs[i], l.seqs[i], l.idxs[i]
+		refs[x] = l.refs[i]
 	}
-	l.refs, l.seqs, l.idxs = refs, seqs, idxs
+	l.refs = refs
 }
