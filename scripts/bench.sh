@@ -297,7 +297,9 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   (record_index, template_version) as int32 instead of widening them into fresh int64 arrays and a
   timestamp renderer that reuses the previous line's date and clock. (The WAL order now gathers one
   array of (wal_seq, record_index, row group, row) instead of three, each read at random: 1,383 and
-  1,321 to 1,173 and 1,268 ms in the same alternated loops.) Rows kept in WAL order in a file
+  1,321 to 1,173 and 1,268 ms in the same alternated loops.) All of it against main at 3ef77a3, same
+  loops, two rounds (load 11-12): main 1,776 and 2,323 ms, this branch 1,220 and 1,416, zstdcat 178
+  and 171: the render ratio 0.10 and 0.07 before, 0.15 and 0.12 after; target missed. Rows kept in WAL order in a file
   would remove the permutation and the random reads, for about 8% more bytes (recfile's doc).
 PROFILE
 	} >"$tmp/search.md"
