@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/quarrylake/quarry/internal/crashpoint"
+	"github.com/quarrylake/quarry/internal/pqfile"
 )
 
 // Checkpoints are classic single-file V1 checkpoints
@@ -316,6 +318,12 @@ func nonNil(m map[string]string) map[string]string {
 	return m
 }
 
+// checkpointCodecs are the codecs a checkpoint's column chunks may use:
+// quarry writes zstd, Spark and delta-rs snappy by default. Others are
+// refused as corrupt rather than decoded by a codec that allocates what a
+// damaged page header states.
+var checkpointCodecs = []format.CompressionCodec{format.Uncompressed, format.Snappy, format.Zstd}
+
 // readCheckpoint replays a classic checkpoint into a state at version.
 // It returns the number of actions read.
 func (t *Table) readCheckpoint(ctx context.Context, version int64) (st *state, actions int64, err error) {
@@ -329,7 +337,10 @@ func (t *Table) readCheckpoint(ctx context.Context, version int64) (st *state, a
 	if err != nil {
 		return nil, 0, fmt.Errorf("read checkpoint %s: %w", key, err)
 	}
-	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	f, err := pqfile.Open(bytes.NewReader(data), int64(len(data)), checkpointCodecs, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err == nil {
+		err = pqfile.CheckPages(data, f, pqfile.MaxPageSize)
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("checkpoint %s: %v: %w", key, err, ErrCorrupt)
 	}

@@ -536,9 +536,18 @@ func (t *Table) startState(ctx context.Context, versions, cps []int64) (*state, 
 		}
 		return st, cps[i] + 1, cpErrs, nil
 	}
-	if len(versions) > 0 && !present[0] {
+	// A log whose first entry is not version 0 (commits cleaned up below a
+	// checkpoint, or only a checkpoint left) has no start without one.
+	if (len(versions) > 0 || len(cps) > 0) && !present[0] {
+		first := int64(-1)
+		if len(versions) > 0 {
+			first = versions[0]
+		}
+		if len(cps) > 0 && (first < 0 || cps[0] < first) {
+			first = cps[0]
+		}
 		return nil, 0, nil, errors.Join(append([]error{fmt.Errorf("table %s: log starts at version %d without a readable checkpoint: %w",
-			t.root, versions[0], ErrCorrupt)}, cpErrs...)...)
+			t.root, first, ErrCorrupt)}, cpErrs...)...)
 	}
 	return newState(), 0, cpErrs, nil
 }

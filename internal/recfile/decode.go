@@ -3,7 +3,6 @@ package recfile
 import (
 	"bytes"
 	"cmp"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -39,7 +38,7 @@ type Record struct {
 // (wal_seq, record_index). tpl must hold every template version the file
 // refers to.
 func Decode(data []byte, tpl Templates) ([]Record, error) {
-	f, err := OpenParquet(bytes.NewReader(data), int64(len(data)))
+	f, err := openBytes(data)
 	if err != nil {
 		return nil, fmt.Errorf("open records file: %w", err)
 	}
@@ -181,37 +180,28 @@ func (e *MissingTemplateError) Error() string {
 	return fmt.Sprintf("template %d version %d not given", e.Key.ID, e.Key.Version)
 }
 
-// OpenParquet opens the Parquet file of size bytes at r after checking its
-// trailer: the magic and a footer length that fits in the file. parquet-go
-// allocates the footer's length before it reads it, so a damaged length
-// (up to 4 GiB) would be allocated, not refused; every records and lake
-// reader opens files through here. It refuses codecs other than zstd and
-// none, which quarry never writes: parquet-go's other codecs allocate a
-// damaged page header's uncompressed size before they decode.
+// OpenParquet opens the Parquet file of size bytes at r through pqfile,
+// which checks its trailer and footer before parquet-go allocates what they
+// state, and refuses codecs other than zstd and none, which quarry never
+// writes (the others allocate a damaged page header's uncompressed size).
+// Every records and lake reader opens files through here.
 func OpenParquet(r io.ReaderAt, size int64, opts ...parquet.FileOption) (*parquet.File, error) {
-	var trailer [8]byte
-	if size < 12 {
-		return nil, fmt.Errorf("%w: %d bytes is too short for a Parquet file", ErrCorrupt, size)
+	f, err := pqfile.Open(r, size, []format.CompressionCodec{format.Uncompressed, format.Zstd}, opts...)
+	if errors.Is(err, pqfile.ErrCorrupt) {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	if _, err := r.ReadAt(trailer[:], size-8); err != nil {
-		return nil, fmt.Errorf("read Parquet trailer: %w", err)
-	}
-	if string(trailer[4:]) != "PAR1" {
-		return nil, fmt.Errorf("%w: no Parquet magic at the end", ErrCorrupt)
-	}
-	if n := int64(binary.LittleEndian.Uint32(trailer[:4])); n > size-12 {
-		return nil, fmt.Errorf("%w: footer of %d bytes in a file of %d", ErrCorrupt, n, size)
-	}
-	f, err := parquet.OpenFile(r, size, opts...)
+	return f, err
+}
+
+// openBytes opens a file held in memory: OpenParquet, and its page headers
+// checked (pqfile.CheckPages), which is cheap when the bytes are at hand.
+func openBytes(data []byte, opts ...parquet.FileOption) (*parquet.File, error) {
+	f, err := OpenParquet(bytes.NewReader(data), int64(len(data)), opts...)
 	if err != nil {
 		return nil, err
 	}
-	for i, rg := range f.Metadata().RowGroups {
-		for j, c := range rg.Columns {
-			if k := c.MetaData.Codec; k != format.Uncompressed && k != format.Zstd {
-				return nil, fmt.Errorf("%w: row group %d column %d compressed with %v (quarry writes zstd or nothing)", ErrCorrupt, i, j, k)
-			}
-		}
+	if err := pqfile.CheckPages(data, f, pqfile.MaxPageSize); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return f, nil
 }

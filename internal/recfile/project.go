@@ -1,7 +1,6 @@
 package recfile
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"strconv"
@@ -36,7 +35,7 @@ type Projection struct {
 // A kept version whose text tpl lacks is a MissingTemplateError, lines or
 // not; a rejected one needs no text.
 func DecodeProjected(data []byte, tpl Templates, p Projection) ([]Record, error) {
-	f, err := OpenParquet(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	f, err := openBytes(data, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
 		return nil, fmt.Errorf("open records file: %w", err)
 	}

@@ -1,7 +1,6 @@
 package recfile
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 )
@@ -15,7 +14,7 @@ import (
 // same lines, byte for byte, and Encode of them gives a file that Decode
 // reads as the same records.
 func DecodeRows(data []byte, tpl Templates) ([]Row, error) {
-	f, err := OpenParquet(bytes.NewReader(data), int64(len(data)))
+	f, err := openBytes(data)
 	if err != nil {
 		return nil, fmt.Errorf("open records file: %w", err)
 	}
