@@ -11,6 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/quarrylake/quarry/internal/pqfile"
 	"github.com/quarrylake/quarry/streams"
 )
 
