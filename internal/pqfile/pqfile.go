@@ -98,7 +98,7 @@ const MaxPageSize = 256 << 20
 // strings, lists or sizes run past its chunk, or which states more than
 // maxPage bytes uncompressed (MaxPageSize for most callers): parquet-go
 // allocates both before it decodes.
-// Readers that fetch only some column chunks of a file do not call it.
+// Readers that fetch only some column chunks check those (CheckChunk).
 func CheckPages(data []byte, f *parquet.File, maxPage int64) error {
 	size := int64(len(data))
 	for i, rg := range f.Metadata().RowGroups {
@@ -111,18 +111,27 @@ func CheckPages(data []byte, f *parquet.File, maxPage int64) error {
 			if start < 0 || m.TotalCompressedSize < 0 || start+m.TotalCompressedSize > size || start+m.TotalCompressedSize < start {
 				return fmt.Errorf("%w: row group %d column %d: chunk at %d of %d bytes in a file of %d", ErrCorrupt, i, j, start, m.TotalCompressedSize, size)
 			}
-			chunk := data[start : start+m.TotalCompressedSize]
-			for pos := 0; pos < len(chunk); {
-				n, uncompressed, compressed, err := pageHeader(chunk[pos:])
-				if err != nil {
-					return fmt.Errorf("%w: row group %d column %d: page header at %d: %v", ErrCorrupt, i, j, start+int64(pos), err)
-				}
-				if uncompressed > maxPage || compressed > int64(len(chunk)-pos-n) {
-					return fmt.Errorf("%w: row group %d column %d: page at %d states %d bytes (%d compressed)", ErrCorrupt, i, j, start+int64(pos), uncompressed, compressed)
-				}
-				pos += n + int(compressed)
+			if err := CheckChunk(data[start:start+m.TotalCompressedSize], start, maxPage); err != nil {
+				return fmt.Errorf("row group %d column %d: %w", i, j, err)
 			}
 		}
+	}
+	return nil
+}
+
+// CheckChunk walks the page headers of one column chunk's bytes, which
+// start at offset at of the file, as CheckPages does: for readers that
+// fetch some column chunks of a file and check those.
+func CheckChunk(chunk []byte, at, maxPage int64) error {
+	for pos := 0; pos < len(chunk); {
+		n, uncompressed, compressed, err := pageHeader(chunk[pos:])
+		if err != nil {
+			return fmt.Errorf("%w: page header at %d: %v", ErrCorrupt, at+int64(pos), err)
+		}
+		if uncompressed > maxPage || compressed > int64(len(chunk)-pos-n) {
+			return fmt.Errorf("%w: page at %d states %d bytes (%d compressed)", ErrCorrupt, at+int64(pos), uncompressed, compressed)
+		}
+		pos += n + int(compressed)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/quarrylake/quarry/internal/pqfile"
 )
 
 // source is where a row group's column chunks are read from when the file
@@ -90,6 +92,11 @@ func (s source) pagesOf(rg parquet.RowGroup, need []bool) (func(ci int) parquet.
 			return nil, fmt.Errorf("%w: column chunks at %d..%d past the end", ErrCorrupt, m.off, end)
 		}
 		for _, w := range ws[i:j] {
+			// parquet-go allocates what a page header states: check the
+			// headers of the chunks read before it sees them.
+			if err := pqfile.CheckChunk(m.data[w.start-m.off:w.end-m.off], w.start, pqfile.MaxPageSize); err != nil {
+				return nil, fmt.Errorf("%w: column chunk %d: %w", ErrCorrupt, w.ci, err)
+			}
 			readers[w.ci] = m
 		}
 		i = j

@@ -1,6 +1,7 @@
 package recfile
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strconv"
@@ -35,11 +36,13 @@ type Projection struct {
 // A kept version whose text tpl lacks is a MissingTemplateError, lines or
 // not; a rejected one needs no text.
 func DecodeProjected(data []byte, tpl Templates, p Projection) ([]Record, error) {
-	f, err := openBytes(data, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	// Read as a Reader over the bytes, so that the column chunks it reads,
+	// and only those, have their page headers checked (pagesOf).
+	r, err := OpenAt(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, fmt.Errorf("open records file: %w", err)
 	}
-	return decodeProjected(f, nil, tpl, p)
+	return decodeProjected(r.f, r, tpl, p)
 }
 
 // Reader is a records file opened at an io.ReaderAt (an object in a store):
