@@ -315,7 +315,7 @@ func readColumns(rg parquet.RowGroup, src source, cols []column, need []bool, ou
 	for ci, c := range cols {
 		cv := &out[ci]
 		cv.c = c
-		if need != nil && !need[ci] {
+		if need != nil && !need[ci] || c.kind == cUnknown {
 			continue
 		}
 		repeated := c.kind == cMore || c.kind == cAttrKey || c.kind == cAttrValue
@@ -394,7 +394,7 @@ func (d *decoder) readGroup(rg parquet.RowGroup, cols []column) (*group, error) 
 	g := &group{nrows: int(rg.NumRows()), vals: make([]colVals, len(cols))}
 	base := &g.base
 	for i := range cols {
-		if k := cols[i].kind; k != cP && k != cN && k != cB {
+		if k := cols[i].kind; k != cP && k != cN && k != cB && k != cUnknown {
 			base[k] = &g.vals[i]
 		}
 	}

@@ -752,6 +752,7 @@ const (
 	cAttrKey
 	cAttrValue
 	cDate
+	cUnknown // a column records v3 does not define: not read
 )
 
 type column struct {
@@ -807,8 +808,12 @@ func columnsOf(s *parquet.Schema) []column {
 				c.kind = cAttrValue
 			}
 		default:
-			c.kind = map[byte]int{'p': cP, 'n': cN, 'b': cB}[name[0]]
-			c.slot = atoiSlot(name[1:])
+			c.kind = cUnknown
+			if len(name) > 1 && len(name) <= 4 && strings.Trim(name[1:], "0123456789") == "" {
+				if k, ok := map[byte]int{'p': cP, 'n': cN, 'b': cB}[name[0]]; ok {
+					c.kind, c.slot = k, atoiSlot(name[1:])
+				}
+			}
 		}
 		cols[i] = c
 	}
