@@ -81,6 +81,15 @@ func (w *walker) count(n uint64) (uint64, error) {
 	return n, nil
 }
 
+// element walks one element of a list, set or map: a boolean there is a
+// byte of its own, not part of a field header.
+func (w *walker) element(t byte, depth int) error {
+	if t == typeTrue || t == typeFalse {
+		return w.skip(1)
+	}
+	return w.value(t, depth)
+}
+
 func (w *walker) value(t byte, depth int) error {
 	if depth > maxDepth {
 		return fmt.Errorf("nested deeper than %d at byte %d", maxDepth, w.off)
@@ -116,12 +125,7 @@ func (w *walker) value(t byte, depth int) error {
 			return err
 		}
 		for range n {
-			if et == typeTrue || et == typeFalse {
-				err = w.skip(1)
-			} else {
-				err = w.value(et, depth+1)
-			}
-			if err != nil {
+			if err := w.element(et, depth+1); err != nil {
 				return err
 			}
 		}
@@ -139,15 +143,11 @@ func (w *walker) value(t byte, depth int) error {
 			return err
 		}
 		for range n {
-			for _, et := range []byte{kv >> 4, kv & 0x0f} {
-				if et == typeTrue || et == typeFalse {
-					err = w.skip(1)
-				} else {
-					err = w.value(et, depth+1)
-				}
-				if err != nil {
-					return err
-				}
+			if err := w.element(kv>>4, depth+1); err != nil {
+				return err
+			}
+			if err := w.element(kv&0x0f, depth+1); err != nil {
+				return err
 			}
 		}
 		return nil
