@@ -301,6 +301,11 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   loops, two rounds (load 11-12): main 1,776 and 2,323 ms, this branch 1,220 and 1,416, zstdcat 178
   and 171: the render ratio 0.10 and 0.07 before, 0.15 and 0.12 after; target missed. Rows kept in WAL order in a file
   would remove the permutation and the random reads, for about 8% more bytes (recfile's doc).
+- The machine's fixed cost per process (2026-12-03, load average about 1, 20 runs each, same lake,
+  `/usr/bin/time` CPU per run, main at 3ef77a3 / at 64fae82): `quarry help` 39 / 39 ms, the count 53 / 54
+  ms, the term 119 / 106 ms. On 2026-12-01 `quarry help` took about 9 ms here: the VM's page faults now
+  cost about 15 us each (a `quarry help` takes about 1,200, the term about 4,600), so the ratios above
+  are lower than on that day for both binaries, not through a change of quarry's.
 PROFILE
 	} >"$tmp/search.md"
 }
