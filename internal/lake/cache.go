@@ -19,9 +19,8 @@ import (
 // the object key and its size; the cache is emptied when it holds more
 // than maxCached entries (files a newer snapshot removed are dropped so).
 type fileCache struct {
-	mu        sync.Mutex
-	templates map[cacheKey][]TemplateRow
-	footers   map[cacheKey]*cachedFooter
+	templates boundedMap[[]TemplateRow]
+	footers   boundedMap[*cachedFooter]
 }
 
 type cacheKey struct {
@@ -44,49 +43,58 @@ const maxCached = 4096
 // files' footers between searches (fileCache): for a reader that serves
 // many queries over one lake. Results are the same with or without it.
 func (l *Lake) EnableCache() {
-	l.cache = &fileCache{templates: map[cacheKey][]TemplateRow{}, footers: map[cacheKey]*cachedFooter{}}
+	l.cache = &fileCache{templates: newBoundedMap[[]TemplateRow](), footers: newBoundedMap[*cachedFooter]()}
 }
 
+// boundedMap is one of the cache's maps, safe for concurrent searches and
+// emptied when it would hold more than maxCached entries.
+type boundedMap[V any] struct {
+	mu sync.Mutex
+	m  map[cacheKey]V
+}
+
+func newBoundedMap[V any]() boundedMap[V] { return boundedMap[V]{m: map[cacheKey]V{}} }
+
+func (b *boundedMap[V]) get(k cacheKey) (V, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.m[k]
+	return v, ok
+}
+
+func (b *boundedMap[V]) put(k cacheKey, v V) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.m) >= maxCached {
+		clear(b.m)
+	}
+	b.m[k] = v
+}
+
+// templateRows, putTemplateRows, footer and putFooter are no-ops on a nil
+// cache (a lake without EnableCache).
 func (c *fileCache) templateRows(k cacheKey) ([]TemplateRow, bool) {
 	if c == nil {
 		return nil, false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	rows, ok := c.templates[k]
-	return rows, ok
+	return c.templates.get(k)
 }
 
 func (c *fileCache) putTemplateRows(k cacheKey, rows []TemplateRow) {
-	if c == nil {
-		return
+	if c != nil {
+		c.templates.put(k, rows)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.templates) >= maxCached {
-		clear(c.templates)
-	}
-	c.templates[k] = rows
 }
 
 func (c *fileCache) footer(k cacheKey) (*cachedFooter, bool) {
 	if c == nil {
 		return nil, false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f, ok := c.footers[k]
-	return f, ok
+	return c.footers.get(k)
 }
 
 func (c *fileCache) putFooter(k cacheKey, f *cachedFooter) {
-	if c == nil {
-		return
+	if c != nil {
+		c.footers.put(k, f)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.footers) >= maxCached {
-		clear(c.footers)
-	}
-	c.footers[k] = f
 }
