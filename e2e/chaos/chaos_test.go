@@ -116,6 +116,10 @@ func TestChaos(t *testing.T) {
 	bin := quarrybin.Path(t, t.TempDir()) // $QUARRY_BIN, else built here
 	var passed, failed int
 	var failedSeeds []string
+	// Each failed round's errors, repeated after the last round: CI logs
+	// keep only the tail, and the round's own lines are above its long
+	// process dump.
+	var failures []string
 	for i := 0; i < *roundsFlag; i++ {
 		seed := base + int64(i)
 		fmt.Printf("=== chaos round %d/%d seed %d\n", i+1, *roundsFlag, seed)
@@ -140,14 +144,29 @@ func TestChaos(t *testing.T) {
 		fmt.Printf("--- round seed %d FAILED in %s (%s); replay with -seed=%d -rounds=1; logs in %s\n", seed, took, r.summary(), seed, dir)
 		for _, e := range errs {
 			fmt.Printf("    %v\n", e)
+			failures = append(failures, fmt.Sprintf("seed %d: %s", seed, firstLine(e.Error())))
 		}
 		r.dumpLogs()
 	}
 	fmt.Printf("%d passed, %d failed\n", passed, failed)
 	if failed > 0 {
 		fmt.Printf("failed seeds: %s\n", strings.Join(failedSeeds, " "))
+		for _, f := range failures {
+			fmt.Printf("    %s\n", f)
+		}
 		t.Fail()
 	}
+}
+
+// firstLine is s up to its first newline, at most 300 bytes.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
 }
 
 // round is one seeded run of the pipeline.
