@@ -32,7 +32,10 @@ type colVals struct {
 	// every row has one (value j is row j's).
 	present []uint64
 	rank    []int32
-	lists   [][][]byte // repeated columns: the row's items
+	// Repeated columns: the items of the rows that have some (value j's
+	// row by present and rank, as an optional column's; most rows have
+	// none).
+	lists [][][]byte
 	// pages are the pages read, whose buffers the values may point into:
 	// given back to parquet-go's pools by release.
 	pages []parquet.Page
@@ -264,13 +267,7 @@ func readTyped(pages parquet.Pages, c column, cv *colVals, nrows int) error {
 		return fmt.Errorf("%w: %d of %d rows", ErrCorrupt, rows, nrows)
 	}
 	if optional {
-		cv.rank = make([]int32, len(cv.present))
-		total := 0
-		for w, b := range cv.present {
-			cv.rank[w] = int32(total)
-			total += bits.OnesCount64(b)
-		}
-		if total == nrows {
+		if cv.rankPresent() == nrows {
 			cv.present, cv.rank = nil, nil // dense: value j is row j's
 		}
 	}
@@ -327,8 +324,8 @@ func readColumns(rg parquet.RowGroup, src source, cols []column, need []bool, ou
 		}
 		// Repeated columns (more, attrs) are rare: read value by value.
 		cv.read = true
-		cv.lists = make([][][]byte, nrows)
-		row := -1
+		cv.present = make([]uint64, (nrows+63)>>6)
+		row, last := -1, -1 // last: the row of lists' last entry
 		pages := pagesOf(ci)
 		for {
 			p, err := pages.ReadPage()
@@ -355,9 +352,14 @@ func readColumns(rg parquet.RowGroup, src source, cols []column, need []bool, ou
 						return fmt.Errorf("%w: column %d has more rows than the row group", ErrCorrupt, ci)
 					}
 					if !v.IsNull() && v.DefinitionLevel() == c.maxDef && (skip == nil || !skip[row]) {
+						if row != last {
+							cv.lists = append(cv.lists, nil)
+							cv.present[row>>6] |= 1 << (uint(row) & 63)
+							last = row
+						}
 						start := len(arena)
 						arena = append(arena, v.ByteArray()...)
-						cv.lists[row] = append(cv.lists[row], arena[start:len(arena):len(arena)])
+						cv.lists[len(cv.lists)-1] = append(cv.lists[len(cv.lists)-1], arena[start:len(arena):len(arena)])
 					}
 				}
 				if rerr != nil {
@@ -375,6 +377,28 @@ func readColumns(rg parquet.RowGroup, src source, cols []column, need []bool, ou
 			parquet.Release(p)
 		}
 		pages.Close()
+		cv.rankPresent() // present stays set even when every row has items
+	}
+	return nil
+}
+
+// rankPresent fills rank from present and returns how many rows have a
+// value.
+func (cv *colVals) rankPresent() int {
+	cv.rank = make([]int32, len(cv.present))
+	total := 0
+	for w, b := range cv.present {
+		cv.rank[w] = int32(total)
+		total += bits.OnesCount64(b)
+	}
+	return total
+}
+
+// listAt is row i's items in a repeated column, nil when it has none (or
+// the column was not read).
+func (cv *colVals) listAt(i int) [][]byte {
+	if j := cv.valueAt(i); j >= 0 {
+		return cv.lists[j]
 	}
 	return nil
 }

@@ -157,8 +157,8 @@ func (d *decoder) appendLine(dst []byte, g *group, i int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: record wal %d index %d: %d kinds for %d wildcards", ErrCorrupt, seq, idx, len(slots), len(pieces)-1)
 	}
 	var more [][]byte
-	if c := g.base[cMore]; c != nil && c.lists != nil {
-		more = c.lists[i]
+	if c := g.base[cMore]; c != nil {
+		more = c.listAt(i)
 	}
 	ts := time.UnixMicro(g.ts(i) / 1000)
 	var ks, kn, kb int // the next p, n and b column
@@ -249,11 +249,15 @@ func (d *decoder) record(rec *Record, g *group, i int) error {
 		rec.Source = d.internAt(b[cSource], i)
 	}
 	if ck, cv := b[cAttrKey], b[cAttrValue]; (p == nil || p.Attrs) && (ck != nil || cv != nil) {
-		if ck == nil || cv == nil || len(ck.lists[i]) != len(cv.lists[i]) {
+		var keys, vals [][]byte
+		if ck != nil && cv != nil {
+			keys, vals = ck.listAt(i), cv.listAt(i)
+		}
+		if ck == nil || cv == nil || len(keys) != len(vals) {
 			return fmt.Errorf("%w: attribute keys and values do not pair", ErrCorrupt)
 		}
-		for j := range ck.lists[i] {
-			rec.Attrs = append(rec.Attrs, streams.Attr{Key: string(ck.lists[i][j]), Value: string(cv.lists[i][j])})
+		for j := range keys {
+			rec.Attrs = append(rec.Attrs, streams.Attr{Key: string(keys[j]), Value: string(vals[j])})
 		}
 	}
 	if p != nil && !p.Lines {

@@ -67,3 +67,46 @@ func TestLinesRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatedColumnsSparse: a repeated column (attrs here, more alike)
+// holds items for the rows that have some and nothing for the others, so a
+// file whose rows mostly have none costs no slice per row; every row's
+// attributes still come back as encoded.
+func TestRepeatedColumnsSparse(t *testing.T) {
+	rows, tpl := pinRows(t, 3000, 3) // a seventh of the rows have attrs
+	f, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenAt(bytes.NewReader(f.Data), int64(len(f.Data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := r.DecodeLines(tpl, Projection{Lines: true, FileOrder: true, Attrs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withAttrs, lists := 0, 0
+	for _, row := range rows {
+		if len(row.Attrs) > 0 {
+			withAttrs++
+		}
+	}
+	for _, g := range l.groups {
+		lists += len(g.base[cAttrKey].lists)
+	}
+	if lists != withAttrs {
+		t.Fatalf("%d attribute lists held for %d rows with attributes (of %d)", lists, withAttrs, len(rows))
+	}
+	var rec Record
+	for x := range l.Len() {
+		if err := l.Record(&rec, x); err != nil {
+			t.Fatal(err)
+		}
+		seq, idx := l.Pos(x)
+		want := rows[int(seq-1)*64+int(idx)] // pinRows: 64 rows a wal_seq
+		if fmt.Sprint(rec.Attrs) != fmt.Sprint(want.Attrs) {
+			t.Fatalf("row %d.%d: attrs %v, want %v", seq, idx, rec.Attrs, want.Attrs)
+		}
+	}
+}
