@@ -275,8 +275,14 @@ func TestSearchStreams(t *testing.T) {
 }
 
 // TestDisconnectStopsScan: a client that goes away mid-stream cancels the
-// scan, and no goroutine is left behind.
+// scan, and no goroutine is left behind, in either format.
 func TestDisconnectStopsScan(t *testing.T) {
+	for _, format := range []string{"ndjson", "raw"} {
+		t.Run(format, func(t *testing.T) { testDisconnectStopsScan(t, format) })
+	}
+}
+
+func testDisconnectStopsScan(t *testing.T, format string) {
 	f := smallLake()
 	small := f.gen
 	f.n = -1 // endless
@@ -285,7 +291,7 @@ func TestDisconnectStopsScan(t *testing.T) {
 	ts := newTestServer(t, f, nil)
 	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+search("", "limit", "0"), nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+search("", "limit", "0", "format", format), nil)
 	tr := &http.Transport{DisableKeepAlives: true}
 	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {

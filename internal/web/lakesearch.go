@@ -2,6 +2,8 @@ package web
 
 import (
 	"context"
+	"errors"
+	"io"
 
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/query"
@@ -15,16 +17,26 @@ type LakeSearcher struct {
 	Lake *lake.Lake
 }
 
-// Search implements Searcher.
-func (s LakeSearcher) Search(ctx context.Context, q *query.Query, o Options, fn func(*Hit) error) error {
-	opts := lake.SearchOptions{Since: o.Since, Until: o.Until}
+// searchOptions are the lake's options for o; ok is false when the grant
+// holds no tenant (nothing to see).
+func searchOptions(o Options) (opts lake.SearchOptions, ok bool) {
+	opts = lake.SearchOptions{Since: o.Since, Until: o.Until}
 	if len(o.Tenants) == 1 {
 		opts.Tenant = o.Tenants[0]
 	} else if o.Tenants != nil && len(o.Tenants) == 0 {
-		return nil // a grant of no tenant sees nothing
+		return opts, false
 	}
 	if !o.After.IsZero() {
 		opts.After = &lake.Position{WALSeq: o.After.WALSeq, Index: o.After.Index}
+	}
+	return opts, true
+}
+
+// Search implements Searcher.
+func (s LakeSearcher) Search(ctx context.Context, q *query.Query, o Options, fn func(*Hit) error) error {
+	opts, ok := searchOptions(o)
+	if !ok {
+		return nil
 	}
 	texts := map[string]recfile.Templates{}
 	var h Hit
@@ -48,4 +60,39 @@ func (s LakeSearcher) Search(ctx context.Context, q *query.Query, o Options, fn 
 // Aggregate implements Searcher.
 func (s LakeSearcher) Aggregate(ctx context.Context, q *query.Query, o Options) (*query.Aggregator, error) {
 	return ScanSearcher(s).Aggregate(ctx, q, o)
+}
+
+// SearchRaw implements RawSearcher with lake.SearchRaw: the lines of the
+// kept rows are rendered from their columns straight into the output, with
+// no record, template lookup or JSON per match. A grant of several tenants
+// (a query without tenant:) is filtered record by record through
+// lake.Search instead.
+func (s LakeSearcher) SearchRaw(ctx context.Context, q *query.Query, o Options, limit int, w io.Writer) error {
+	opts, ok := searchOptions(o)
+	if !ok {
+		return nil
+	}
+	opts.LineOnly = true
+	if len(o.Tenants) < 2 || q.Bounds().Tenant != "" {
+		opts.Limit = limit
+		return s.Lake.SearchRaw(ctx, q, opts, w)
+	}
+	var line []byte
+	n := 0
+	err := s.Lake.Search(ctx, q, opts, func(r lake.Record) error {
+		if !o.allows(r.Tenant) {
+			return nil
+		}
+		if limit > 0 && n == limit {
+			return errPageFull
+		}
+		n++
+		line = append(append(line[:0], r.Line...), '\n')
+		_, err := w.Write(line)
+		return err
+	})
+	if errors.Is(err, errPageFull) {
+		return nil
+	}
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,6 +83,16 @@ type Searcher interface {
 	// Aggregate counts q's matches by q's count or top pipe; q must
 	// aggregate (q.Aggregates()).
 	Aggregate(ctx context.Context, q *query.Query, o Options) (*query.Aggregator, error)
+}
+
+// RawSearcher is a Searcher that writes the matches' lines itself
+// (/api/search?format=raw); a Searcher without it answers raw through
+// Search.
+type RawSearcher interface {
+	// SearchRaw writes the line of each record q's filter matches, and a
+	// newline, to w in Search's order, at most limit of them (0: no
+	// limit, besides the query's own | limit). It ignores q's pipes.
+	SearchRaw(ctx context.Context, q *query.Query, o Options, limit int, w io.Writer) error
 }
 
 // Catalog lists committed templates; *lake.Lake is one.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/query"
 )
 
@@ -248,9 +249,23 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	if ql := q.Limit(); ql > 0 && !q.Aggregates() && (limit == 0 || ql <= limit) {
 		limit, final = ql, true
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
+	raw := false
+	switch f := r.FormValue("format"); f {
+	case "", "ndjson":
+	case "raw":
+		raw = true
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("format=%q: want ndjson (the default) or raw", f), 0)
+		return
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if raw {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		s.searchRaw(w, r, q, o, limit)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
 	if q.Aggregates() {
 		s.aggregate(w, r, q, o)
 		return
@@ -281,6 +296,50 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	out.flush()
 }
 
+// searchRaw streams the matches' lines (format=raw), through the
+// Searcher's SearchRaw when it has one, or an aggregation's rows as
+// VALUE<TAB>COUNT lines (lake.WriteRows' raw format). There is no end
+// line: an error before the first byte is a 500, one after it aborts the
+// response, so a client sees a cut stream, never a short answer.
+func (s *Server) searchRaw(w http.ResponseWriter, r *http.Request, q *query.Query, o Options, limit int) {
+	ctx := r.Context()
+	out := newStream(w, s.cfg.FlushInterval)
+	var err error
+	if rs, ok := s.d.Searcher.(RawSearcher); ok && !q.Aggregates() {
+		err = rs.SearchRaw(ctx, q, o, limit, out)
+	} else if !q.Aggregates() {
+		n := 0
+		var line []byte
+		err = s.d.Searcher.Search(ctx, q, o, func(h *Hit) error {
+			if limit > 0 && n == limit {
+				return errPageFull
+			}
+			n++
+			line = append(append(line[:0], h.Line...), '\n')
+			_, err := out.Write(line)
+			return err
+		})
+	} else {
+		var agg *query.Aggregator
+		if agg, err = s.d.Searcher.Aggregate(ctx, q, o); err == nil {
+			err = lake.WriteRows(out, "raw", agg.Header(), agg.Rows())
+		}
+	}
+	if ctx.Err() != nil {
+		return // the client is gone
+	}
+	if err != nil && !errors.Is(err, errPageFull) {
+		s.d.Log.Warn("search", "query", q.Source(), "format", "raw", "err", err)
+		if out.n == 0 {
+			writeError(w, http.StatusInternalServerError, err.Error(), 0)
+			return
+		}
+		out.flush() // the lines written are matches; then the cut
+		panic(http.ErrAbortHandler)
+	}
+	out.flush()
+}
+
 func (s *Server) aggregate(w http.ResponseWriter, r *http.Request, q *query.Query, o Options) {
 	agg, err := s.d.Searcher.Aggregate(r.Context(), q, o)
 	if r.Context().Err() != nil {
@@ -304,33 +363,37 @@ func (s *Server) aggregate(w http.ResponseWriter, r *http.Request, q *query.Quer
 	out.flush()
 }
 
-// stream writes NDJSON lines through a buffer, flushing the first line at
+// stream writes a response through a buffer, flushing the first write at
 // once and later ones at least every interval, so that a client sees hits
-// as they are produced without a flush per line.
+// as they are produced without a flush per line. write encodes an NDJSON
+// line; Write takes lines already written out (format=raw).
 type stream struct {
-	w         http.ResponseWriter
 	bw        *bufio.Writer
 	enc       *json.Encoder
 	rc        *http.ResponseController
 	interval  time.Duration
 	lastFlush time.Time
-	n         int
+	n         int // writes so far
 }
 
 func newStream(w http.ResponseWriter, interval time.Duration) *stream {
-	bw := bufio.NewWriterSize(w, 32<<10)
-	return &stream{w: w, bw: bw, enc: json.NewEncoder(bw), rc: http.NewResponseController(w), interval: interval}
+	s := &stream{bw: bufio.NewWriterSize(w, 32<<10), rc: http.NewResponseController(w), interval: interval}
+	s.enc = json.NewEncoder(s) // one Write per value
+	return s
 }
 
-func (s *stream) write(v any) error {
-	if err := s.enc.Encode(v); err != nil {
-		return err
+func (s *stream) write(v any) error { return s.enc.Encode(v) }
+
+func (s *stream) Write(p []byte) (int, error) {
+	n, err := s.bw.Write(p)
+	if err != nil {
+		return n, err
 	}
 	s.n++
 	if s.n == 1 || time.Since(s.lastFlush) >= s.interval {
-		return s.flush()
+		return n, s.flush()
 	}
-	return nil
+	return n, nil
 }
 
 func (s *stream) flush() error {
