@@ -49,14 +49,10 @@ func Decode(data []byte, tpl Templates) ([]Record, error) {
 // WALOrder returns the indexes of recs in (wal_seq, record_index) order,
 // nil when recs are in that order already (walPerm).
 func WALOrder(recs []Record) []int32 {
-	seqs, idxs := make([]uint64, len(recs)), make([]uint32, len(recs))
-	for i := range recs {
-		seqs[i], idxs[i] = recs[i].WALSeq, recs[i].Index
-	}
-	return walPerm(seqs, idxs)
+	return walPerm(len(recs), func(i int) (uint64, uint32) { return recs[i].WALSeq, recs[i].Index })
 }
 
-// walPerm returns the indexes of the positions (seqs[i], idxs[i]) in
+// walPerm returns the indexes of the positions at(0) to at(n-1) in
 // (wal_seq, record_index) order, nil when they are in that order already.
 // It places each at a slot of its own (slot record_index of its wal_seq's
 // range, the ranges in wal_seq order, each as long as that sequence's
@@ -64,45 +60,54 @@ func WALOrder(recs []Record) []int32 {
 // slots are few and no row is compared (a file's row groups each hold
 // every frame of it: the comparison sort this replaced was 15% of a full
 // render). Sparse sequences or indexes, or two rows at one position, are
-// sorted.
-func walPerm(seqs []uint64, idxs []uint32) []int32 {
+// sorted. at reads the positions where they are: no copy of them.
+func walPerm(n int, at func(int) (uint64, uint32)) []int32 {
 	sorted := true
-	for i := 1; i < len(seqs) && sorted; i++ {
-		sorted = seqs[i-1] < seqs[i] || (seqs[i-1] == seqs[i] && idxs[i-1] <= idxs[i])
+	if n > 0 {
+		ps, pi := at(0)
+		for i := 1; i < n && sorted; i++ {
+			s, x := at(i)
+			sorted = ps < s || (ps == s && pi <= x)
+			ps, pi = s, x
+		}
 	}
 	if sorted {
 		return nil
 	}
-	if order, ok := walSlots(seqs, idxs); ok {
+	if order, ok := walSlots(n, at); ok {
 		return order
 	}
-	order := make([]int32, len(seqs))
+	order := make([]int32, n)
 	for i := range order {
 		order[i] = int32(i)
 	}
 	slices.SortStableFunc(order, func(a, b int32) int {
-		return cmp.Or(cmp.Compare(seqs[a], seqs[b]), cmp.Compare(idxs[a], idxs[b]))
+		sa, ia := at(int(a))
+		sb, ib := at(int(b))
+		return cmp.Or(cmp.Compare(sa, sb), cmp.Compare(ia, ib))
 	})
 	return order
 }
 
 // walSlots is walPerm by slot; false when the slots would be many or two
 // positions share one.
-func walSlots(seqs []uint64, idxs []uint32) ([]int32, bool) {
-	n := len(seqs)
-	lo, hi := seqs[0], seqs[0]
-	for _, s := range seqs {
+func walSlots(n int, at func(int) (uint64, uint32)) ([]int32, bool) {
+	lo, _ := at(0)
+	hi := lo
+	for i := range n {
+		s, _ := at(i)
 		lo, hi = min(lo, s), max(hi, s)
 	}
 	if hi-lo > uint64(2*n+64) {
 		return nil, false
 	}
 	top := make([]int, hi-lo+2) // top[s+1]: sequence lo+s's highest index + 1
-	for i, s := range seqs {
-		if idxs[i] >= 1<<30 {
+	for i := range n {
+		s, x := at(i)
+		if x >= 1<<30 {
 			return nil, false
 		}
-		top[s-lo+1] = max(top[s-lo+1], int(idxs[i])+1)
+		top[s-lo+1] = max(top[s-lo+1], int(x)+1)
 	}
 	for s := 1; s < len(top); s++ {
 		top[s] += top[s-1]
@@ -111,8 +116,9 @@ func walSlots(seqs []uint64, idxs []uint32) ([]int32, bool) {
 		return nil, false
 	}
 	slots := make([]int32, top[len(top)-1]) // a row's index + 1; 0: none
-	for i, s := range seqs {
-		p := top[s-lo] + int(idxs[i])
+	for i := range n {
+		s, x := at(i)
+		p := top[s-lo] + int(x)
 		if slots[p] != 0 {
 			return nil, false
 		}

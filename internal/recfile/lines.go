@@ -416,19 +416,28 @@ func decodeLines(f *parquet.File, r *Reader, tpl Templates, p Projection) (*Line
 	return l, nil
 }
 
-// walOrder puts l's rows in (wal_seq, record_index) order.
+// walOrder puts l's rows in (wal_seq, record_index) order, in place:
+// following each cycle of the permutation moves every row once, and no
+// second array of rows is allocated.
 func (l *Lines) walOrder() {
-	seqs, idxs := make([]uint64, len(l.refs)), make([]uint32, len(l.refs))
-	for i := range l.refs {
-		seqs[i], idxs[i] = l.refs[i].seq, l.refs[i].idx
+	refs := l.refs
+	order := walPerm(len(refs), func(i int) (uint64, uint32) { return refs[i].seq, refs[i].idx })
+	for i := range order {
+		if order[i] < 0 {
+			continue // placed, in a cycle already followed
+		}
+		// Row x's place gets the row at order[x]; order[x] < 0 marks it done.
+		first := refs[i]
+		x := i
+		for {
+			from := int(order[x])
+			order[x] = -1
+			if from == i {
+				refs[x] = first
+				break
+			}
+			refs[x] = refs[from]
+			x = from
+		}
 	}
-	order := walPerm(seqs, idxs)
-	if order == nil {
-		return
-	}
-	refs := make([]lineRef, len(order))
-	for x, i := range order {
-		refs[x] = l.refs[i]
-	}
-	l.refs = refs
 }
