@@ -109,6 +109,12 @@ func WithHighCompression(on bool) Option {
 // tplInfo is a template text cut at its wildcards.
 type tplInfo struct {
 	pieces []string // len = wildcards + 1
+	// rows and seen are the file's summary of this version (summary),
+	// gathered by classify while the row's parameters are in cache: a
+	// pass of its own walked every row again in template order, a cache
+	// miss for each row and parameter of a large file.
+	rows int64
+	seen [256]bool
 }
 
 // encoded is the per-row result of classification: the row's values per
@@ -372,6 +378,12 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 		return fmt.Errorf("%w: template %d version %d has %d wildcards, record wal %d index %d has %d params",
 			ErrInput, r.TemplateID, r.TemplateVersion, len(t.pieces)-1, r.WALSeq, r.Index, len(r.Params))
 	}
+	t.rows++
+	for _, p := range r.Params {
+		for j := 0; j < len(p); j++ {
+			t.seen[p[j]] = true
+		}
+	}
 	out.s = span{off: int32(len(e.svals))}
 	out.n = span{off: int32(len(e.nv))}
 	out.b = span{off: int32(len(e.bvals))}
@@ -544,7 +556,7 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 		parquet.DataPageVersion(e.o.pageVersion),
 		parquet.CreatedBy("quarry", "", ""),
 		parquet.KeyValueMetadata("quarry.records.version", "3"),
-		parquet.KeyValueMetadata(SummaryKey, encodeSummary(summarize(rows, order))),
+		parquet.KeyValueMetadata(SummaryKey, encodeSummary(e.summary())),
 	}
 	if e.tail > 0 {
 		opts = append(opts, parquet.KeyValueMetadata(TailKey, strconv.Itoa(e.o.rareRows)))

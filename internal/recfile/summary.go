@@ -36,58 +36,30 @@ type TemplateSummary struct {
 // settle text terms against ParamBytes without reading a row.
 type Summary []TemplateSummary
 
-// summarize builds the summary of rows written in order (rows sorted by
-// template, as the encoder writes them, give one entry per version; any
-// order is summarized correctly).
-func summarize(rows []Row, order []int32) Summary {
-	var out Summary
-	at := map[Key]int{}
-	var seen [256]bool
-	cur := -1
-	var curKey Key
-	flush := func() {
-		if cur < 0 {
-			return
+// summary is the file's summary from what classify gathered of each
+// template version: its rows and the bytes of their parameters, whatever
+// order the rows were classified in.
+func (e *encoder) summary() Summary {
+	out := make(Summary, 0, len(e.infos))
+	for k, t := range e.infos {
+		if t.rows == 0 {
+			continue
 		}
-		t := &out[cur]
-		for b, ok := range seen {
-			if ok {
-				t.ParamBytes[b>>6] |= 1 << (b & 63)
+		s := TemplateSummary{Key: k, Rows: t.rows}
+		if t.rows < paramBytesMinRows {
+			s.AnyBytes = true
+		} else {
+			for b, ok := range t.seen {
+				if ok {
+					s.ParamBytes[b>>6] |= 1 << (b & 63)
+				}
 			}
 		}
-		seen = [256]bool{}
+		out = append(out, s)
 	}
-	for _, i := range order {
-		r := &rows[i]
-		k := Key{r.TemplateID, r.TemplateVersion}
-		if cur < 0 || k != curKey {
-			flush()
-			x, ok := at[k]
-			if !ok {
-				x = len(out)
-				at[k] = x
-				out = append(out, TemplateSummary{Key: k})
-			}
-			cur, curKey = x, k
-		}
-		t := &out[cur]
-		t.Rows++
-		for _, p := range r.Params {
-			for j := 0; j < len(p); j++ {
-				seen[p[j]] = true
-			}
-		}
-	}
-	flush()
-	// By key: the rows of rare versions are written last (rareLast).
 	slices.SortFunc(out, func(a, b TemplateSummary) int {
 		return cmp.Or(cmp.Compare(a.Key.ID, b.Key.ID), cmp.Compare(a.Key.Version, b.Key.Version))
 	})
-	for i := range out {
-		if out[i].Rows < paramBytesMinRows {
-			out[i].ParamBytes, out[i].AnyBytes = [4]uint64{}, true
-		}
-	}
 	return out
 }
 
