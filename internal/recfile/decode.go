@@ -11,6 +11,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/quarrylake/quarry/internal/eventtime"
 	"github.com/quarrylake/quarry/internal/pqfile"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -151,6 +152,8 @@ type decoder struct {
 	// src reads the current row group's column chunks (File.DecodeProjected);
 	// zero: through the parquet file's reader.
 	src source
+	// times renders the rows' timestamps, the text of a second once.
+	times eventtime.Renderer
 }
 
 // intern returns b as a string, one allocation per distinct value.

@@ -7,7 +7,6 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/quarrylake/quarry/internal/eventtime"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -173,7 +172,7 @@ func (d *decoder) appendLine(dst []byte, g *group, i int) ([]byte, error) {
 		var cv *colVals
 		switch s.kind {
 		case kindTime:
-			dst = eventtime.Render(dst, ts, s.layout, g.residue(i))
+			dst = d.times.Render(dst, ts, s.layout, g.residue(i))
 			continue
 		case kindString, kindInner:
 			if ks < MaxSlots {
@@ -219,7 +218,7 @@ func (d *decoder) appendLine(dst []byte, g *group, i int) ([]byte, error) {
 				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: time offset %d past its text", ErrCorrupt, seq, idx, j, s.offset)
 			}
 			dst = append(dst, text[:s.offset]...)
-			dst = eventtime.Render(dst, ts, s.layout, g.residue(i))
+			dst = d.times.Render(dst, ts, s.layout, g.residue(i))
 			dst = append(dst, text[s.offset:]...)
 			continue
 		}
