@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
@@ -20,7 +21,15 @@ type source struct {
 	r    io.ReaderAt
 	size int64
 	meta *format.RowGroup // the row group's metadata (offsets and sizes)
+	// arena, when not nil, is the memory the chunks are fetched into,
+	// reused by the next pagesOf: parquet-go copies what it reads from a
+	// chunk into pages of its own, so the fetched bytes are dead once the
+	// chunks' pages are read.
+	arena *[]byte
 }
+
+// arenas keeps the chunk memory of finished decodes (source.arena).
+var arenas = sync.Pool{New: func() any { return new([]byte) }}
 
 // chunkGap is the most bytes between two needed column chunks that are
 // still fetched with one read (reading a gap costs less than a request).
@@ -78,14 +87,37 @@ func (s source) pagesOf(rg parquet.RowGroup, need []bool) (func(ci int) parquet.
 		ws = append(ws, want{ci, start, end})
 	}
 	slices.SortFunc(ws, func(a, b want) int { return int(a.start - b.start) })
-	readers := make([]io.ReaderAt, len(chunks))
+	// The runs of adjacent chunks, each fetched with one read.
+	type run struct{ i, j int }
+	var runs []run
+	var total int64
 	for i := 0; i < len(ws); {
 		j, end := i+1, ws[i].end
 		for j < len(ws) && ws[j].start <= end+chunkGap {
 			end = max(end, ws[j].end)
 			j++
 		}
-		m := &memAt{off: ws[i].start, data: make([]byte, end-ws[i].start)}
+		runs = append(runs, run{i, j})
+		total += end - ws[i].start
+		i = j
+	}
+	var mem []byte
+	if s.arena != nil {
+		if int64(cap(*s.arena)) < total {
+			*s.arena = make([]byte, total)
+		}
+		mem = (*s.arena)[:total]
+	} else {
+		mem = make([]byte, total)
+	}
+	readers := make([]io.ReaderAt, len(chunks))
+	for _, ru := range runs {
+		i, j, end := ru.i, ru.j, ws[ru.i].end
+		for _, w := range ws[i:j] {
+			end = max(end, w.end)
+		}
+		m := &memAt{off: ws[i].start, data: mem[: end-ws[i].start : end-ws[i].start]}
+		mem = mem[end-ws[i].start:]
 		if n, err := s.r.ReadAt(m.data, m.off); n < len(m.data) && !(err == nil || errors.Is(err, io.EOF)) {
 			return nil, fmt.Errorf("read column chunks at %d..%d: %w", m.off, end, err)
 		} else if n < len(m.data) {
@@ -99,7 +131,6 @@ func (s source) pagesOf(rg parquet.RowGroup, need []bool) (func(ci int) parquet.
 			}
 			readers[w.ci] = m
 		}
-		i = j
 	}
 	return func(ci int) parquet.Pages {
 		fc, ok := chunks[ci].(*parquet.FileColumnChunk)

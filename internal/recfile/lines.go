@@ -385,6 +385,8 @@ func decodeLines(f *parquet.File, r *Reader, tpl Templates, p Projection) (*Line
 	n = min(n, f.Size())
 	l := &Lines{d: d, refs: make([]lineRef, 0, n)}
 	meta := f.Metadata().RowGroups
+	arena := arenas.Get().(*[]byte) // the row groups' chunks, one after another
+	defer arenas.Put(arena)
 	for i, rg := range f.RowGroups() {
 		if skipped, err := skip(i, rg); err != nil {
 			return nil, err
@@ -392,7 +394,7 @@ func decodeLines(f *parquet.File, r *Reader, tpl Templates, p Projection) (*Line
 			continue
 		}
 		if r != nil && i < len(meta) {
-			d.src = source{r: r.r, size: r.size, meta: &meta[i]}
+			d.src = source{r: r.r, size: r.size, meta: &meta[i], arena: arena}
 		}
 		g, err := d.readGroup(rg, cols)
 		if err != nil {

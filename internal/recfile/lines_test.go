@@ -110,3 +110,84 @@ func TestRepeatedColumnsSparse(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkArenaReused: the column chunks of a file's row groups are
+// fetched into one reused arena, and nothing decoded points into it: the
+// Lines of several files decoded one after another (each fetch
+// overwriting the arena the previous files used) all render their own
+// rows afterwards.
+func TestChunkArenaReused(t *testing.T) {
+	type decoded struct {
+		l    *Lines
+		rows []Row
+		tpl  Templates
+	}
+	var files []decoded
+	for seed := range uint64(4) {
+		rows, tpl := pinRows(t, 20000, seed) // several row groups
+		f, err := Encode(rows, tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := OpenAt(bytes.NewReader(f.Data), int64(len(f.Data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(r.f.RowGroups()); n < 2 {
+			t.Fatalf("%d row groups, want several", n)
+		}
+		l, err := r.DecodeLines(tpl, Projection{Lines: true, Source: true, Attrs: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, decoded{l, rows, tpl})
+	}
+	for i, f := range files {
+		var got, want []byte
+		for x := range f.l.Len() {
+			var err error
+			if got, err = f.l.AppendLine(got, x); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+		}
+		for _, row := range f.rows {
+			want = append(append(want, renderRow(t, f.tpl, row)...), '\n')
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("file %d: rendered after later decodes\n%.300q\nwant\n%.300q", i, got, want)
+		}
+	}
+	// The arena is reused: a row group's chunks fetched again land in the
+	// memory of the first fetch.
+	rows, tpl := pinRows(t, 20000, 9)
+	f, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenAt(bytes.NewReader(f.Data), int64(len(f.Data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	arena := new([]byte)
+	var at [2]*byte
+	for i := range at {
+		src := source{r: r.r, size: r.size, meta: &r.f.Metadata().RowGroups[0], arena: arena}
+		pages, err := src.pagesOf(r.f.RowGroups()[0], nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps := pages(0)
+		if _, err := ps.ReadPage(); err != nil {
+			t.Fatal(err)
+		}
+		ps.Close()
+		if len(*arena) == 0 {
+			t.Fatal("no chunk fetched into the arena")
+		}
+		at[i] = &(*arena)[0]
+	}
+	if at[0] != at[1] {
+		t.Fatal("the second fetch did not reuse the first's arena")
+	}
+}
