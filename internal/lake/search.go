@@ -587,7 +587,9 @@ func (s *search) readRecords(ctx context.Context, f searchFile) (*hitCursor, err
 // readLines is readRecords for SearchRaw: a records v3 file's rows are
 // decoded to recfile.Lines, nothing rendered, and selected as match
 // selects them (only a Scan template's rows are rendered here, to be
-// matched); a v2 file is read as readRecords reads it.
+// matched); a v2 file is read as readRecords reads it. When the file's
+// plan scans, its rows are decoded in file order and only the selected
+// ones put in WAL order (a Scan template's rows are mostly not selected).
 func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error) {
 	m, err := s.openMeta(ctx, f)
 	if err != nil {
@@ -603,7 +605,7 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 	}
 	f.plan = tp
 	var l *recfile.Lines
-	err = s.decodeWith(ctx, f, true, false, func(p recfile.Projection) (err error) {
+	err = s.decodeWith(ctx, f, true, tp.scan, func(p recfile.Projection) (err error) {
 		l, err = m.rd.DecodeLines(s.texts, p)
 		return err
 	})
@@ -633,6 +635,9 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 		} else if ok {
 			c.sel = append(c.sel, int32(x))
 		}
+	}
+	if tp.scan {
+		c.sel = l.WALOrdered(c.sel)
 	}
 	return c, nil
 }

@@ -417,6 +417,21 @@ func decodeLines(f *parquet.File, r *Reader, tpl Templates, p Projection) (*Line
 	return l, nil
 }
 
+// WALOrdered returns sel, rows of l (decoded with FileOrder), in
+// (wal_seq, record_index) order: a reader that selects few of a file's
+// rows orders those only, not every row it decoded.
+func (l *Lines) WALOrdered(sel []int32) []int32 {
+	order := walPerm(len(sel), func(i int) (uint64, uint32) { return l.Pos(int(sel[i])) })
+	if order == nil {
+		return sel
+	}
+	out := make([]int32, len(sel))
+	for x, i := range order {
+		out[x] = sel[i]
+	}
+	return out
+}
+
 // walOrder puts l's rows in (wal_seq, record_index) order, in place:
 // following each cycle of the permutation moves every row once, and no
 // second array of rows is allocated.

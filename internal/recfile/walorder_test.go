@@ -140,3 +140,34 @@ func TestLinesWALOrderInPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestLinesWALOrdered: a selection of rows decoded in file order comes
+// back in (wal_seq, record_index) order, every selected row once, the rows
+// not selected left out; dense (slots) and sparse (sorted) selections.
+func TestLinesWALOrdered(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const n = 4096
+	refs := make([]lineRef, n)
+	for i := range refs {
+		refs[i] = lineRef{seq: uint64(10 + i/64), idx: uint32(i % 64), row: int32(i)}
+	}
+	r.Shuffle(n, func(i, j int) { refs[i], refs[j] = refs[j], refs[i] })
+	l := &Lines{refs: refs}
+	for _, every := range []int{1, 2, 97} {
+		var sel []int32
+		for x := range n {
+			if int(refs[x].row)%every == 0 {
+				sel = append(sel, int32(x))
+			}
+		}
+		got := l.WALOrdered(slices.Clone(sel))
+		if len(got) != len(sel) {
+			t.Fatalf("every %d: %d rows, want %d", every, len(got), len(sel))
+		}
+		for i, x := range got {
+			if want := int32(i * every); refs[x].row != want {
+				t.Fatalf("every %d: row %d is %d, want %d", every, i, refs[x].row, want)
+			}
+		}
+	}
+}
