@@ -325,6 +325,37 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   ms, the term 119 / 106 ms. On 2026-12-01 `quarry help` took about 9 ms here: the VM's page faults now
   cost about 15 us each (a `quarry help` takes about 1,200, the term about 4,600), so the ratios above
   are lower than on that day for both binaries, not through a change of quarry's.
+- Issue 12 item 3, the term through `quarry serve` (branch term, 2026-12-03, evening). `/api/search`
+  takes `format=raw` (docs/serve.md): the matches' lines as text, rendered by `lake.SearchRaw` from the
+  columns into the response (no record, template lookup or JSON per hit; the NDJSON answer of the same
+  term is 1.6 MB that curl | grep must read). Server CPU from `/proc/<pid>/stat` before and after the
+  queries, client CPU from `/usr/bin/time`, per query, zstdcat | grep in the same loop
+  (`/tmp` scripts of the form of bench.sh's serve part; lake of main at 392514b, load 11-15): main's
+  NDJSON with a curl per query 79.5 and 107.5 ms, this branch's raw with a curl per query 80 and 64 ms,
+  raw with one curl for 20 queries 33.5 and 27.5 ms, zstdcat | grep 150-190 ms. A curl process costs
+  about 25 ms of CPU on this VM (20 runs of `curl -s http://127.0.0.1:1/`: 0.53 s), so a client that
+  starts a process per query cannot reach 10× whatever the server does; the table's "one client" row
+  is a client that keeps its connection (as the page does) and pays its start once.
+  A term nothing in the lake holds (`QQQZZZXXX`) cost the server 19-22 ms, nearly the 24 of
+  `IllegalStateException`: the rare tail (versions of fewer than 64 rows, no byte set) and the
+  templates whose parameter bytes can spell a term are decoded, rendered and matched for every term.
+  SearchRaw now decodes a file whose plan scans in file order and orders only the selected rows
+  (`Lines.WALOrdered`), not every kept row before matching: server CPU per query (format=raw, 40
+  queries from one curl, merge-base and this alternated, three rounds, load 2-6) `IllegalStateException`
+  23.8/24.2/23.0 to 22.0/21.5/21.8 ms, `QQQZZZXXX` 19.2/22.0/18.5 to 17.2/17.0/17.0 ms; raw output of
+  five queries identical to main's (md5). On a lake built by main at fb85b41 (9,538,064 bytes of records),
+  50 queries from one curl, three rounds, each followed by 10 runs of zstdcat | grep (load about 3):
+  15.0, 15.2 and 16.4 ms a query against 143, 137 and 145 ms: ratios 9.5, 9.0 and 8.8. The table
+  above (least of three rounds of 10) shows 12 ms, ratio 10.0: at the target in that run's best round,
+  below it in these: not reliably met.
+  Tried, not taken: walPerm's comparison fallback by pdqsort instead of the stable sort (5% of the
+  server's profile): BenchmarkSearch/term 40x alternated, before the accessor change 1.77 to 1.61 s mean of
+  six pairs, after it (0d10488) 1.50 to 1.53 s of four (branch `term-walperm-sort`); `GOGC=400` for serve:
+  26.4-27.6 against 26.8-28.0 ms a query in three alternated pairs, no change.
+  What is left: per query the server decodes and renders the rare tail of every file (about 1,000 rows a
+  file) to match a term its text cannot settle; ruling it out needs a filter per rare version (a byte
+  set for each: about 32 bytes times 30-150 versions a file, 0.5% of the lake) or per file tail, bytes
+  issue 10 is fighting for. Then the kept template's row group (pages per template run: +4.6% bytes, above).
 PROFILE
 	} >"$tmp/search.md"
 }
