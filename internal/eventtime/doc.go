@@ -86,7 +86,9 @@
 //
 // writes line[m.Start:m.End] back exactly, for every match (a fuzz target
 // checks this). Render uses only the instant of its time, not its Location,
-// so the time may be stored as UTC.
+// so the time may be stored as UTC. A Renderer writes the same bytes for a
+// stream of timestamps (the lines of a records file): the text of a second
+// once per layout, then only each timestamp's fraction digits.
 //
 // A residue is a sequence of items, each a tag byte and a value, present
 // only where the text differs from its layout's default:
