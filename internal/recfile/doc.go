@@ -23,7 +23,8 @@
 // template_id, created_by "quarry"; all are optional in Parquet and readers
 // without them read every page of the file, which they do anyway for a file
 // this size. A file of a few rows is written for its fixed cost: a column of
-// fewer than 32 bytes of values is not compressed, source, kinds and
+// fewer than 32 bytes of values is not compressed, nor one that zstd did
+// not make smaller (dropChecksums), source, kinds and
 // ts_source are PLAIN below 64 rows (dictionary from 64), and a slot column
 // fewer than 16 rows use is left out (its values in more).
 // The footer's key-value metadata holds quarry.records.version = 3 and
