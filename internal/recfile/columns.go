@@ -18,6 +18,9 @@ import (
 type colVals struct {
 	c    column
 	ints []int64 // integer columns
+	// i32: an int32 column's values (record_index, template_version): the
+	// pages' own, or copies; ints is then nil. int reads either.
+	i32 []int32
 	// Byte array columns: value j is data[offs[j]:offs[j+1]], or, for a
 	// dictionary-encoded column, dict[idx[j]]. The bytes are the decoded
 	// pages' own (never released to parquet-go's pools), not copies.
@@ -43,6 +46,30 @@ type colVals struct {
 	// (filled on first use)
 	interned []string
 }
+
+// int returns integer value j.
+func (cv *colVals) int(j int) int64 {
+	if cv.i32 != nil {
+		return int64(cv.i32[j])
+	}
+	return cv.ints[j]
+}
+
+// widen moves int32 values read so far into ints, for a page that
+// appends int64 values after them.
+func (cv *colVals) widen() {
+	if cv.i32 == nil {
+		return
+	}
+	ints := make([]int64, len(cv.i32))
+	for j, x := range cv.i32 {
+		ints[j] = int64(x)
+	}
+	cv.ints, cv.i32, cv.owned = ints, nil, true
+}
+
+// nints is the number of values of an integer column.
+func (cv *colVals) nints() int { return len(cv.ints) + len(cv.i32) }
 
 // str returns byte array value j.
 func (cv *colVals) str(j int) []byte {
@@ -84,6 +111,7 @@ func (cv *colVals) appendPage(p parquet.Page, bytesCol bool) error {
 				return fmt.Errorf("%w: dictionary of kind %v", ErrCorrupt, dv.Kind())
 			}
 			idx := data.Int32()
+			cv.widen()
 			cv.ints, cv.owned = slices.Grow(cv.ints, len(idx)), true
 			for _, x := range idx {
 				if x < 0 || int(x) >= len(dict) {
@@ -176,6 +204,7 @@ func (cv *colVals) appendPage(p parquet.Page, bytesCol bool) error {
 	switch data.Kind() {
 	case encoding.Int64:
 		v := data.Int64()
+		cv.widen()
 		if cv.ints == nil {
 			cv.ints = v
 		} else {
@@ -186,9 +215,22 @@ func (cv *colVals) appendPage(p parquet.Page, bytesCol bool) error {
 		}
 	case encoding.Int32:
 		v := data.Int32()
-		cv.ints, cv.owned = slices.Grow(cv.ints, len(v)), true
-		for _, x := range v {
-			cv.ints = append(cv.ints, int64(x))
+		if cv.ints != nil {
+			// After dictionary pages (a writer that fell back to plain
+			// encoding): widen this one's values too.
+			cv.ints, cv.owned = slices.Grow(cv.ints, len(v)), true
+			for _, x := range v {
+				cv.ints = append(cv.ints, int64(x))
+			}
+			return nil
+		}
+		if cv.i32 == nil {
+			cv.i32 = v
+		} else {
+			if !cv.owned {
+				cv.i32, cv.owned = slices.Clone(cv.i32), true
+			}
+			cv.i32 = append(cv.i32, v...)
 		}
 	default:
 		return fmt.Errorf("%w: integer column of kind %v", ErrCorrupt, data.Kind())
@@ -225,7 +267,7 @@ func readTyped(pages parquet.Pages, c column, cv *colVals, nrows int) error {
 		if err != nil {
 			return err
 		}
-		before := len(cv.ints)
+		before := cv.nints()
 		if bytesCol {
 			before = cv.count()
 		}
@@ -233,7 +275,7 @@ func readTyped(pages parquet.Pages, c column, cv *colVals, nrows int) error {
 			return err
 		}
 		cv.pages = append(cv.pages, p)
-		n := len(cv.ints) - before
+		n := cv.nints() - before
 		if bytesCol {
 			n = cv.count() - before
 		}
@@ -436,8 +478,7 @@ func (d *decoder) readGroup(rg parquet.RowGroup, cols []column) (*group, error) 
 	if err := readColumns(rg, d.src, cols, need, g.vals, nil); err != nil {
 		return nil, err
 	}
-	ids, vers := base[cTemplateID].ints, base[cVersion].ints
-	kept, err := d.keep(ids, vers, lines)
+	kept, err := d.keep(base[cTemplateID], base[cVersion], lines)
 	if err != nil {
 		return nil, err
 	}
@@ -558,7 +599,7 @@ func (d *decoder) narrowSlots(rg parquet.RowGroup, cols []column, need []bool, v
 // every row. Keep is asked once per template version. A kept version whose
 // text d.tpl lacks is a MissingTemplateError when lines are not rendered
 // (rendering reports it otherwise, at the row).
-func (d *decoder) keep(ids, vers []int64, lines bool) ([]int32, error) {
+func (d *decoder) keep(ids, vers *colVals, lines bool) ([]int32, error) {
 	filter := d.proj != nil && d.proj.Keep != nil
 	if !filter && lines {
 		return nil, nil
@@ -568,12 +609,12 @@ func (d *decoder) keep(ids, vers []int64, lines bool) ([]int32, error) {
 	}
 	var out []int32
 	if filter {
-		out = make([]int32, 0, len(ids))
+		out = make([]int32, 0, ids.nints())
 	}
 	var last Key
 	lastOK, have := false, false
-	for i := range ids {
-		k := Key{uint64(ids[i]), uint32(vers[i])}
+	for i := range ids.nints() {
+		k := Key{uint64(ids.int(i)), uint32(vers.int(i))}
 		if !have || k != last {
 			ok, seen := d.kept[k]
 			if !seen {

@@ -75,9 +75,14 @@ func TestReadTypedPages(t *testing.T) {
 			if j := vals[1].valueAt(i); (j >= 0) != (r.P != nil) || j >= 0 && string(vals[1].str(j)) != *r.P {
 				t.Fatalf("page buffer %d: p[%d] wrong (value index %d)", pageBuf, i, j)
 			}
-			if !bytes.Equal(vals[2].str(i), r.B) || vals[3].ints[i] != r.N || vals[4].ints[i] != int64(r.I) || vals[5].ints[i] != int64(r.D) {
-				t.Fatalf("page buffer %d: row %d: %q %d %d %d", pageBuf, i, vals[2].str(i), vals[3].ints[i], vals[4].ints[i], vals[5].ints[i])
+			if !bytes.Equal(vals[2].str(i), r.B) || vals[3].int(i) != r.N || vals[4].int(i) != int64(r.I) || vals[5].int(i) != int64(r.D) {
+				t.Fatalf("page buffer %d: row %d: %q %d %d %d", pageBuf, i, vals[2].str(i), vals[3].int(i), vals[4].int(i), vals[5].int(i))
 			}
+		}
+		// An int32 column keeps its values as int32: in one page, the
+		// page's own (no array widened to int64, no copy).
+		if vals[4].i32 == nil || vals[4].ints != nil || pageBuf == 1<<20 && vals[4].owned {
+			t.Fatalf("page buffer %d: int32 column read as %d int64 values, %d int32, copied %v", pageBuf, len(vals[4].ints), len(vals[4].i32), vals[4].owned)
 		}
 		if slices.Contains([]int{vals[1].count()}, 0) {
 			t.Fatal("no optional values read")

@@ -42,11 +42,11 @@ func (g *group) row(x int) int {
 
 // pos is row i's place in the WAL.
 func (g *group) pos(i int) (uint64, uint32) {
-	return uint64(g.base[cWALSeq].ints[i]), uint32(g.base[cIndex].ints[i])
+	return uint64(g.base[cWALSeq].int(i)), uint32(g.base[cIndex].int(i))
 }
 
 // ts is row i's time in nanoseconds since the epoch.
-func (g *group) ts(i int) int64 { return g.base[cTS].ints[i] * g.base[cTS].c.unit }
+func (g *group) ts(i int) int64 { return g.base[cTS].int(i) * g.base[cTS].c.unit }
 
 // residue is row i's ts_residue, nil without one.
 func (g *group) residue(i int) []byte {
@@ -78,14 +78,14 @@ func (d *decoder) prepareLines(g *group) error {
 			g.slots[2][cv.c.slot] = cv
 		}
 	}
-	ids, vers := g.base[cTemplateID].ints, g.base[cVersion].ints
+	ids, vers := g.base[cTemplateID], g.base[cVersion]
 	g.tpl = make([]int32, g.nrows)
 	var last Key
 	ix := int32(-1)
 	for x := range g.rows() {
 		i := g.row(x)
 		// Rows come by template: one lookup per run.
-		if k := (Key{uint64(ids[i]), uint32(vers[i])}); ix < 0 || k != last {
+		if k := (Key{uint64(ids.int(i)), uint32(vers.int(i))}); ix < 0 || k != last {
 			var ok bool
 			if ix, ok = d.tplIndex[k]; !ok {
 				text, found := d.tpl[k]
@@ -197,7 +197,7 @@ func (d *decoder) appendLine(dst []byte, g *group, i int) ([]byte, error) {
 		var text []byte
 		switch {
 		case v >= 0 && cv.c.kind == cN:
-			dst = appendValue(dst, s, cv.ints[v])
+			dst = appendValue(dst, s, cv.int(v))
 			continue
 		case v >= 0:
 			text = cv.str(v)
@@ -239,10 +239,10 @@ func (d *decoder) appendLine(dst []byte, g *group, i int) ([]byte, error) {
 func (d *decoder) record(rec *Record, g *group, i int) error {
 	p := d.proj
 	b := &g.base
-	*rec = Record{TemplateID: uint64(b[cTemplateID].ints[i]), TemplateVersion: uint32(b[cVersion].ints[i]), TS: g.ts(i)}
+	*rec = Record{TemplateID: uint64(b[cTemplateID].int(i)), TemplateVersion: uint32(b[cVersion].int(i)), TS: g.ts(i)}
 	rec.WALSeq, rec.Index = g.pos(i)
 	if c := b[cTSSource]; c != nil && c.read {
-		rec.TSSource = streams.TSSource(c.ints[i])
+		rec.TSSource = streams.TSSource(c.int(i))
 	}
 	if p == nil || p.Source {
 		rec.Source = d.internAt(b[cSource], i)
@@ -314,7 +314,7 @@ func (l *Lines) TS(x int) int64 {
 func (l *Lines) Key(x int) Key {
 	r := l.refs[x]
 	b := &l.groups[r.g].base
-	return Key{uint64(b[cTemplateID].ints[r.row]), uint32(b[cVersion].ints[r.row])}
+	return Key{uint64(b[cTemplateID].int(int(r.row))), uint32(b[cVersion].int(int(r.row)))}
 }
 
 // AppendLine appends row x's line to dst (without a newline). It needs the
