@@ -352,10 +352,24 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   server's profile): BenchmarkSearch/term 40x alternated, before the accessor change 1.77 to 1.61 s mean of
   six pairs, after it (0d10488) 1.50 to 1.53 s of four (branch `term-walperm-sort`); `GOGC=400` for serve:
   26.4-27.6 against 26.8-28.0 ms a query in three alternated pairs, no change.
-  What is left: per query the server decodes and renders the rare tail of every file (about 1,000 rows a
-  file) to match a term its text cannot settle; ruling it out needs a filter per rare version (a byte
+  What was left then: per query the server decoded and rendered the rare tail of every file (about 1,000 rows a
+  file) to match a term its text cannot settle (now learnt by serve, below; the CLI still reads it); ruling it out needs a filter per rare version (a byte
   set for each: about 32 bytes times 30-150 versions a file, 0.5% of the lake) or per file tail, bytes
   issue 10 is fighting for. Then the kept template's row group (pages per template run: +4.6% bytes, above).
+  Learnt byte sets (after the above): a lake with `EnableCache` (serve) learns, from the first raw
+  search that renders every row of a version the footer gives no byte set, that version's parameter
+  bytes, and later searches settle text terms against them (in memory; files unchanged;
+  TestCacheLearnsRareBytes garbles a file's pages after the learning search and the cached lake
+  still answers from its footer). Server CPU per query, 40 queries from one curl after two warm-up
+  queries, main at fb85b41 and this alternated, three rounds (load about 3, lake built by fb85b41):
+  `IllegalStateException` 16.2/16.8/18.2 to 12.0/13.8/13.0 ms, `QQQZZZXXX` 13.2/12.5/15.2 to
+  4.8/5.0/5.0 ms. Against zstdcat | grep in the same loop (50 queries from one curl, then 10 runs of
+  `zstdcat F | grep -F IllegalStateException | wc -l`, three rounds, load about 4.5): before 16.0,
+  17.4, 17.6 ms a query (server 14.8-16.2 + curl 1.2-1.4), after 12.4, 12.4, 13.4 ms, zstdcat | grep
+  144, 145, 139 ms: ratios 9.0, 8.3, 7.9 before, 11.6, 11.7, 10.4 after: the 10× target met through
+  serve by a client that keeps its connection; not by a curl per query (its process start alone is
+  about 25 ms) nor by the CLI. The first query after serve starts costs about 100 ms either way (one
+  run, 10 ms ticks): footers, templates and the learning.
 PROFILE
 	} >"$tmp/search.md"
 }

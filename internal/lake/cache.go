@@ -1,10 +1,12 @@
 package lake
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/quarrylake/quarry/internal/query"
 	"github.com/quarrylake/quarry/internal/recfile"
 )
 
@@ -30,10 +32,36 @@ type cacheKey struct {
 
 // cachedFooter is a records v3 file's footer: the opened file (metadata
 // and schema, its rows read through a recfile.Reader at a new handle of
-// the object) and its summary.
+// the object) and its summary, in which the byte sets a search learned
+// from the rows of versions the footer gives none (AnyBytes) take their
+// place (learn).
 type cachedFooter struct {
 	pf      *parquet.File
-	summary recfile.Summary
+	mu      sync.Mutex
+	summary recfile.Summary // replaced, never changed in place
+}
+
+func (c *cachedFooter) currentSummary() recfile.Summary {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.summary
+}
+
+// learn gives the AnyBytes entries of the summary the byte sets of sets:
+// each the bytes of every parameter of every row of that version in the
+// file, as a search that rendered all of them found them (readLines), so
+// later searches settle a text term against them as they do against the
+// footer's own.
+func (c *cachedFooter) learn(sets map[recfile.Key]query.Charset) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ns := slices.Clone(c.summary)
+	for i := range ns {
+		if cs, ok := sets[ns[i].Key]; ok && ns[i].AnyBytes {
+			ns[i].AnyBytes, ns[i].ParamBytes = false, cs
+		}
+	}
+	c.summary = ns
 }
 
 // maxCached bounds each map: about 10 KB per records footer.
@@ -41,7 +69,11 @@ const maxCached = 4096
 
 // EnableCache makes l keep the templates files' rows and the records
 // files' footers between searches (fileCache): for a reader that serves
-// many queries over one lake. Results are the same with or without it.
+// many queries over one lake. A footer kept also takes the byte sets that
+// SearchRaw learns from the rows of the versions the file's summary gives
+// none (cachedFooter.learn), so a later text term those bytes cannot spell
+// skips their rows as it skips those of the versions with a byte set.
+// Results are the same with or without it.
 func (l *Lake) EnableCache() {
 	l.cache = &fileCache{templates: newBoundedMap[[]TemplateRow](), footers: newBoundedMap[*cachedFooter]()}
 }

@@ -616,6 +616,7 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 	var rec recfile.Record
 	var row fileRow
 	var qr query.Record
+	lr := newLearner(m, tp)
 	for x := range l.Len() {
 		k := l.Key(x)
 		if tp := f.plan.plan.Template(k.ID, k.Version); tp != nil && tp.Decision == query.All {
@@ -629,6 +630,7 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 		if err := l.Record(&rec, x); err != nil {
 			return nil, fmt.Errorf("records file %s: %w", f.add.Path, err)
 		}
+		lr.add(k, s.texts[k], rec.Line)
 		row = v3Row(&rec)
 		if _, ok, err := s.match(&row, f, &qr); err != nil {
 			return nil, err
@@ -639,7 +641,87 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 	if tp.scan {
 		c.sel = l.WALOrdered(c.sel)
 	}
+	lr.done()
 	return c, nil
+}
+
+// learner gathers, while readLines renders a cached file's Scan rows, the
+// parameter bytes of the versions its summary gives no byte set
+// (AnyBytes: fewer than 64 rows in the file), and hands the cache those
+// whose every row it saw (the summary's count) and split against the
+// template text. A byte set so learned is the one the writer would have
+// stored: a parameter split differently from the miner's still renders the
+// same line, so a term the line holds can still be formed.
+type learner struct {
+	footer *cachedFooter
+	want   map[recfile.Key]int64 // rows per AnyBytes version
+	seen   map[recfile.Key]*learnt
+}
+
+type learnt struct {
+	rows int64
+	cs   query.Charset
+	bad  bool // a line that does not split: nothing learned
+}
+
+func newLearner(m *fileMeta, tp *tenantPlan) *learner {
+	if m.footer == nil || !tp.scan {
+		return nil
+	}
+	var want map[recfile.Key]int64
+	for _, t := range m.summary {
+		if t.AnyBytes {
+			if want == nil {
+				want = map[recfile.Key]int64{}
+			}
+			want[t.Key] = t.Rows
+		}
+	}
+	if want == nil {
+		return nil
+	}
+	return &learner{footer: m.footer, want: want, seen: map[recfile.Key]*learnt{}}
+}
+
+func (lr *learner) add(k recfile.Key, text string, line []byte) {
+	if lr == nil {
+		return
+	}
+	if _, ok := lr.want[k]; !ok {
+		return
+	}
+	t := lr.seen[k]
+	if t == nil {
+		t = &learnt{}
+		lr.seen[k] = t
+	}
+	t.rows++
+	if t.bad {
+		return
+	}
+	params := splitParams(text, string(line))
+	if params == nil {
+		t.bad = true
+		return
+	}
+	for _, p := range params {
+		t.cs.AddString(p)
+	}
+}
+
+func (lr *learner) done() {
+	if lr == nil {
+		return
+	}
+	sets := map[recfile.Key]query.Charset{}
+	for k, t := range lr.seen {
+		if !t.bad && t.rows == lr.want[k] {
+			sets[k] = t.cs
+		}
+	}
+	if len(sets) > 0 {
+		lr.footer.learn(sets)
+	}
 }
 
 // readFile decodes one file and returns the records the plan selects, in
@@ -753,6 +835,9 @@ type fileMeta struct {
 	// it has none (written before summaries) or one this reader does not
 	// understand: the file is then read as before, row by row.
 	summary recfile.Summary
+	// footer is the cache's entry of the file (nil without a cache):
+	// where byte sets learned from its rows go.
+	footer *cachedFooter
 }
 
 func (m *fileMeta) close() { m.ra.Close() }
@@ -766,7 +851,7 @@ func (s *search) openMeta(ctx context.Context, f searchFile) (*fileMeta, error) 
 	}
 	ck := cacheKey{key, size}
 	if c, ok := s.l.cache.footer(ck); ok {
-		return &fileMeta{ra: ra, size: size, pf: c.pf, rd: recfile.ReaderOf(c.pf, ra, size), v: 3, summary: c.summary}, nil
+		return &fileMeta{ra: ra, size: size, pf: c.pf, rd: recfile.ReaderOf(c.pf, ra, size), v: 3, summary: c.currentSummary(), footer: c}, nil
 	}
 	rd, err := recfile.OpenAt(ra, size)
 	if err != nil {
@@ -787,7 +872,10 @@ func (s *search) openMeta(ctx context.Context, f searchFile) (*fileMeta, error) 
 		// Only a v3 file's footer is kept: its rows are read through a
 		// recfile.Reader at each search's own handle (a v2 file's rows go
 		// through pf's).
-		s.l.cache.putFooter(ck, &cachedFooter{pf: pf, summary: m.summary})
+		if s.l.cache != nil {
+			m.footer = &cachedFooter{pf: pf, summary: m.summary}
+			s.l.cache.putFooter(ck, m.footer)
+		}
 	}
 	return m, nil
 }
