@@ -345,9 +345,10 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   23.8/24.2/23.0 to 22.0/21.5/21.8 ms, `QQQZZZXXX` 19.2/22.0/18.5 to 17.2/17.0/17.0 ms; raw output of
   five queries identical to main's (md5). On a lake built by main at fb85b41 (9,538,064 bytes of records),
   50 queries from one curl, three rounds, each followed by 10 runs of zstdcat | grep (load about 3):
-  15.0, 15.2 and 16.4 ms a query against 143, 137 and 145 ms: ratios 9.5, 9.0 and 8.8. The table
-  above (least of three rounds of 10) shows 12 ms, ratio 10.0: at the target in that run's best round,
-  below it in these: not reliably met.
+  15.0, 15.2 and 16.4 ms a query against 143, 137 and 145 ms: ratios 9.5, 9.0 and 8.8: not reliably
+  met. The table above (least of three rounds of 10 queries; 10 ms ticks, so 1 ms a query) showed the
+  one-client row at ratio 10.0 in both runs of that evening: 12 ms at load 2.9 before the learnt byte
+  sets below, 14 ms at load 6.8 after them.
   Tried, not taken: walPerm's comparison fallback by pdqsort instead of the stable sort (5% of the
   server's profile): BenchmarkSearch/term 40x alternated, before the accessor change 1.77 to 1.61 s mean of
   six pairs, after it (0d10488) 1.50 to 1.53 s of four (branch `term-walperm-sort`); `GOGC=400` for serve:
