@@ -70,7 +70,7 @@ const maxCached = 4096
 // EnableCache makes l keep the templates files' rows and the records
 // files' footers between searches (fileCache): for a reader that serves
 // many queries over one lake. A footer kept also takes the byte sets that
-// SearchRaw learns from the rows of the versions the file's summary gives
+// a search (Search or SearchRaw) learns from the rows of the versions the file's summary gives
 // none (cachedFooter.learn), so a later text term those bytes cannot spell
 // skips their rows as it skips those of the versions with a byte set.
 // Results are the same with or without it.

@@ -20,8 +20,8 @@ import (
 // spell rules the file out without reading it: after the learning search
 // the file's pages are garbled (same size, footer kept), and the cached
 // lake still answers from the footer alone where a fresh lake, which must
-// read the rare rows, fails. Every answer before the garbling equals a
-// fresh lake's.
+// read the rare rows, fails; the same for a lake that learns through
+// Search. Every answer before the garbling equals a fresh lake's.
 func TestCacheLearnsRareBytes(t *testing.T) {
 	f := newFixture(t)
 	texts := recfile.Templates{{ID: 1, Version: 1}: "GET <*> status=<*>", {ID: 2, Version: 1}: "job <*> done in <*>"}
@@ -49,6 +49,17 @@ func TestCacheLearnsRareBytes(t *testing.T) {
 		err := l.SearchRaw(context.Background(), quarryql.MustCompile(src), lake.SearchOptions{}, &b)
 		return b.String(), err
 	}
+	lines := func(l *lake.Lake, src string) (string, error) {
+		var b bytes.Buffer
+		err := l.Search(context.Background(), quarryql.MustCompile(src), lake.SearchOptions{LineOnly: true}, func(r lake.Record) error {
+			return lake.WriteRaw(&b, r)
+		})
+		return b.String(), err
+	}
+	// A second cached lake learns through Search (records, the API's
+	// NDJSON) only.
+	viaSearch := lake.Open(f.store)
+	viaSearch.EnableCache()
 	for _, src := range []string{"QZX", "j50", "done", "s", "GET", "j1 OR QZX", "-j0"} {
 		want, err := raw(lake.Open(f.store), src)
 		if err != nil {
@@ -57,6 +68,9 @@ func TestCacheLearnsRareBytes(t *testing.T) {
 		for range 2 { // learning, then learnt
 			if got, err := raw(cached, src); err != nil || got != want {
 				t.Fatalf("%q: %q %v, want %q", src, got, err, want)
+			}
+			if got, err := lines(viaSearch, src); err != nil || got != want {
+				t.Fatalf("%q through Search: %q %v, want %q", src, got, err, want)
 			}
 		}
 		if want2 := searchLines(t, cached, quarryql.MustCompile(src), lake.SearchOptions{}); len(want2) != bytes.Count([]byte(want), []byte("\n")) {
@@ -83,5 +97,8 @@ func TestCacheLearnsRareBytes(t *testing.T) {
 	}
 	if got, err := raw(cached, "QZX"); err != nil || got != "" {
 		t.Fatalf("cached lake, a term the learnt bytes rule out: %q %v, want nothing read", got, err)
+	}
+	if got, err := lines(viaSearch, "QZX"); err != nil || got != "" {
+		t.Fatalf("lake that learnt through Search, a term the learnt bytes rule out: %q %v, want nothing read", got, err)
 	}
 }

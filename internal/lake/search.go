@@ -645,7 +645,8 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 	return c, nil
 }
 
-// learner gathers, while readLines renders a cached file's Scan rows, the
+// learner gathers, while readLines renders a cached file's Scan rows (or
+// readFile its decoded records), the
 // parameter bytes of the versions its summary gives no byte set
 // (AnyBytes: fewer than 64 rows in the file), and hands the cache those
 // whose every row it saw (the summary's count) and split against the
@@ -746,6 +747,12 @@ func (s *search) readFile(ctx context.Context, f searchFile) ([]Record, error) {
 		if err != nil {
 			return nil, err
 		}
+		lr := newLearner(m, tp)
+		for i := range recs {
+			k := recfile.Key{ID: recs[i].TemplateID, Version: recs[i].TemplateVersion}
+			lr.add(k, s.texts[k], recs[i].Line)
+		}
+		lr.done()
 		return s.readV3(f, recs)
 	}
 	r := parquet.NewGenericReader[RecordRow](m.pf)
