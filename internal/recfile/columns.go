@@ -498,6 +498,8 @@ func (d *decoder) readGroup(rg parquet.RowGroup, cols []column) (*group, error) 
 			need[i] = lines
 		case cDate:
 			need[i] = false // the UTC day of ts: nothing to read
+		case cTSSource:
+			need[i] = !d.noTSSource
 		default:
 			need[i] = true
 		}

@@ -154,6 +154,8 @@ type decoder struct {
 	src source
 	// times renders the rows' timestamps, the text of a second once.
 	times eventtime.Renderer
+	// noTSSource: ts_source is not read (Reader.DecodeLines).
+	noTSSource bool
 }
 
 // intern returns b as a string, one allocation per distinct value.

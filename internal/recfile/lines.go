@@ -360,9 +360,10 @@ func (l *Lines) records() ([]Record, error) {
 }
 
 // DecodeLines is DecodeProjected's rows as Lines: the same rows, in the
-// same order, nothing rendered yet.
+// same order, nothing rendered yet. ts_source is not read: Lines.Record
+// leaves TSSource zero.
 func (r *Reader) DecodeLines(tpl Templates, p Projection) (*Lines, error) {
-	return decodeLines(r.f, r, tpl, p)
+	return decodeLinesOf(r.f, r, tpl, p, false)
 }
 
 func newDecoder(tpl Templates, p *Projection) *decoder {
@@ -373,8 +374,14 @@ func newDecoder(tpl Templates, p *Projection) *decoder {
 // when it is not nil: only the column chunks they need) and orders the
 // kept rows.
 func decodeLines(f *parquet.File, r *Reader, tpl Templates, p Projection) (*Lines, error) {
+	return decodeLinesOf(f, r, tpl, p, true)
+}
+
+// decodeLinesOf is decodeLines, reading ts_source with tsSource.
+func decodeLinesOf(f *parquet.File, r *Reader, tpl Templates, p Projection, tsSource bool) (*Lines, error) {
 	cols := columnsOf(f.Schema())
 	d := newDecoder(tpl, &p)
+	d.noTSSource = !tsSource
 	skip := rowGroupSkipper(f, cols, d)
 	n, err := keptRows(f, d)
 	if err != nil {

@@ -191,3 +191,40 @@ func TestChunkArenaReused(t *testing.T) {
 		t.Fatal("the second fetch did not reuse the first's arena")
 	}
 }
+
+// TestDecodeLinesSkipsTSSource: Reader.DecodeLines does not read ts_source
+// (no reader of Lines uses it), DecodeProjected still returns it.
+func TestDecodeLinesSkipsTSSource(t *testing.T) {
+	rows, tpl := pinRows(t, 3000, 4) // event and read times
+	f, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenAt(bytes.NewReader(f.Data), int64(len(f.Data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := r.DecodeLines(tpl, Projection{Lines: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range l.groups {
+		if c := g.base[cTSSource]; c == nil || c.read {
+			t.Fatal("DecodeLines read ts_source")
+		}
+	}
+	recs, err := DecodeProjected(f.Data, tpl, Projection{Lines: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for i, rec := range recs {
+		if rec.TSSource != rows[i].TSSource {
+			t.Fatalf("record %d: ts_source %v, want %v", i, rec.TSSource, rows[i].TSSource)
+		}
+		kinds[fmt.Sprint(rec.TSSource)] = true
+	}
+	if len(kinds) < 2 {
+		t.Fatalf("ts_source values %v, want event and read", kinds)
+	}
+}
