@@ -18,7 +18,8 @@
 // term, which keeps them, reads that one and not a few rows of each; the
 // footer's TailKey (quarry.records.tail) says so, so the skip looks for a
 // rare version in that row group only and for the others elsewhere. One page per column chunk,
-// version 1 data pages without a CRC. The footer is trimmed: no page index
+// version 1 data pages without a CRC or statistics (not even the empty
+// statistics parquet-go writes: marshalPageHeader). The footer is trimmed: no page index
 // (column and offset indexes), chunk statistics only for wal_seq, ts and
 // template_id, created_by "quarry"; all are optional in Parquet and readers
 // without them read every page of the file, which they do anyway for a file

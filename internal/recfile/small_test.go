@@ -3,6 +3,7 @@ package recfile
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -259,5 +260,100 @@ func TestChunksNotLargerThanUncompressed(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(rows) {
 		t.Error("TrimFooter: rows read back differ")
+	}
+}
+
+// TestPageHeadersWithoutEmptyStatistics: parquet-go writes every data
+// page's statistics, an empty struct with a null count of 0 when it
+// computed none; Encode and TrimFooter leave the field out (4 bytes a
+// page), and keep statistics that hold something.
+func TestPageHeadersWithoutEmptyStatistics(t *testing.T) {
+	// probe decodes what matters of a page header: whether the data page
+	// header has its statistics field at all.
+	type probeData struct {
+		NumValues  int32                          `thrift:"1,required"`
+		Statistics thrift.Null[format.Statistics] `thrift:"5,optional"`
+	}
+	type probe struct {
+		CompressedPageSize int32                  `thrift:"3,required"`
+		DataPageHeader     thrift.Null[probeData] `thrift:"5,optional"`
+	}
+	check := func(name string, data []byte, wantStats bool) {
+		t.Helper()
+		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages, withStats := 0, 0
+		for _, rg := range f.Metadata().RowGroups {
+			for _, c := range rg.Columns {
+				m := c.MetaData
+				pos := m.DataPageOffset
+				if m.DictionaryPageOffset > 0 {
+					pos = min(pos, m.DictionaryPageOffset)
+				}
+				for end := pos + m.TotalCompressedSize; pos < end; {
+					r := bytes.NewReader(data[pos:end])
+					var h probe
+					if err := thrift.NewDecoder((&thrift.CompactProtocol{}).NewReader(r)).Decode(&h); err != nil {
+						t.Fatal(err)
+					}
+					if d, ok := h.DataPageHeader.Get(); ok {
+						pages++
+						if d.Statistics.Valid {
+							withStats++
+						}
+					}
+					pos = end - int64(r.Len()) + int64(h.CompressedPageSize)
+				}
+			}
+		}
+		switch {
+		case pages == 0:
+			t.Errorf("%s: no data page", name)
+		case !wantStats && withStats > 0:
+			t.Errorf("%s: %d of %d data pages have statistics", name, withStats, pages)
+		case wantStats && withStats != pages:
+			t.Errorf("%s: %d of %d data pages have their statistics", name, withStats, pages)
+		}
+	}
+	for _, n := range []int{3, 500} {
+		rows, tpl := pinRows(t, n, uint64(n))
+		f, err := Encode(rows, tpl, WithDate(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("records, %d rows", n), f.Data, false)
+		checkDecoded(t, f, tpl, rows)
+	}
+	type row struct {
+		ID   int64  `parquet:"id,delta"`
+		Text string `parquet:"text"`
+	}
+	var rows []row
+	for i := range 300 {
+		rows = append(rows, row{int64(i), fmt.Sprint("template ", i%17, " <*>")})
+	}
+	for _, stats := range []bool{false, true} {
+		var buf bytes.Buffer
+		w := parquet.NewGenericWriter[row](&buf, parquet.DataPageVersion(1), parquet.DataPageStatistics(stats))
+		if _, err := w.Write(rows); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		data, err := TrimFooter(buf.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("TrimFooter, page statistics %v", stats), data, stats)
+		got, err := parquet.Read[row](bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, rows) {
+			t.Errorf("TrimFooter, page statistics %v: rows read back differ", stats)
+		}
 	}
 }
