@@ -68,7 +68,7 @@ func newTestLakeIn(t *testing.T, layout lake.Layout, store objstore.Store, tenan
 		t      *delta.Table
 		schema string
 		parts  []string
-	}{{l.tpl, lake.TemplatesSchemaString, []string{}}, {l.rec, lake.RecordsSchemaString, layout.PartitionColumns()}} {
+	}{{l.tpl, lake.TemplatesSchemaString, []string{}}, {l.rec, lake.RecordsSchemaString(), layout.PartitionColumns()}} {
 		if err := c.t.Create(ctx, delta.Metadata{SchemaString: c.schema, PartitionColumns: c.parts}); err != nil {
 			t.Fatal(err)
 		}

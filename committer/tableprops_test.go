@@ -15,7 +15,7 @@ import (
 func (e *env) createRecords(conf map[string]string) *delta.Table {
 	e.t.Helper()
 	tbl := delta.OpenTable(e.local, lake.RecordsTable)
-	err := tbl.Create(context.Background(), delta.Metadata{SchemaString: lake.RecordsSchemaString,
+	err := tbl.Create(context.Background(), delta.Metadata{SchemaString: lake.RecordsSchemaString(),
 		PartitionColumns: lake.CurrentLayout.PartitionColumns(), Configuration: conf})
 	if err != nil {
 		e.t.Fatal(err)

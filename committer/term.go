@@ -348,7 +348,7 @@ func (c *Committer) updateGap(ts *termState) {
 // ensureTables creates both tables when absent (records in
 // lake.CurrentLayout: partitioned by tenant; a table that exists keeps its
 // layout), and updates the records table's schema to
-// lake.RecordsSchemaString when it has an older one.
+// lake.RecordsSchemaString() when it has an older one.
 func (c *Committer) ensureTables(ctx context.Context) error {
 	for _, t := range []struct {
 		t      *delta.Table
@@ -356,7 +356,7 @@ func (c *Committer) ensureTables(ctx context.Context) error {
 		parts  []string
 	}{
 		{c.templates, lake.TemplatesSchemaString, []string{}},
-		{c.records, lake.RecordsSchemaString, lake.CurrentLayout.PartitionColumns()},
+		{c.records, lake.RecordsSchemaString(), lake.CurrentLayout.PartitionColumns()},
 		{c.progress, lake.ProgressSchemaString, []string{}},
 	} {
 		err := c.retry(ctx, "create table "+t.t.Root(), func(ctx context.Context) error {

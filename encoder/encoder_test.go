@@ -101,7 +101,7 @@ func readRecords(t *testing.T, st objstore.Store, key string, tpl recfile.Templa
 func createDatedTable(t *testing.T, st objstore.Store) {
 	t.Helper()
 	err := delta.OpenTable(st, lake.RecordsTable).Create(context.Background(), delta.Metadata{
-		SchemaString: lake.RecordsSchemaString, PartitionColumns: lake.DatedLayout.PartitionColumns(), Configuration: map[string]string{}})
+		SchemaString: lake.RecordsSchemaString(), PartitionColumns: lake.DatedLayout.PartitionColumns(), Configuration: map[string]string{}})
 	if err != nil {
 		t.Fatal(err)
 	}

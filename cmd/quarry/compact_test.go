@@ -61,7 +61,7 @@ func TestCompactCommand(t *testing.T) {
 		}
 	}
 	must(tpl.Create(ctx, delta.Metadata{SchemaString: lake.TemplatesSchemaString, PartitionColumns: []string{}}))
-	must(rec.Create(ctx, delta.Metadata{SchemaString: lake.RecordsSchemaString, PartitionColumns: lake.DatedLayout.PartitionColumns()}))
+	must(rec.Create(ctx, delta.Metadata{SchemaString: lake.RecordsSchemaString(), PartitionColumns: lake.DatedLayout.PartitionColumns()}))
 	texts := recfile.Templates{{ID: 1, Version: 1}: "<*> took <*> ms"}
 	tdata := parquetOf(t, []lake.TemplateRow{{TemplateID: 1, Tenant: "acme", Version: 1, Template: "<*> took <*> ms", Kind: "created", WALSeq: 1}})
 	must(store.Put(ctx, "templates/t.parquet", tdata))

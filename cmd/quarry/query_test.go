@@ -238,7 +238,7 @@ func TestQueryEmptyLakeAndNoLake(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, tpl := delta.OpenTable(store, lake.RecordsTable), delta.OpenTable(store, lake.TemplatesTable)
-	if err := rec.Create(ctx, delta.Metadata{Name: "records", SchemaString: lake.RecordsSchemaString, PartitionColumns: lake.DatedLayout.PartitionColumns()}); err != nil {
+	if err := rec.Create(ctx, delta.Metadata{Name: "records", SchemaString: lake.RecordsSchemaString(), PartitionColumns: lake.DatedLayout.PartitionColumns()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := tpl.Create(ctx, delta.Metadata{Name: "templates", SchemaString: lake.TemplatesSchemaString}); err != nil {

@@ -35,7 +35,7 @@ func statusLake(t *testing.T, withProgress bool) (dir string, fin time.Time) {
 		name, schema string
 		parts        []string
 	}{
-		{lake.RecordsTable, lake.RecordsSchemaString, lake.DatedLayout.PartitionColumns()},
+		{lake.RecordsTable, lake.RecordsSchemaString(), lake.DatedLayout.PartitionColumns()},
 		{lake.TemplatesTable, lake.TemplatesSchemaString, []string{}},
 	} {
 		if err := delta.OpenTable(store, tb.name).Create(ctx, delta.Metadata{SchemaString: tb.schema, PartitionColumns: tb.parts, Configuration: map[string]string{}}); err != nil {

@@ -39,7 +39,7 @@ func newTailLake(t *testing.T) *tailLake {
 	if err := l.tpl.Create(ctx, delta.Metadata{SchemaString: lake.TemplatesSchemaString, PartitionColumns: []string{}, Configuration: map[string]string{}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.rec.Create(ctx, delta.Metadata{SchemaString: lake.RecordsSchemaString, PartitionColumns: lake.DatedLayout.PartitionColumns(), Configuration: map[string]string{}}); err != nil {
+	if err := l.rec.Create(ctx, delta.Metadata{SchemaString: lake.RecordsSchemaString(), PartitionColumns: lake.DatedLayout.PartitionColumns(), Configuration: map[string]string{}}); err != nil {
 		t.Fatal(err)
 	}
 	return l

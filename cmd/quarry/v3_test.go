@@ -143,7 +143,7 @@ func TestRunOnV2Lake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap.Metadata.SchemaString != lake.RecordsSchemaString {
+	if snap.Metadata.SchemaString != lake.RecordsSchemaString() {
 		t.Errorf("records schema after the run is not the superset: %s", snap.Metadata.SchemaString)
 	}
 	if l := lake.LayoutOf(snap.Metadata); !l.Dated {

@@ -145,7 +145,7 @@ func buildLongLog(b *testing.B, dir string, versions int64, checkpoints bool) ob
 		b.Fatal(err)
 	}
 	rec, tpl := delta.OpenTable(store, lake.RecordsTable), delta.OpenTable(store, lake.TemplatesTable)
-	if err := rec.Create(ctx, delta.Metadata{Name: lake.RecordsTable, SchemaString: lake.RecordsSchemaString,
+	if err := rec.Create(ctx, delta.Metadata{Name: lake.RecordsTable, SchemaString: lake.RecordsSchemaString(),
 		PartitionColumns: lake.DatedLayout.PartitionColumns()}); err != nil {
 		b.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func newFixture(t testing.TB) *fixture {
 func newFixtureOn(t testing.TB, s objstore.Store) *fixture {
 	f := &fixture{t: t, ctx: context.Background(), store: s,
 		rec: delta.OpenTable(s, lake.RecordsTable), tpl: delta.OpenTable(s, lake.TemplatesTable)}
-	if err := f.rec.Create(f.ctx, delta.Metadata{Name: "records", SchemaString: lake.RecordsSchemaString, PartitionColumns: lake.DatedLayout.PartitionColumns()}); err != nil {
+	if err := f.rec.Create(f.ctx, delta.Metadata{Name: "records", SchemaString: lake.RecordsSchemaString(), PartitionColumns: lake.DatedLayout.PartitionColumns()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.tpl.Create(f.ctx, delta.Metadata{Name: "templates", SchemaString: lake.TemplatesSchemaString}); err != nil {

@@ -28,7 +28,7 @@ import (
 //     files hold one UTC day each and have no date column. Such a table
 //     stays in its layout: it is read and appended as it is.
 //
-// The Delta schemaString is the same for both (lake.RecordsSchemaString, date
+// The Delta schemaString is the same for both (lake.RecordsSchemaString(), date
 // a column of type date), so `WHERE date = ...` works in any Delta reader.
 type Layout struct {
 	// Dated: partitioned by (tenant, date).

@@ -26,7 +26,7 @@ func TestTimeRangePrunesCurrentLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, ctx: t.Context(), store: s, rec: delta.OpenTable(s, lake.RecordsTable), tpl: delta.OpenTable(s, lake.TemplatesTable)}
-	if err := f.rec.Create(f.ctx, delta.Metadata{Name: "records", SchemaString: lake.RecordsSchemaString, PartitionColumns: lake.CurrentLayout.PartitionColumns()}); err != nil {
+	if err := f.rec.Create(f.ctx, delta.Metadata{Name: "records", SchemaString: lake.RecordsSchemaString(), PartitionColumns: lake.CurrentLayout.PartitionColumns()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.tpl.Create(f.ctx, delta.Metadata{Name: "templates", SchemaString: lake.TemplatesSchemaString}); err != nil {

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/quarrylake/quarry/internal/delta"
@@ -110,7 +111,10 @@ const RecordsSchemaV2String = `{"type":"struct","fields":[` +
 // any Delta reader reads old and new files of one table. Columns only one
 // version writes are nullable: a v2 file reads with null kinds and slot
 // columns, a v3 file with null params. docs/formats.md has the story.
-var RecordsSchemaString = recordsSuperset()
+// Built on first use (a JSON merge of the two schemas), not at package
+// initialisation: every process of the one binary runs every linked
+// package's init, and a query never needs it.
+var RecordsSchemaString = sync.OnceValue(recordsSuperset)
 
 func recordsSuperset() string {
 	type field struct {
@@ -123,7 +127,7 @@ func recordsSuperset() string {
 		Type   string  `json:"type"`
 		Fields []field `json:"fields"`
 	}
-	if err := json.Unmarshal([]byte(recfile.SchemaString), &v3); err != nil {
+	if err := json.Unmarshal([]byte(recfile.SchemaString()), &v3); err != nil {
 		panic("recfile.SchemaString: " + err.Error())
 	}
 	if err := json.Unmarshal([]byte(RecordsSchemaV2String), &v2); err != nil {
@@ -174,7 +178,7 @@ func schemaUpdate(md delta.Metadata, old, current string) (delta.Metadata, bool)
 // upgraded by one metaData action before v3 files are added. ok is false
 // when md needs no change (it is current, or not a schema quarry wrote).
 func RecordsSchemaUpdate(md delta.Metadata) (delta.Metadata, bool) {
-	return schemaUpdate(md, RecordsSchemaV2String, RecordsSchemaString)
+	return schemaUpdate(md, RecordsSchemaV2String, RecordsSchemaString())
 }
 
 // TemplatesSchemaUpdate is RecordsSchemaUpdate for the templates table: a

@@ -63,7 +63,7 @@ func TestIndependentReplayAfterCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	tbl := delta.OpenTable(store, lake.RecordsTable)
-	if err := tbl.Create(ctx, delta.Metadata{Name: lake.RecordsTable, SchemaString: lake.RecordsSchemaString,
+	if err := tbl.Create(ctx, delta.Metadata{Name: lake.RecordsTable, SchemaString: lake.RecordsSchemaString(),
 		PartitionColumns: lake.DatedLayout.PartitionColumns()}); err != nil {
 		t.Fatal(err)
 	}

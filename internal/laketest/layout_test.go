@@ -48,7 +48,7 @@ func TestCheckWithArrowLayouts(t *testing.T) {
 			for _, tb := range []struct {
 				name, schema string
 				parts        []string
-			}{{lake.RecordsTable, lake.RecordsSchemaString, tc.layout.PartitionColumns()}, {lake.TemplatesTable, lake.TemplatesSchemaString, []string{}}} {
+			}{{lake.RecordsTable, lake.RecordsSchemaString(), tc.layout.PartitionColumns()}, {lake.TemplatesTable, lake.TemplatesSchemaString, []string{}}} {
 				if err := delta.OpenTable(store, tb.name).Create(ctx, delta.Metadata{Name: tb.name, SchemaString: tb.schema, PartitionColumns: tb.parts}); err != nil {
 					t.Fatal(err)
 				}

@@ -54,7 +54,7 @@
 // Delta add action, and so is date in a table partitioned by it (then the
 // file is written without WithDate and has no date column; lake.Layout
 // decides). Decoders read files with and without the date column.
-// SchemaString is the table's Delta schema.
+// SchemaString() is the table's Delta schema.
 //
 // kinds has one item per wildcard of the template, in order:
 //

@@ -3,6 +3,7 @@ package recfile
 import (
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
@@ -39,11 +40,14 @@ func slotName(prefix byte, j int) string { return string(prefix) + strconv.Itoa(
 // SchemaString is the Delta schemaString of the records v3 table. A data
 // file holds only the slot columns (p<j>, n<j>, b<j>), ts_residue, more and
 // attrs that some row of it uses; Delta readers read a column a file lacks
-// as null, as they do after a column is added to a table.
-var SchemaString = buildSchemaString()
+// as null, as they do after a column is added to a table. Built on first
+// use, not at package initialisation: every process of the one binary runs
+// every linked package's init, and most never need it.
+var SchemaString = sync.OnceValue(buildSchemaString)
 
 func buildSchemaString() string {
 	var b strings.Builder
+	b.Grow(12 << 10)
 	b.WriteString(`{"type":"struct","fields":[`)
 	field := func(name, typ string, nullable bool) {
 		b.WriteString(`{"name":"` + name + `","type":` + typ + `,"nullable":` + strconv.FormatBool(nullable) + `,"metadata":{}},`)
