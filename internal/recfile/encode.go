@@ -236,6 +236,12 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	// zero (put clears what was used).
 	enc := slices.Grow(sc.enc[:0], len(rows))[:len(rows)]
 	sc.enc = enc
+	if o.strings == "auto" {
+		w := distinctWords(len(rows))
+		for k := range e.u.p {
+			e.u.p[k].words = w
+		}
+	}
 	for x, i := range order {
 		if err := e.classify(&rows[i], &enc[x]); err != nil {
 			return File{}, err
@@ -404,7 +410,7 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 				e.arena = append(e.arena, p[:inner[0]]...)
 				e.arena = append(e.arena, p[inner[0]+inner[1]:]...)
 				cut := unsafeString(e.arena[start:])
-				e.u.p[k].add(cut, e.o.strings == "auto")
+				e.u.p[k].add(cut)
 				e.svals = append(e.svals, cut)
 				e.sj = append(e.sj, int32(j))
 				out.s.cnt++
@@ -433,7 +439,7 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 		switch kind {
 		case kindString:
 			if k := out.s.cnt; k < MaxSlots {
-				e.u.p[k].add(p, e.o.strings == "auto")
+				e.u.p[k].add(p)
 				e.svals = append(e.svals, p)
 				e.sj = append(e.sj, int32(j))
 				out.s.cnt++

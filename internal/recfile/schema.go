@@ -1,10 +1,13 @@
 package recfile
 
 import (
+	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -77,8 +80,9 @@ func buildSchemaString() string {
 // doc); tests vary them.
 type options struct {
 	level       zstd.Level
-	strings     string // "auto", "dict", "delta" or "plain" for p<j>
-	ints        string // "delta" or "plain" for n<j>
+	strings     string  // "auto", "dict", "delta" or "plain" for p<j>
+	dictShare   float64 // strings "auto": a dictionary when distinct values are at most this share of the values
+	ints        string  // "delta" or "plain" for n<j>
 	pageBuffer  int
 	sortByTpl   bool
 	noPageStats bool
@@ -115,7 +119,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true, colDate: true}
 
 func defaultOptions() options {
-	return options{level: zstd.SpeedDefault, strings: "plain", ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows}
+	return options{level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
@@ -159,7 +163,7 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 	}
 	for j := 0; j < MaxSlots; j++ {
 		if u.p[j].n > 0 {
-			g[slotName('p', j)] = parquet.Optional(stringNode(&u.p[j], o.strings))
+			g[slotName('p', j)] = parquet.Optional(stringNode(&u.p[j], o))
 			if o.pLevel != 0 {
 				g[slotName('p', j)] = parquet.Compressed(g[slotName('p', j)], codec(o.pLevel))
 			}
@@ -224,11 +228,16 @@ func (u *usage) rawSize(name string) int {
 	return 1 << 30
 }
 
-// stringNode picks a string column's encoding: a dictionary when values
-// repeat, DELTA_BYTE_ARRAY (shared prefixes) when they are mostly distinct.
-func stringNode(s *strStats, mode string) parquet.Node {
+// stringNode picks a p<j> column's encoding. "auto" (the default): a
+// dictionary (RLE_DICTIONARY) when the column's distinct values are at most
+// o.dictShare of its values, else PLAIN. Where values repeat (a package
+// name, a status word, a host) the dictionary's indexes compress far
+// better than the repeated text; where they do not, the dictionary is a
+// second copy of the values. docs/benchmarks.md, "String columns: a
+// dictionary where values repeat".
+func stringNode(s *strStats, o *options) parquet.Node {
 	n := parquet.String()
-	switch mode {
+	switch o.strings {
 	case "dict":
 		return parquet.Encoded(n, &parquet.RLEDictionary)
 	case "delta":
@@ -236,10 +245,10 @@ func stringNode(s *strStats, mode string) parquet.Node {
 	case "plain":
 		return n
 	}
-	if len(s.distinct)*2 <= s.n {
+	if s.words > 0 && s.distinct() <= o.dictShare*float64(s.n) {
 		return parquet.Encoded(n, &parquet.RLEDictionary)
 	}
-	return parquet.Encoded(n, &parquet.DeltaByteArray)
+	return n
 }
 
 // usage records which optional columns a file needs.
@@ -252,21 +261,52 @@ type usage struct {
 	n, b                 [MaxSlots]int // values per column
 }
 
-// strStats counts a string column's values, their bytes and, when distinct
-// is set (strings "auto"), its distinct values.
+// strStats counts a string column's values and their bytes and, when words
+// is set (strings "auto"), estimates its distinct values by linear
+// counting: each value sets the bit its hash picks in a bitmap of words
+// 64-bit words, and m bits of which z are clear hold about -m*ln(z/m)
+// distinct values. A map of the values cost twice the encode CPU of this
+// (parquet-go builds its own dictionary only once the column is chosen).
 type strStats struct {
 	n, bytes int
-	distinct map[string]struct{}
+	words    int      // bitmap size; 0: no estimate
+	bits     []uint64 // made at the first value
+	last     string   // a run of equal values sets its bit once
 }
 
-func (s *strStats) add(v string, distinct bool) {
+func (s *strStats) add(v string) {
 	s.n++
 	s.bytes += 4 + len(v)
-	if !distinct {
+	if s.words == 0 || (s.n > 1 && v == s.last) {
 		return
 	}
-	if s.distinct == nil {
-		s.distinct = make(map[string]struct{})
+	s.last = v
+	if s.bits == nil {
+		s.bits = make([]uint64, s.words)
 	}
-	s.distinct[v] = struct{}{}
+	i := xxhash.Sum64String(v) % uint64(64*len(s.bits))
+	s.bits[i/64] |= 1 << (i % 64)
+}
+
+// distinct estimates the distinct values added (linear counting).
+func (s *strStats) distinct() float64 {
+	if len(s.bits) == 0 {
+		return 0
+	}
+	m := 64 * len(s.bits)
+	set := 0
+	for _, w := range s.bits {
+		set += bits.OnesCount64(w)
+	}
+	if set == m {
+		return float64(s.n) // saturated: as if every value were distinct
+	}
+	return -float64(m) * math.Log(float64(m-set)/float64(m))
+}
+
+// distinctWords sizes a column's bitmap for a file of rows rows: two bits
+// a row (at least 1,024 bits), so the estimate stays within a few percent
+// up to every row distinct.
+func distinctWords(rows int) int {
+	return max(16, (2*rows+63)/64)
 }

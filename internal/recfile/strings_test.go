@@ -1,0 +1,110 @@
+package recfile
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// word spells i in letters only, so classify keeps it a string.
+func word(i int) string {
+	b := []byte{'w'}
+	for i++; i > 0; i /= 26 {
+		b = append(b, byte('a'+i%26))
+	}
+	return string(b)
+}
+
+// TestStringColumnsDictionaryWhereValuesRepeat: a p<j> column whose values
+// repeat (a package name out of 20) is dictionary-encoded, one whose
+// values are all distinct stays PLAIN, and the file is smaller than with
+// every string column PLAIN; both read back exactly.
+func TestStringColumnsDictionaryWhereValuesRepeat(t *testing.T) {
+	tpl := Templates{{1, 1}: "<*> upgrade <*> session <*>"}
+	rows := make([]Row, 5000)
+	for i := range rows {
+		ts := ns("2026-11-29T00:00:00.010Z") + int64(i)*1e9
+		rows[i] = Row{WALSeq: 1, Index: uint32(i), TS: ts, TemplateID: 1, TemplateVersion: 1, Source: "file:dpkg.log",
+			Params: []string{fmt.Sprintf("2026-11-29T%02d:%02d:%02d.010Z", i/3600, i/60%60, i%60), "lib" + word(i*7%20) + "-common", word(i * 7919)}}
+	}
+	encodings := func(data []byte) map[string][]format.Encoding {
+		pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]format.Encoding{}
+		for _, c := range pf.Metadata().RowGroups[0].Columns {
+			out[c.MetaData.PathInSchema[0]] = c.MetaData.Encoding
+		}
+		return out
+	}
+	hasDict := func(es []format.Encoding) bool {
+		for _, e := range es {
+			if e == format.RLEDictionary || e == format.PlainDictionary {
+				return true
+			}
+		}
+		return false
+	}
+	f, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := encodings(f.Data)
+	if es, ok := enc["p0"]; !ok || !hasDict(es) {
+		t.Errorf("p0 (20 distinct values in %d rows): encodings %v, want a dictionary", len(rows), es)
+	}
+	if es, ok := enc["p1"]; !ok || hasDict(es) {
+		t.Errorf("p1 (every value distinct): encodings %v, want PLAIN", es)
+	}
+	o := defaultOptions()
+	o.strings = "plain"
+	plain, err := encode(rows, tpl, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hasDict(encodings(plain.Data)["p0"]) {
+		t.Fatal("strings plain wrote a dictionary")
+	}
+	if len(f.Data) >= len(plain.Data) {
+		t.Errorf("auto %d bytes, all PLAIN %d: the dictionary did not pay", len(f.Data), len(plain.Data))
+	}
+	for _, data := range [][]byte{f.Data, plain.Data} {
+		recs, err := Decode(data, tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range recs {
+			if want := renderRow(t, tpl, rows[i]); string(r.Line) != want {
+				t.Fatalf("line %d = %q, want %q", i, r.Line, want)
+			}
+		}
+	}
+}
+
+// TestDistinctEstimate: linear counting stays within 5% of the true count
+// from one distinct value to every value distinct, runs of equal values
+// counted once.
+func TestDistinctEstimate(t *testing.T) {
+	for _, tc := range []struct{ rows, distinct int }{{1, 1}, {100, 1}, {100, 100}, {5000, 20}, {5000, 1250}, {5000, 5000}, {200000, 200000}, {200000, 3000}} {
+		s := strStats{words: distinctWords(tc.rows)}
+		for i := range tc.rows {
+			s.add(word(i % tc.distinct))
+		}
+		if s.n != tc.rows {
+			t.Errorf("%+v: n %d", tc, s.n)
+		}
+		if got := s.distinct(); math.Abs(got-float64(tc.distinct)) > 0.05*float64(tc.distinct)+0.5 {
+			t.Errorf("%+v: estimate %.1f", tc, got)
+		}
+	}
+	var off strStats
+	off.add("x")
+	if off.bits != nil || off.distinct() != 0 {
+		t.Error("no bitmap asked for, one made")
+	}
+}
