@@ -17,7 +17,9 @@
 // when the buffered input reaches Config.TargetFileBytes or
 // Config.MaxBatches, when the oldest buffered batch is Config.MaxAge old, or
 // when the process drains. A flush writes one records file per partition
-// and at most one templates file, uploads them with objstore.Store.Put
+// (at zstd's default level; at its best level when the flush is by age or
+// the drain with less than Config.HighCompressionBelow buffered, where the
+// CPU is idle) and at most one templates file, uploads them with objstore.Store.Put
 // under
 //
 //	records/tenant=<t>/part-<first>-<last>-<writer>-<flush>.zstd.parquet

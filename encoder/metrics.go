@@ -16,6 +16,7 @@ type metrics struct {
 	verdicts    *prometheus.CounterVec
 	inflight    prometheus.Gauge
 	v2Files     prometheus.Counter
+	highFiles   prometheus.Counter
 	splits      prometheus.Counter
 }
 
@@ -40,6 +41,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Batches held unacked: buffered or waiting for a verdict."}),
 		v2Files: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_encoder_v2_files_total",
 			Help: "Records files written in records v2 because template texts were missing or did not fit (see the log)."}),
+		highFiles: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_encoder_high_compression_files_total",
+			Help: "Records files written at zstd's best level: flushed by age or at the drain with little buffered (high_compression_below)."}),
 		splits: prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_encoder_report_splits_total",
 			Help: "Flushes split in two because their report was over the NATS max payload."}),
 	}
@@ -55,6 +58,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.verdicts = promutil.Register(reg, m.verdicts)
 	m.inflight = promutil.Register(reg, m.inflight)
 	m.v2Files = promutil.Register(reg, m.v2Files)
+	m.highFiles = promutil.Register(reg, m.highFiles)
 	m.splits = promutil.Register(reg, m.splits)
 	return m
 }

@@ -459,12 +459,13 @@ func (w *worker) flush(ctx context.Context) error {
 	if err := w.settleLayout(ctx); err != nil {
 		return w.failFlush(ctx, err, nil, false)
 	}
+	high := w.highCompression()
 	keys := slices.SortedFunc(maps.Keys(buf.parts), func(a, b partKey) int {
 		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Date, b.Date))
 	})
 	for _, k := range keys {
 		p := buf.parts[k]
-		data, stats, err := w.encodeRecords(ctx, k.Tenant, p.rows)
+		data, stats, err := w.encodeRecords(ctx, k.Tenant, p.rows, high)
 		if err != nil {
 			// Encoding in-memory rows fails only on a bug (or ctx ended);
 			// keep the batches and let them be redelivered after a nak.
@@ -576,10 +577,12 @@ func (w *worker) flush(ctx context.Context) error {
 	}
 	w.flights[reportID] = f
 	w.spareRows(buf.parts)
+	buffered := buf.bytes
 	buf.reset()
 	w.e.m.records.Add(float64(records))
 	w.e.m.flush.Observe(time.Since(start).Seconds())
-	w.log.Debug("report published", "report", reportID, "batches", len(f.report.Batches), "files", len(f.report.Files), "records", records)
+	w.log.Debug("report published", "report", reportID, "batches", len(f.report.Batches), "files", len(f.report.Files), "records", records,
+		"buffered_bytes", buffered, "zstd_best", high)
 	if hook := w.e.afterReport; hook != nil {
 		hook(w, reportID)
 	}
@@ -656,6 +659,17 @@ func (b *buffer) split() (lo, hi buffer) {
 	return lo, hi
 }
 
+// highCompression reports whether the flush of w's buffer writes its
+// records files at zstd's best level (Config.HighCompressionBelow): the
+// buffer is flushed by age or at the drain, not for its size or batch
+// count, and holds less than the process's share of HighCompressionBelow.
+func (w *worker) highCompression() bool {
+	cfg := w.e.cfg
+	b := &w.buf
+	return cfg.HighCompressionBelow > 0 && b.bytes < cfg.TargetFileBytes && len(b.batches) < cfg.MaxBatches &&
+		b.bytes*int64(cfg.Workers) < cfg.HighCompressionBelow
+}
+
 // encodeRecords writes a partition's rows as one records file: records v3
 // (internal/recfile) with the template texts the rows use. When a text
 // cannot be found within Config.TemplateWait, or recfile refuses the rows
@@ -663,15 +677,18 @@ func (b *buffer) split() (lo, hi buffer) {
 // instead (parameters as text, rendered with the templates table at read
 // time, as before v3), so no record is held up or lost; either is logged
 // as an error and counted in quarry_encoder_v2_files_total.
-func (w *worker) encodeRecords(ctx context.Context, tenant string, rows []recfile.Row) (data []byte, stats string, err error) {
+func (w *worker) encodeRecords(ctx context.Context, tenant string, rows []recfile.Row, high bool) (data []byte, stats string, err error) {
 	tpl, err := w.e.texts.templatesFor(ctx, tenant, rows, w.e.cfg.TemplateWait, func(missing error) {
 		w.setStatus("templates", missing.Error())
 		w.keepAlive(false)
 	})
 	w.setStatus("templates", "")
 	if err == nil {
-		f, err := recfile.Encode(rows, tpl, w.layout.EncodeOptions()...)
+		f, err := recfile.Encode(rows, tpl, append(w.layout.EncodeOptions(), recfile.WithHighCompression(high))...)
 		if err == nil {
+			if high {
+				w.e.m.highFiles.Inc()
+			}
 			return f.Data, f.Stats, nil
 		}
 		if !errors.Is(err, recfile.ErrInput) {

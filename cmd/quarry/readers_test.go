@@ -76,7 +76,7 @@ func TestRunSummaryCountsDeadLettersByStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := printSummaryAt(ctx, &out, p, cfg, src, time.Second, 0, []string{"acme"}); err != nil {
+	if err := printSummaryAt(ctx, &out, p, cfg, src, time.Second, 0, []string{"acme"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"(2 dead-lettered)", "dead letters    miner 1, producer 1"} {

@@ -184,7 +184,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		if err := p.Close(); err != nil {
 			return err
 		}
-		return printSummaryAt(context.Background(), e.stdout, p, cfg, src, time.Since(start), cpuSince(cpu0), tenantList)
+		return printSummaryAt(context.Background(), e.stdout, p, cfg, src, time.Since(start), cpuSince(cpu0), tenantList, reg)
 	}
 	last, err := p.WALLastSeq(ctx)
 	if err != nil {
@@ -206,7 +206,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	if err := p.Close(); err != nil {
 		return err
 	}
-	return printSummaryAt(ctx, e.stdout, p, cfg, src, elapsed, cpu, tenantList)
+	return printSummaryAt(ctx, e.stdout, p, cfg, src, elapsed, cpu, tenantList, reg)
 }
 
 func lakeDisplay(cfg pipeline.Config) string { return cfg.LakeURL() }
@@ -244,7 +244,7 @@ func cpuSince(cpu0 time.Duration) time.Duration {
 	return 0
 }
 
-func printSummaryAt(ctx context.Context, w io.Writer, p *pipeline.Pipeline, cfg pipeline.Config, src runSource, elapsed, cpu time.Duration, tenants []string) error {
+func printSummaryAt(ctx context.Context, w io.Writer, p *pipeline.Pipeline, cfg pipeline.Config, src runSource, elapsed, cpu time.Duration, tenants []string, reg prometheus.Gatherer) error {
 	st := src.Stats()
 	lat := src.AckLatencies()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -311,6 +311,9 @@ func printSummaryAt(ctx context.Context, w io.Writer, p *pipeline.Pipeline, cfg 
 		fmt.Fprintf(w, "  templates       %-12s %d\n", t, len(perTenant[t]))
 	}
 	fmt.Fprintf(w, "  files           %d records, %d templates\n", len(recs.Files), len(tsnap.Files))
+	if n, ok := counterSum(reg, "quarry_encoder_high_compression_files_total"); ok {
+		fmt.Fprintf(w, "  zstd best       %.0f records files (flushed with little buffered: encoder.high_compression_below)\n", n)
+	}
 	fmt.Fprintf(w, "  delta versions  records v%d, templates v%d\n", recs.Version, tsnap.Version)
 	fmt.Fprintf(w, "  high-water      %d\n", hw)
 	fmt.Fprintf(w, "  elapsed         %s\n", elapsed.Round(time.Millisecond))
@@ -329,6 +332,28 @@ func printSummaryAt(ctx context.Context, w io.Writer, p *pipeline.Pipeline, cfg 
 	}
 	fmt.Fprintf(w, "\ntry: %s query --lake %s --tenant %s --format table | head\n", selfName(), lakeDisplay(cfg), t)
 	return nil
+}
+
+// counterSum is the sum of the counter name's series in reg (false when reg
+// is nil or has no such counter).
+func counterSum(reg prometheus.Gatherer, name string) (float64, bool) {
+	if reg == nil {
+		return 0, false
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0, false
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			var v float64
+			for _, m := range mf.GetMetric() {
+				v += m.GetCounter().GetValue()
+			}
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 func selfName() string {
