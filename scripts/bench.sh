@@ -568,7 +568,10 @@ kept_sections "$OUT" >"$tmp/kept.md"
 		echo "\`zstd -3\`, \`zstd -19\` and \`gzip -6\` of the same file, as fractions of the raw bytes. Each lake is"
 		echo "read back with \`quarry query --format raw\` and must equal its file byte for byte. A lake has one"
 		echo "records file per event-time date (a sample spread over many days is many small files). p<j>, n<j>"
-		echo "and b<j> sum the parameter slot columns of records v3 (docs/formats.md)."
+		echo "and b<j> sum the parameter slot columns of records v3 (docs/formats.md). An encoder writes a flush"
+		echo "by age with little buffered, as such a run's is, at zstd's best level (\`encoder.high_compression_below\`,"
+		echo "docs/formats.md): the CPU is idle then. The last column is the same file run again with that off"
+		echo "(\`high_compression_below: -1\`), as an encoder busy with a high rate writes it, at zstd's default level."
 		echo
 		echo "$size_md"
 	fi
