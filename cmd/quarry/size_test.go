@@ -50,6 +50,17 @@ func TestSizeLoghub(t *testing.T) {
 		lines, files               int
 		raw, rec, tpl, z3, z19, gz int64
 		busy                       int64 // lake bytes as a busy encoder writes (zstd's default level)
+		extra                      bool  // QUARRY_SIZE_EXTRA: not in the Loghub total
+	}
+	// Other real logs (QUARRY_SIZE_EXTRA, comma-separated paths; make
+	// bench passes this machine's /var/log/dpkg.log and apt logs) get rows
+	// of their own after the Loghub total.
+	isExtra := map[string]bool{}
+	for _, p := range strings.Split(os.Getenv("QUARRY_SIZE_EXTRA"), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			logs = append(logs, p)
+			isExtra[p] = true
+		}
 	}
 	var rows []row
 	cols := map[string]int64{}
@@ -57,12 +68,16 @@ func TestSizeLoghub(t *testing.T) {
 	slot := regexp.MustCompile(`^([pnb])[0-9]+$`)
 	for _, log := range logs {
 		name := strings.TrimSuffix(filepath.Base(log), "_2k.log")
+		tenant := strings.ToLower(name)
+		if isExtra[log] {
+			name, tenant = log, fmt.Sprintf("extra%d", len(rows))
+		}
 		raw, err := os.ReadFile(log)
 		if err != nil {
 			t.Fatal(err)
 		}
 		data := filepath.Join(t.TempDir(), "data")
-		runCLI(t, "", "run", "--data", data, "--input", log, "--tenant", strings.ToLower(name), "--timeout", "5m")
+		runCLI(t, "", "run", "--data", data, "--input", log, "--tenant", tenant, "--timeout", "5m")
 		lakeDir := filepath.Join(data, "lake")
 		q, _ := runCLI(t, "", "query", "--lake", lakeDir, "--format", "raw")
 		want := string(raw)
@@ -72,7 +87,7 @@ func TestSizeLoghub(t *testing.T) {
 		if q != want {
 			t.Errorf("%s: the lake does not read back exactly (%d bytes, the file has %d)", name, len(q), len(raw))
 		}
-		r := row{name: name, lines: strings.Count(want, "\n"), raw: int64(len(raw))}
+		r := row{name: name, lines: strings.Count(want, "\n"), raw: int64(len(raw)), extra: isExtra[log]}
 		err = filepath.WalkDir(lakeDir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".parquet") {
 				return err
@@ -96,6 +111,9 @@ func TestSizeLoghub(t *testing.T) {
 			}
 			r.rec += int64(len(b))
 			r.files++
+			if r.extra {
+				return nil // the breakdown by column is the Loghub lakes'
+			}
 			recTotal += int64(len(b))
 			f, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)))
 			if err != nil {
@@ -124,7 +142,7 @@ func TestSizeLoghub(t *testing.T) {
 		if err := os.WriteFile(busyCfg, []byte("encoder:\n  high_compression_below: -1\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		runCLI(t, "", "run", "--config", busyCfg, "--data", busyData, "--input", log, "--tenant", strings.ToLower(name), "--timeout", "5m")
+		runCLI(t, "", "run", "--config", busyCfg, "--data", busyData, "--input", log, "--tenant", tenant, "--timeout", "5m")
 		r.busy = lakeDataBytes(t, filepath.Join(busyData, "lake"))
 		r.z3, r.z19, r.gz = compressedSize(t, log, "zstd", "-3"), compressedSize(t, log, "zstd", "-19"), compressedSize(t, log, "gzip", "-6")
 		rows = append(rows, r)
@@ -133,25 +151,40 @@ func TestSizeLoghub(t *testing.T) {
 	ratio := func(a, raw int64) string { return fmt.Sprintf("%.3f", float64(a)/float64(raw)) }
 	fmt.Fprintln(&b, "| dataset | lines | records files | raw bytes | lake bytes (records + templates) | lake | zstd -3 | zstd -19 | gzip -6 | lake / zstd -3 | busy encoder's lake / zstd -3 |")
 	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	var sum row
-	for _, r := range append(rows, row{name: "total"}) {
-		if r.name == "total" {
-			r = sum
-			r.name = "**total**"
-		} else {
-			sum.lines += r.lines
-			sum.files += r.files
-			sum.raw += r.raw
-			sum.rec += r.rec
-			sum.tpl += r.tpl
-			sum.z3 += r.z3
-			sum.z19 += r.z19
-			sum.gz += r.gz
-			sum.busy += r.busy
-		}
+	line := func(r row) {
 		lk := r.rec + r.tpl
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d (%d + %d) | %s | %s | %s | %s | %.3f | %.3f (%d) |\n", r.name, r.lines, r.files, r.raw, lk, r.rec, r.tpl,
 			ratio(lk, r.raw), ratio(r.z3, r.raw), ratio(r.z19, r.raw), ratio(r.gz, r.raw), float64(lk)/float64(r.z3), float64(r.busy)/float64(r.z3), r.busy)
+	}
+	add := func(sum *row, r row) {
+		sum.lines += r.lines
+		sum.files += r.files
+		sum.raw += r.raw
+		sum.rec += r.rec
+		sum.tpl += r.tpl
+		sum.z3 += r.z3
+		sum.z19 += r.z19
+		sum.gz += r.gz
+		sum.busy += r.busy
+	}
+	var sum, extra row
+	for _, r := range rows {
+		if !r.extra {
+			line(r)
+			add(&sum, r)
+		}
+	}
+	sum.name = "**total**"
+	line(sum)
+	for _, r := range rows {
+		if r.extra {
+			line(r)
+			add(&extra, r)
+		}
+	}
+	if extra.lines > 0 {
+		extra.name = "**other logs, total**"
+		line(extra)
 	}
 	fmt.Fprintln(&b)
 	fmt.Fprintf(&b, "Records files by column (all datasets, %d bytes; column chunks after compression, the rest is Parquet footers and headers):\n\n", recTotal)
