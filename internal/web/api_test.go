@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -274,8 +275,9 @@ func TestSearchStreams(t *testing.T) {
 	t.Logf("streamed %d bytes, heap peak +%d", bytes, int64(peak)-int64(base))
 }
 
-// TestDisconnectStopsScan: a client that goes away mid-stream cancels the
-// scan, and no goroutine is left behind, in either format.
+// TestDisconnectStopsScan: a client that goes away mid-stream ends the
+// scan (its context canceled, or a write reset), and no goroutine is left
+// behind, in either format.
 func TestDisconnectStopsScan(t *testing.T) {
 	for _, format := range []string{"ndjson", "raw"} {
 		t.Run(format, func(t *testing.T) { testDisconnectStopsScan(t, format) })
@@ -307,8 +309,12 @@ func testDisconnectStopsScan(t *testing.T, format string) {
 	resp.Body.Close()
 	select {
 	case err := <-f.done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("scan ended with %v, want context.Canceled", err)
+		// The server learns of the disconnect from the request's context
+		// or from a write that fails first (the peer reset the
+		// connection): either ends the scan. Which one comes first is the
+		// kernel's timing (CI saw the reset).
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+			t.Fatalf("scan ended with %v, want context.Canceled or the write's connection reset", err)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the scan goes on after the client left")
