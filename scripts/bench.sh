@@ -320,6 +320,51 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   loops, two rounds (load 11-12): main 1,776 and 2,323 ms, this branch 1,220 and 1,416, zstdcat 178
   and 171: the render ratio 0.10 and 0.07 before, 0.15 and 0.12 after; target missed. Rows kept in WAL order in a file
   would remove the permutation and the random reads, for about 8% more bytes (recfile's doc).
+- Issue 12 item 3, the full render, CPU per line (branch `render`, 2026-12-03, second pass). Profile
+  first (`QUARRY_BENCH_LAKE=<lake> go test -run '^$' -bench 'BenchmarkSearch/all-raw' -benchtime 5x
+  -benchmem -cpuprofile r.prof ./internal/lake/`, `go tool pprof -top`, `-list`, `-peek`): the kernel
+  (page faults of fresh memory, about 15 us each on this VM) was a third of the CLI's CPU, and the
+  allocation per render 112.7 MB (`-benchmem`, main at 392514b). Four changes, each landed alone, each
+  measured against the binary before it in alternated loops (commit messages have every figure):
+  repeated columns (`more`, attrs) hold items only for the rows that have some, behind a presence
+  bitmap, instead of a `[][]byte` per row (7372823: 11.6 MB a render; CPU 1,049/1,095 to 905/968 ms
+  at load 14); the WAL order is applied in place following the permutation's cycles, with no copies of
+  the positions and no second array of rows (0d10488: 40 to 4 bytes a row; minor faults 27-29k to
+  24k); `eventtime.Renderer` renders a second's text once per layout and writes only the fraction's
+  digits anew (b961591: 1,000 ISO 8601 timestamps 70-72 to 19-21 us in `BenchmarkRenderStream`;
+  timestamps 9.5% to 2.9% of the profile; in the CLI within the noise); the column chunks a decode
+  fetches go into one reused arena instead of fresh memory per row group (1f184a0: CPU 660/675/671 to
+  630/634/633 ms at load 1). Allocation per render after: 63.6 MB (`-benchmem`). All four against main
+  before them, three rounds of 10 runs each of the old binary, the new and zstdcat alternated (load 3-4;
+  CPU = user + sys of the loop / 10, `/usr/bin/time -f '%e %U %S' bash -c 'for i in $(seq 10); do
+  quarry query --lake L --format raw | wc -c >/dev/null; done'`, the same with `zstdcat F | wc -c`;
+  output identical, cmp):
+
+  | binary | CPU per run (three rounds) | wall per run | ratio CPU | ratio wall |
+  |---|---:|---:|---:|---:|
+  | main at 392514b | 841 / 906 / 931 ms | 772 / 838 / 854 ms | 0.16 / 0.12 / 0.13 | 0.17 / 0.09 / 0.15 |
+  | main at 1f184a0 | 700 / 652 / 683 ms | 615 / 435 / 730 ms | 0.19 / 0.17 / 0.18 | 0.21 / 0.17 / 0.17 |
+  | `zstdcat F \| wc -c` | 131 / 112 / 120 ms | 129 / 75 / 127 ms | | |
+
+  CPU -22%; the target (ratio 1) is missed by about 5x on CPU and wall. A fifth change, int32 columns
+  (record_index, template_version) kept as int32 and a single page's values not copied (ec0f1f4:
+  `-benchmem` 62.7/63.5 to 55.1/55.6 MB an op), and the same loops again, main at 392514b against
+  ec0f1f4 (load 6-7): CPU 1,131 / 1,045 / 1,075 to 819 / 726 / 832 ms a run (-27%), wall 1,532 / 1,180
+  / 1,271 to 1,148 / 454 / 1,082 ms, zstdcat 180 / 160 / 150 ms CPU and 258 / 152 / 219 ms wall: ratio
+  CPU 0.14-0.16 to 0.18-0.22, wall 0.13-0.17 to 0.20-0.33. Then ts_source, which no reader of
+  `Reader.DecodeLines` uses, is not read by it: `-benchmem` 55.6/54.3 to 50.8/50.2 MB an op; the CLI
+  664/659 to 637/654 ms a run in two alternated rounds (load 4-5), within the noise. Profile after: decoding 56%
+  (Parquet pages 19%, zstd 11%, zeroing fresh memory 10%, half of it the int32 columns widened to int64),
+  rendering 31%, WAL order 3.4%, timestamps 2.9%. Measured and not taken: rendering each file's lines
+  in the decode workers (in parallel, the merge copying runs of bytes) - this lake's seven files overlap
+  in WAL order, so every file's rendered text was alive at once: max RSS 150 to 270 MB, faults 31k to
+  60k, CPU 935/981 to 1,567/1,808 ms a run (load 10); giving the widened int32 arrays back to a pool
+  on `Lines.Release` for the next file - no fewer faults (21.4-21.9k against 21.5-22.8k), CPU 678/647/617
+  against 648/663/629 ms, because the files a merge holds are decoded before any is drained. Left: a wall-time pipeline that renders ahead of the
+  merge within a bounded budget (not whole files), and process start: `GODEBUG=inittrace=1 quarry help`,
+  least of 5: 22 ms of inits, quarry's own lake 0.60 ms (`RecordsSchemaString`, a JSON merge of the
+  two schemas; making it lazy changes an exported variable used by six packages' tests: not done in
+  this pass) and recfile 0.25 ms; the rest is the dependencies'.
 - The machine's fixed cost per process (2026-12-03, load average about 1, 20 runs each, same lake,
   `/usr/bin/time` CPU per run, main at 3ef77a3 / at 64fae82): `quarry help` 39 / 39 ms, the count 53 / 54
   ms, the term 119 / 106 ms. On 2026-12-01 `quarry help` took about 9 ms here: the VM's page faults now
@@ -373,6 +418,48 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   run, 10 ms ticks): footers, templates and the learning.
   The same learning in `Search` (the NDJSON answer; before, only SearchRaw learnt): NDJSON server CPU
   per query, 30 from one curl, alternated, three rounds (load about 5): 26.3/24.3/27.7 to 20.0/23.7/22.0 ms.
+- Issue 12 item 3, process start and the full render's wall time (branch `render2`, 2026-12-05; load
+  average 8-16 on the 2 cores throughout, so every figure is 1.5-2 times an unloaded one: compare within
+  a line). Process start, from `perf record -g` (cpu-clock, kernel included) of 40 runs of `quarry
+  help`: package inits are half of its CPU, the runtime's own start (itabsinit 5.3%, schedinit, exec,
+  the dynamic loader) most of the rest. The inits by share of `quarry help`: minio-go's s3utils 5.2%
+  (regexps compiled at package level), nats-server 3.6%, quarry's lake 2.6%, procfs 1.8%, encoding/gob
+  1.7% (imported by nats.go's encoders and by quarry's mining), prometheus 1.7%, shopspring/decimal
+  1.5% (go-mssqldb), protobuf's detrand 1.1% (it hashes the binary), nats-server's pse 1.0%, grpc 0.9%,
+  otlp 0.8%, and a long tail of about 690 packages. Each dependency is imported by a feature the one
+  binary keeps (S3, the embedded NATS server, metrics, SQL Server CDC, OTLP), so none can be kept out
+  of a query's process. quarry's own: `lake.RecordsSchemaString` (a JSON merge of the v2 and v3
+  schemas) and `recfile.SchemaString` are built on first use (c9857fe: their inits allocate 248 and
+  856 bytes instead of 100,152 and 31,360; TestInitsLight holds every quarry package under 4 KB at
+  start): `quarry help` 1,233 to 1,183 minor faults a run, CPU within the noise (four rounds of 20 runs
+  alternated: 45.5/40.0/41.0/43.5 to 47.0/39.0/39.0/46.5 ms), the term 135/108/109/129 to
+  118/116/107/135 ms. The term's CPU (`perf`, 20 CLI runs): decoding the kept row groups 43%, package
+  inits 17%, the runtime's start about 8%, `prepare` 10% (of it the templates table through parquet-go's
+  generic reader 6-8%, for four files of 1-5 KB, and Delta snapshots 3.5%). Built with `CGO_ENABLED=0`
+  (as scripts/images.sh builds the images): `quarry help` 1,232 to 1,125 faults a run, CPU 1.11/1.01/1.06
+  against 1.07/0.96/1.08 s for 20 runs (within the noise); `make build` not changed.
+  The full render's wall time. An instrumented build (not landed) shows where the merge waits: this
+  lake's five files come from two encoders and overlap in WAL order (seq 1-9, 2-16, 11-80, 18-125,
+  82-124), so the merge cannot pass seq 18 before the 4.3 MB file is decoded; it waits for decoding
+  68-70% of its time while both decode workers are busy (0.44 + 2.4 + 1.7 MB of files against 0.66 +
+  4.3). At load 1 (2026-12-03) the wall time was 0.61 of the CPU time; two cores put the floor at 0.5:
+  parallelism can win at most about 18% on this machine. Two attempts, measured, not landed:
+  rendering ahead (branch `render2-ahead`): the merge cuts the selected rows into batches of 2,048 that
+  GOMAXPROCS goroutines render at most 6 batches ahead of the one written (`recfile.LineWriter`, a
+  timestamp renderer per goroutine; kinds parsed while decoding, so rendering only reads a Lines;
+  TestLineWritersConcurrent, TestSearchRawRendersAhead; output identical, cmp, five queries). Its first
+  version cost 28 MB of RSS: a cursor alone in the heap has no bound and put 200,000 rows into one batch
+  whose buffer grew; with batches capped, RSS 108 to 113-115 MB, faults 21.5k to 22.7-23.2k, and in
+  three rounds of 12 runs alternated (load 8-9) CPU median 735/650/660 to 745/710/680 ms, wall median
+  1,050/910/905 to 1,135/960/1,000 ms: no gain. Row groups of a file decoded in parallel (branch
+  `render2-pdec`: workers with a decoder and chunk arena each, Keep under a lock, lines prepared in order
+  by the file's decoder; TestLinesGroupsInParallel; output identical): two rounds of 20 runs alternated
+  (load 8-10) CPU median 700/690 to 705/705 ms, wall median 965/1,170 to 985/1,125 ms (three rounds of
+  10 before: 1,530/1,470/895 to 1,635/1,405/860), RSS +1-3 MB, faults +400, the merge waiting 70% of
+  its time before and 68% after: no gain, both cores already decode. What is left for the render is
+  its CPU (decoding 56%, rendering 31%), not its wall time; with more cores than overlapping files the
+  parallel row groups would pay. The term's fixed costs after the inits: the templates table read
+  without parquet-go's generic reader (6-8%) and one Delta replay per table.
 PROFILE
 	} >"$tmp/search.md"
 }
