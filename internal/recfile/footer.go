@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/parquet-go/parquet-go/deprecated"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 )
@@ -70,23 +71,55 @@ func trimFooter(data []byte, keepStats map[string]bool) ([]byte, error) {
 // INT32 and INT64 columns, which is what an unannotated one means. And
 // created_by is "quarry" (parquet-go appends " version (build )"). A
 // small file's footer is most of it: 7 bytes less per integer column.
+//
+// And an annotation parquet-go writes twice, as a logical type and as the
+// converted type that means the same, is written once, as the converted
+// type (2 bytes against 4 to 7; every Parquet reader reads converted types,
+// which is how files were annotated before logical types): UTF8 for
+// STRING, DATE, LIST, MAP; INT_32 and INT_64 with INT(32|64, signed) are
+// both left out, as above. Timestamps keep both (the converted type cannot
+// say whether the time is adjusted to UTC and readers differ in what they
+// assume).
 func plainSchema(md *format.FileMetaData) {
 	md.CreatedBy = "quarry"
 	for i := range md.Schema {
 		e := &md.Schema[i]
+		if dupConverted(e) {
+			e.LogicalType = format.LogicalType{}
+		}
 		if !e.Type.Valid || (e.Type.V != format.Int32 && e.Type.V != format.Int64) {
 			continue
 		}
 		e.TypeLength.Reset()
 		it, ok := e.LogicalType.Value.(*format.IntType)
-		width := int8(32)
+		width, conv := int8(32), deprecated.Int32
 		if e.Type.V == format.Int64 {
-			width = 64
+			width, conv = 64, deprecated.Int64
 		}
-		if ok && it.IsSigned && it.BitWidth == width && !e.ConvertedType.Valid {
+		if ok && it.IsSigned && it.BitWidth == width && (!e.ConvertedType.Valid || e.ConvertedType.V == conv) {
 			e.LogicalType = format.LogicalType{}
+			e.ConvertedType.Reset()
 		}
 	}
+}
+
+// dupConverted reports whether e's logical type says no more than its
+// converted type.
+func dupConverted(e *format.SchemaElement) bool {
+	if !e.ConvertedType.Valid {
+		return false
+	}
+	switch e.LogicalType.Value.(type) {
+	case *format.StringType:
+		return e.ConvertedType.V == deprecated.UTF8
+	case *format.DateType:
+		return e.ConvertedType.V == deprecated.Date
+	case *format.ListType:
+		return e.ConvertedType.V == deprecated.List
+	case *format.MapType:
+		return e.ConvertedType.V == deprecated.Map
+	}
+	return false
 }
 
 // TrimFooter rewrites the footer of a Parquet file (one written by
