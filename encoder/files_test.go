@@ -333,3 +333,52 @@ func TestAppendRowDoubles(t *testing.T) {
 		t.Fatalf("%d arrays for 200,000 rows (append: %d)", got, plain)
 	}
 }
+
+// TestEncodeTemplatesV3Columns: a templates file has no previous column,
+// and a merged_into column only when a row is a merge; its rows read back
+// as lake.TemplateRow with Previous "" and MergedInto 0 where the column
+// is missing.
+func TestEncodeTemplatesV3Columns(t *testing.T) {
+	var rows []lake.TemplateRow
+	for i := range 20 {
+		rows = append(rows, lake.TemplateRow{TemplateID: int64(100 + i), Tenant: "acme", Version: 1,
+			Template: fmt.Sprintf("user <*> logged in from <*> step %d", i), Kind: "created", WALSeq: 7, Kinds: []string{"", "ipv4"}})
+	}
+	merge := lake.TemplateRow{TemplateID: 101, Tenant: "acme", Version: 1, Template: rows[0].Template, Kind: "merged", MergedInto: 100, WALSeq: 8}
+	for _, c := range []struct {
+		name string
+		rows []lake.TemplateRow
+		cols []string
+	}{
+		{"live", rows, []string{"template_id", "tenant", "version", "template", "kind", "wal_seq", "kinds"}},
+		{"with a merge", append(slices.Clone(rows), merge), []string{"template_id", "tenant", "version", "template", "kind", "merged_into", "wal_seq", "kinds"}},
+	} {
+		data, err := encodeTemplates(c.rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cols []string
+		for _, fld := range f.Schema().Fields() {
+			cols = append(cols, fld.Name())
+		}
+		if !slices.Equal(cols, c.cols) {
+			t.Errorf("%s: columns %v, want %v", c.name, cols, c.cols)
+		}
+		got, err := parquet.Read[lake.TemplateRow](bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(c.rows) {
+			t.Fatalf("%s: %d rows, want %d", c.name, len(got), len(c.rows))
+		}
+		for i := range got {
+			if fmt.Sprint(got[i]) != fmt.Sprint(c.rows[i]) {
+				t.Errorf("%s row %d: %+v, want %+v", c.name, i, got[i], c.rows[i])
+			}
+		}
+	}
+}

@@ -66,6 +66,11 @@ func DatedRecordRows(rows []RecordRow) []DatedRecordRow {
 // template was retired into MergedInto; Template is the survivor's text,
 // Version the retired one's last version).
 //
+// Files of templates v3 (written since 2026-12-05) have no previous column,
+// and no merged_into column when no row is a merge: they read as "" and 0
+// (parquet-go fills a column a file lacks with the zero value), and the
+// Delta schema has both nullable (TemplatesSchemaString).
+//
 // Previous is "" in the files written since templates v2 (docs/formats.md):
 // it is derivable, the text of (TemplateID, Version-1) for a changed row and
 // of (TemplateID, Version) for a merged one, and was a tenth of a templates
@@ -163,9 +168,10 @@ func recordsSuperset() string {
 	return string(b)
 }
 
-// schemaUpdate returns md with current when md has the older schema old.
-func schemaUpdate(md delta.Metadata, old, current string) (delta.Metadata, bool) {
-	if md.SchemaString != old {
+// schemaUpdate returns md with current when md has one of the older
+// schemas old.
+func schemaUpdate(md delta.Metadata, current string, old ...string) (delta.Metadata, bool) {
+	if !slices.Contains(old, md.SchemaString) {
 		return md, false
 	}
 	md.SchemaString = current
@@ -178,13 +184,15 @@ func schemaUpdate(md delta.Metadata, old, current string) (delta.Metadata, bool)
 // upgraded by one metaData action before v3 files are added. ok is false
 // when md needs no change (it is current, or not a schema quarry wrote).
 func RecordsSchemaUpdate(md delta.Metadata) (delta.Metadata, bool) {
-	return schemaUpdate(md, RecordsSchemaV2String, RecordsSchemaString())
+	return schemaUpdate(md, RecordsSchemaString(), RecordsSchemaV2String)
 }
 
 // TemplatesSchemaUpdate is RecordsSchemaUpdate for the templates table: a
-// table created before the kinds column gets TemplatesSchemaString.
+// table created before the kinds column (TemplatesSchemaV1String) or
+// before templates v3 (TemplatesSchemaV2String) gets
+// TemplatesSchemaString.
 func TemplatesSchemaUpdate(md delta.Metadata) (delta.Metadata, bool) {
-	return schemaUpdate(md, TemplatesSchemaV1String, TemplatesSchemaString)
+	return schemaUpdate(md, TemplatesSchemaString, TemplatesSchemaV1String, TemplatesSchemaV2String)
 }
 
 // templatesFieldsV1 are the templates table's columns before kinds.
@@ -202,11 +210,29 @@ const templatesFieldsV1 = `{"type":"struct","fields":[` +
 // column.
 const TemplatesSchemaV1String = templatesFieldsV1 + `]}`
 
-// TemplatesSchemaString is the Delta schemaString of the templates table.
-// kinds (nullable: null in files written before it) names, per wildcard,
-// the mask that made it ("" for a parameter the miner found itself).
-const TemplatesSchemaString = templatesFieldsV1 + `,` +
-	`{"name":"kinds","type":{"type":"array","elementType":"string","containsNull":false},"nullable":true,"metadata":{}}]}`
+// kindsField is the templates table's kinds column (nullable: null in
+// files written before it): per wildcard, the mask that made it ("" for a
+// parameter the miner found itself).
+const kindsField = `{"name":"kinds","type":{"type":"array","elementType":"string","containsNull":false},"nullable":true,"metadata":{}}`
+
+// TemplatesSchemaV2String is the templates table's schema from the kinds
+// column to templates v3: previous and merged_into not nullable.
+const TemplatesSchemaV2String = templatesFieldsV1 + `,` + kindsField + `]}`
+
+// TemplatesSchemaString is the Delta schemaString of the templates table:
+// since templates v3 (docs/formats.md) previous and merged_into are
+// nullable, since a file leaves out previous (always empty since templates
+// v2) and merged_into when no row of it is a merge: null reads as "" and 0.
+const TemplatesSchemaString = `{"type":"struct","fields":[` +
+	`{"name":"template_id","type":"long","nullable":false,"metadata":{}},` +
+	`{"name":"tenant","type":"string","nullable":false,"metadata":{}},` +
+	`{"name":"version","type":"integer","nullable":false,"metadata":{}},` +
+	`{"name":"template","type":"string","nullable":false,"metadata":{}},` +
+	`{"name":"kind","type":"string","nullable":false,"metadata":{}},` +
+	`{"name":"previous","type":"string","nullable":true,"metadata":{}},` +
+	`{"name":"merged_into","type":"long","nullable":true,"metadata":{}},` +
+	`{"name":"wal_seq","type":"long","nullable":false,"metadata":{}},` +
+	kindsField + `]}`
 
 // Date is the UTC day (yyyy-mm-dd) of a record time: the date partition
 // value in a table of DatedLayout, the date column's day otherwise.
