@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -113,6 +115,51 @@ func TestParseSummaryRejects(t *testing.T) {
 	} {
 		if s, err := ParseSummary(v); err == nil {
 			t.Errorf("%s: parsed as %v", name, s)
+		}
+	}
+}
+
+// TestSummaryText7: a summary is written 7 bits a character (valid UTF-8,
+// as a Parquet key-value string must be), shorter than base64 of the same
+// bytes, and both forms parse; pack7 round-trips any bytes.
+func TestSummaryText7(t *testing.T) {
+	for n := range 64 {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i*37 + n*11 + 255*(i%3&1))
+		}
+		v := pack7(b)
+		if v[0] != text7 || !utf8.ValidString(v) || len(v) != 1+(8*n+6)/7 {
+			t.Fatalf("%d bytes: %q", n, v)
+		}
+		for i := 1; i < len(v); i++ {
+			if v[i] >= 0x80 {
+				t.Fatalf("%d bytes: character %d is %#x", n, i, v[i])
+			}
+		}
+		got, err := unpack7(v[1:])
+		if err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("%d bytes: unpacked %x %v, want %x", n, got, err, b)
+		}
+	}
+	s := Summary{{Key: Key{1, 1}, Rows: 70, ParamBytes: [4]uint64{1, 0, 7, 0}}, {Key: Key{9, 2}, Rows: 1, AnyBytes: true}}
+	v := encodeSummary(s)
+	raw, err := unpack7(strings.TrimPrefix(v, string(text7)))
+	if v[0] != text7 || err != nil {
+		t.Fatalf("summary %q not text7: %v", v, err)
+	}
+	old := base64.StdEncoding.EncodeToString(raw)
+	if len(v) >= len(old) {
+		t.Errorf("text7 %d characters, base64 %d", len(v), len(old))
+	}
+	for _, form := range []string{v, old} {
+		if got, err := ParseSummary(form); err != nil || fmt.Sprint(got) != fmt.Sprint(s) {
+			t.Errorf("parse %q: %v %v", form, got, err)
+		}
+	}
+	for name, bad := range map[string]string{"not 7-bit": v[:3] + "\x80" + v[4:], "padding bits set": v[:len(v)-1] + "\x7f", "truncated": v[:len(v)-2]} {
+		if got, err := ParseSummary(bad); err == nil {
+			t.Errorf("%s: parsed as %v", name, got)
 		}
 	}
 }
