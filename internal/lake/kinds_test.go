@@ -2,6 +2,7 @@ package lake_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/quarrylake/quarry/internal/delta"
@@ -49,11 +50,21 @@ func TestTemplateKinds(t *testing.T) {
 }
 
 // TestTemplatesSchemaUpdate: a templates table created before the kinds
-// column is updated to the current schema; a current one is left alone.
+// column, or before templates v3 (previous and merged_into not nullable),
+// is updated to the current schema; a current one is left alone.
 func TestTemplatesSchemaUpdate(t *testing.T) {
-	md, ok := lake.TemplatesSchemaUpdate(delta.Metadata{SchemaString: lake.TemplatesSchemaV1String})
-	if !ok || md.SchemaString != lake.TemplatesSchemaString {
-		t.Fatalf("v1 schema not updated: %v", ok)
+	for name, old := range map[string]string{"v1": lake.TemplatesSchemaV1String, "v2": lake.TemplatesSchemaV2String} {
+		md, ok := lake.TemplatesSchemaUpdate(delta.Metadata{SchemaString: old})
+		if !ok || md.SchemaString != lake.TemplatesSchemaString {
+			t.Fatalf("%s schema not updated: %v", name, ok)
+		}
+	}
+	for _, col := range []string{"previous", "merged_into"} {
+		if !strings.Contains(lake.TemplatesSchemaString, `{"name":"`+col+`","type":`) ||
+			strings.Contains(lake.TemplatesSchemaString, `"name":"`+col+`","type":"string","nullable":false`) ||
+			strings.Contains(lake.TemplatesSchemaString, `"name":"`+col+`","type":"long","nullable":false`) {
+			t.Errorf("%s not a nullable column of TemplatesSchemaString", col)
+		}
 	}
 	if _, ok := lake.TemplatesSchemaUpdate(delta.Metadata{SchemaString: lake.TemplatesSchemaString}); ok {
 		t.Fatal("a current schema was updated")
