@@ -3,6 +3,7 @@ package encoder
 import (
 	"bytes"
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,9 +14,10 @@ import (
 	"github.com/quarrylake/quarry/streams"
 )
 
-// TestHighCompressionWhenIdle: a flush made by age with little buffered
-// writes its records file at zstd's best level (the bytes of
-// recfile.Encode WithHighCompression), one made by size, one with
+// TestHighCompressionWhenIdle: a flush made by age with little buffered in
+// an idle process writes its records file at zstd's best level (the bytes
+// of recfile.Encode WithHighCompression); one made by size, one in a busy
+// process (its CPU clock, injected, runs faster than the wall), one with
 // high_compression_below at -1 and one whose buffer is over the workers'
 // share keep the default level; quarry_encoder_high_compression_files_total
 // counts the first.
@@ -24,9 +26,11 @@ func TestHighCompressionWhenIdle(t *testing.T) {
 		name    string
 		cfg     func(c *Config, size int64) // size: a batch's bytes as received
 		batches int
+		busy    bool // the process's CPU clock runs (else it stands still: idle)
 		high    bool
 	}{
 		{name: "age, little buffered", batches: 1, high: true, cfg: func(c *Config, _ int64) { c.MaxAge = 200 * time.Millisecond }},
+		{name: "age, little buffered, busy process", batches: 1, busy: true, cfg: func(c *Config, _ int64) { c.MaxAge = 200 * time.Millisecond }},
 		{name: "age, never", batches: 1, cfg: func(c *Config, _ int64) { c.MaxAge = 200 * time.Millisecond; c.HighCompressionBelow = -1 }},
 		{name: "age, under the limit for one worker", batches: 1, high: true, cfg: func(c *Config, size int64) {
 			c.MaxAge, c.HighCompressionBelow = 200*time.Millisecond, size*3/2
@@ -51,7 +55,15 @@ func TestHighCompressionWhenIdle(t *testing.T) {
 			cfg.AckWait = time.Minute
 			tc.cfg(&cfg, int64(len(streams.AppendMinedBatch(nil, bs[0]))))
 			e.reg = prometheus.NewRegistry()
-			e.start(cfg, nil, nil)
+			var cpu atomic.Int64
+			e.start(cfg, nil, nil, func(enc *Encoder) {
+				enc.cpuUsed = func() (time.Duration, bool) {
+					if tc.busy {
+						return time.Duration(cpu.Add(int64(time.Hour))), true
+					}
+					return 0, true
+				}
+			})
 			e.publish(bs...)
 			waitFor(t, 30*time.Second, "a report", func() bool { return len(c.reports()) > 0 })
 			r := c.reports()[0]

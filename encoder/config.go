@@ -77,9 +77,10 @@ type Config struct {
 	TemplateWait time.Duration `yaml:"template_wait"`
 	// HighCompressionBelow: a flush made by MaxAge or at the drain (not by
 	// TargetFileBytes or MaxBatches) whose buffer holds fewer bytes than
-	// HighCompressionBelow / Workers writes its records files at zstd's
-	// best level (recfile.WithHighCompression, as compaction rewrites
-	// them) instead of its default. Such a flush means the process takes
+	// HighCompressionBelow / Workers, in a process that used less than
+	// half a core while the buffer filled, writes its records files at
+	// zstd's best level (recfile.WithHighCompression, as compaction
+	// rewrites them) instead of its default. Such a flush means the process takes
 	// in less than HighCompressionBelow per MaxAge, a fraction of what it
 	// can encode, so best's extra CPU (2.6 times the encode's) is spent
 	// where the CPU is idle; a busy encoder flushes larger buffers and

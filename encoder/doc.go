@@ -18,8 +18,8 @@
 // Config.MaxBatches, when the oldest buffered batch is Config.MaxAge old, or
 // when the process drains. A flush writes one records file per partition
 // (at zstd's default level; at its best level when the flush is by age or
-// the drain with less than Config.HighCompressionBelow buffered, where the
-// CPU is idle) and at most one templates file, uploads them with objstore.Store.Put
+// the drain with less than Config.HighCompressionBelow buffered and the
+// process used less than half a core meanwhile: the CPU is idle) and at most one templates file, uploads them with objstore.Store.Put
 // under
 //
 //	records/tenant=<t>/part-<first>-<last>-<writer>-<flush>.zstd.parquet

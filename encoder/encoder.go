@@ -54,6 +54,8 @@ type Encoder struct {
 	crash   context.CancelFunc
 	// hooks for tests; nil in production.
 	afterReport func(w *worker, reportID string)
+	// cpuUsed is the process's CPU time (cputime.Used; tests replace it).
+	cpuUsed func() (time.Duration, bool)
 }
 
 // New checks cfg (after Defaults) and returns an encoder ready to Run.

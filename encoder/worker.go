@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarrylake/quarry/internal/backoff"
+	"github.com/quarrylake/quarry/internal/cputime"
 	"github.com/quarrylake/quarry/internal/crashpoint"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/recfile"
@@ -54,6 +55,10 @@ type buffer struct {
 	tplMin    uint64
 	tplMax    uint64
 	bytes     int64
+	// cpu is the process's CPU time when the first batch came (cpuOK:
+	// known), for highCompression's test of an idle process.
+	cpu   time.Duration
+	cpuOK bool
 }
 
 func (b *buffer) reset() { *b = buffer{parts: map[partKey]*partition{}} }
@@ -375,6 +380,9 @@ func (w *worker) receive(ctx context.Context, m jetstream.Msg) {
 	h := &held{seq: b.WALSeq, prev: b.PrevSeq, records: len(b.Records), size: len(m.Data()), msgs: []ackRef{newAckRef(w.e.js.Conn(), m)}, received: time.Now()}
 	w.bySeq[h.seq] = h
 	buf := &w.buf
+	if len(buf.batches) == 0 {
+		buf.cpu, buf.cpuOK = w.cpuUsed()
+	}
 	buf.batches = append(buf.batches, h)
 	buf.bytes += int64(h.size)
 	w.e.texts.add(b.Templates)
@@ -662,12 +670,27 @@ func (b *buffer) split() (lo, hi buffer) {
 // highCompression reports whether the flush of w's buffer writes its
 // records files at zstd's best level (Config.HighCompressionBelow): the
 // buffer is flushed by age or at the drain, not for its size or batch
-// count, and holds less than the process's share of HighCompressionBelow.
+// count, holds less than the process's share of HighCompressionBelow, and
+// the process used less than half a core while it filled. Little input
+// alone is not idleness: at a run's start the stages before the encoder
+// are busy and send it little (a first flush of 48,000 lines at best cost
+// 4% of a saturated quarry run's CPU).
 func (w *worker) highCompression() bool {
 	cfg := w.e.cfg
 	b := &w.buf
-	return cfg.HighCompressionBelow > 0 && b.bytes < cfg.TargetFileBytes && len(b.batches) < cfg.MaxBatches &&
-		b.bytes*int64(cfg.Workers) < cfg.HighCompressionBelow
+	if cfg.HighCompressionBelow <= 0 || len(b.batches) == 0 || b.bytes >= cfg.TargetFileBytes ||
+		len(b.batches) >= cfg.MaxBatches || b.bytes*int64(cfg.Workers) >= cfg.HighCompressionBelow || !b.cpuOK {
+		return false
+	}
+	now, ok := w.cpuUsed()
+	return ok && now-b.cpu < time.Since(b.batches[0].received)/2
+}
+
+func (w *worker) cpuUsed() (time.Duration, bool) {
+	if f := w.e.cpuUsed; f != nil {
+		return f()
+	}
+	return cputime.Used()
 }
 
 // encodeRecords writes a partition's rows as one records file: records v3
