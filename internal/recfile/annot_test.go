@@ -36,18 +36,7 @@ func TestSchemaAnnotationsOnce(t *testing.T) {
 	for i := range 100 {
 		trows = append(trows, tplRow{int64(i), "user <*> in", 1, []string{"", "ipv4"}})
 	}
-	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[tplRow](&buf, parquet.DataPageVersion(1), parquet.DataPageStatistics(false))
-	if _, err := w.Write(trows); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	tf, err := TrimFooter(buf.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
+	tf := writeTrimmed(t, trows, parquet.DataPageVersion(1), parquet.DataPageStatistics(false))
 	got, err := parquet.Read[tplRow](bytes.NewReader(tf), int64(len(tf)))
 	if err != nil || len(got) != len(trows) || got[7].Text != trows[7].Text || got[7].Kinds[1] != "ipv4" || got[7].ID != 7 {
 		t.Fatalf("TrimFooter: rows read back %d, %v", len(got), err)

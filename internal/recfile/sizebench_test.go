@@ -96,8 +96,16 @@ func (c *corpus) templatesFileWith(t testing.TB, codec compress.Codec) []byte {
 		rows = append(rows, v2TemplateRow{TemplateID: int64(ev.ID), Tenant: c.name, Version: int32(ev.Version),
 			Template: ev.Template, Kind: ev.Kind.String(), MergedInto: int64(ev.Into), WALSeq: 1})
 	}
+	return writeTrimmed(t, rows, parquet.Compression(codec), parquet.DataPageVersion(1), parquet.DataPageStatistics(false))
+}
+
+// writeTrimmed writes rows with parquet-go's generic writer and opts, and
+// trims the file's footer as the encoder does for templates files
+// (TrimFooter).
+func writeTrimmed[T any](t testing.TB, rows []T, opts ...parquet.WriterOption) []byte {
+	t.Helper()
 	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[v2TemplateRow](&buf, parquet.Compression(codec), parquet.DataPageVersion(1), parquet.DataPageStatistics(false))
+	w := parquet.NewGenericWriter[T](&buf, opts...)
 	if _, err := w.Write(rows); err != nil {
 		t.Fatal(err)
 	}

@@ -335,18 +335,7 @@ func TestPageHeadersWithoutEmptyStatistics(t *testing.T) {
 		rows = append(rows, row{int64(i), fmt.Sprint("template ", i%17, " <*>")})
 	}
 	for _, stats := range []bool{false, true} {
-		var buf bytes.Buffer
-		w := parquet.NewGenericWriter[row](&buf, parquet.DataPageVersion(1), parquet.DataPageStatistics(stats))
-		if _, err := w.Write(rows); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		data, err := TrimFooter(buf.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
+		data := writeTrimmed(t, rows, parquet.DataPageVersion(1), parquet.DataPageStatistics(stats))
 		check(fmt.Sprintf("TrimFooter, page statistics %v", stats), data, stats)
 		got, err := parquet.Read[row](bytes.NewReader(data), int64(len(data)))
 		if err != nil {
