@@ -22,6 +22,10 @@ type line struct {
 	text      string // without the '\n'; the first 64 KiB when long > 0
 	long      int    // > 0: the line's real length, above MaxRecordBytes
 	read      int64  // read time, Unix nanos
+	// arrived is when the read that completed the line returned (Unix
+	// nanos; 0: not known, read stands for it). Lines of one read share
+	// it; it is the record time of a line without an event time.
+	arrived int64
 	// ts is the record time (Unix nanos) and tsSrc what it is; the
 	// reader's stamper sets them.
 	ts    int64

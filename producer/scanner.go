@@ -13,22 +13,46 @@ import (
 // only its first bytes (for the dead letter) and its length.
 type scanner struct {
 	br      *bufio.Reader
-	off     uint64 // offset of the first byte of the current (partial) line
-	max     int    // longest line kept as a record
-	keep    int    // bytes of a line kept in part
-	part    []byte // kept bytes of the current line, '\n' excluded
-	partLen int    // full length of the current line so far
+	in      *timedReader // what br reads: notes when bytes arrive
+	off     uint64       // offset of the first byte of the current (partial) line
+	max     int          // longest line kept as a record
+	keep    int          // bytes of a line kept in part
+	part    []byte       // kept bytes of the current line, '\n' excluded
+	partLen int          // full length of the current line so far
 }
 
 const readBufSize = 256 << 10
 
 func newScanner(r io.Reader, off uint64, maxRecord int) *scanner {
-	return &scanner{br: bufio.NewReaderSize(r, readBufSize), off: off, max: maxRecord, keep: max(maxRecord, deadLetterPrefix)}
+	in := &timedReader{r: r, now: unixNow}
+	return &scanner{br: bufio.NewReaderSize(in, readBufSize), in: in, off: off, max: maxRecord, keep: max(maxRecord, deadLetterPrefix)}
+}
+
+func unixNow() int64 { return time.Now().UnixNano() }
+
+// timedReader notes the time of each read that returned bytes: the
+// arrival time of every line that read completed. A file read in bulk
+// gives the lines of one read one time (a record time that differs by
+// microseconds from line to line is noise the lake would store per row),
+// a followed file or a pipe the time each write was read.
+type timedReader struct {
+	r   io.Reader
+	now func() int64
+	at  int64 // time of the last read that returned bytes, Unix nanos
+}
+
+func (t *timedReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.at = t.now()
+	}
+	return n, err
 }
 
 // reset makes s read r from offset off, forgetting any partial line.
 func (s *scanner) reset(r io.Reader, off uint64) {
-	s.br.Reset(r)
+	s.in.r = r
+	s.br.Reset(s.in)
 	s.off = off
 	s.part = s.part[:0]
 	s.partLen = 0
@@ -89,7 +113,7 @@ func (s *scanner) make(text []byte, n int) line { return s.makeN(text, n-1, n) }
 // makeN builds a line of textLen bytes (text holds its kept prefix) that
 // consumed n input bytes.
 func (s *scanner) makeN(text []byte, textLen, n int) line {
-	ln := line{off: s.off, next: s.off + uint64(n), read: time.Now().UnixNano()}
+	ln := line{off: s.off, next: s.off + uint64(n), read: s.in.now(), arrived: s.in.at}
 	s.off = ln.next
 	if textLen > s.max {
 		ln.long = textLen

@@ -13,7 +13,8 @@ import (
 // time parsed from the line (internal/eventtime, Config.EventTime), else
 // the previous line's event time (a continuation line: a stack-trace frame,
 // the rest of a multi-line message), else, with no event time before it in
-// this run, the time it was read. The line's text is not changed.
+// this run, the time it was read (the time its bytes arrived: one time for
+// the lines of one read of a file). The line's text is not changed.
 //
 // It runs on the reader goroutine for every line read, the lines skipped on
 // a restart included, so a line's time does not depend on where frames
@@ -43,14 +44,18 @@ var (
 	maxTS = time.Unix(0, math.MaxInt64)
 )
 
-// stamp sets ln.ts and ln.tsSrc from ln.text and ln.read.
+// stamp sets ln.ts and ln.tsSrc from ln.text and ln.arrived (ln.read
+// where that is not known).
 func (s *stamper) stamp(ln *line) {
 	ln.ts, ln.tsSrc = ln.read, streams.TSRead
+	if ln.arrived != 0 {
+		ln.ts = ln.arrived
+	}
 	if s.p == nil {
 		return
 	}
 	// A year-less timestamp is placed near the time it was read.
-	s.p.SetReference(time.Unix(0, ln.read))
+	s.p.SetReference(time.Unix(0, ln.ts))
 	// Parse only reads the line: no copy needed.
 	m, _, ok := s.p.Parse(unsafe.Slice(unsafe.StringData(ln.text), len(ln.text)))
 	if ok && !m.Time.Before(minTS) && !m.Time.After(maxTS) {
