@@ -52,7 +52,7 @@
 //	15  epoch-ns       1117838570123456789                UTC       yes
 //
 // iso8601 is RFC 3339 and the ISO 8601 extended form: date, "T" or "t"
-// (iso8601) or a space (iso8601-space), hh:mm:ss, an optional fraction of
+// (iso8601) or one to eight spaces (iso8601-space), hh:mm:ss, an optional fraction of
 // 1-9 digits after "." or ",", and an optional zone: Z, z, ±hh:mm, ±hhmm or
 // ±hh. The other layouts take an optional fraction of 1-9 digits too: after
 // "." or "," for the slash layouts, after ":" for yyyymmdd-ms, after "." for
@@ -104,6 +104,8 @@
 //	                                          yyyymmdd-ms, "." for the others
 //	d    iso8601 date/time separator          T (iso8601), space (-space)
 //	p    day padding: ' ', '0' or '-' (none)  ' ' syslog, '0' ctime
+//	w    '1'..'7': blanks after the first     0 (iso8601-space: one blank)
+//	     between date and time
 //
 // The offset item holds the zone offset of the text for zoned layouts and
 // the offset of Config.Zone at that time for the others, so a lake written

@@ -59,6 +59,9 @@ func TestFormats(t *testing.T) {
 		{"2015-10-18 18:01:47.978 INFO", "2015-10-18 18:01:47.978", "2015-10-18T18:01:47.978Z", LayoutISO8601Sp, "s."},
 		{"2016-09-28 04:30:30, Info  CBS", "2016-09-28 04:30:30", "2016-09-28T04:30:30Z", LayoutISO8601Sp, "f0"},
 		{"2016-09-28 04:30:30.000100+01:00 x", "2016-09-28 04:30:30.000100+01:00", "2016-09-28T03:30:30.0001Z", LayoutISO8601Sp, "?"},
+		{"Start-Date: 2025-06-24  14:36:25", "2025-06-24  14:36:25", "2025-06-24T14:36:25Z", LayoutISO8601Sp, "f0w1"}, // apt's history and term logs
+		{"Log started: 2025-06-24  14:36:25", "2025-06-24  14:36:25", "2025-06-24T14:36:25Z", LayoutISO8601Sp, "f0w1"},
+		{"2025-06-24        14:36:25.5 x", "2025-06-24        14:36:25.5", "2025-06-24T14:36:25.5Z", LayoutISO8601Sp, "f1s.w7"},
 		// syslog, year from the reference
 		{"Jun 14 15:16:01 combo sshd[1]: x", "Jun 14 15:16:01", "2026-06-14T15:16:01Z", LayoutSyslog, ""},
 		{"Jun  4 15:16:01 combo x", "Jun  4 15:16:01", "2026-06-04T15:16:01Z", LayoutSyslog, ""},
@@ -156,6 +159,8 @@ func TestNoTimestamp(t *testing.T) {
 		"13-17 16:13:38.811 x",                                // month 13
 		"version 2.2026-11-29T00:00:00Z",                      // after a '.'
 		"2026-11-29",                                          // date only
+		"2026-11-29         00:00:00 x",                       // more than 8 blanks
+		"2026-11-29T  00:00:00Z x",                            // blanks after T
 		"x=1117838570.1234567891",                             // epoch fraction too long
 	} {
 		p := newParser(t, Defaults())

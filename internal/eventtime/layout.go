@@ -53,6 +53,7 @@ type variant struct {
 	digits  uint8 // fraction digits, 0..9
 	fsep    byte  // fraction separator: '.', ',' or ':'
 	dsep    byte  // ISO date/time separator: 'T', 't' or ' '
+	gap     uint8 // iso8601-space: blanks after the first one, 0..maxGap
 	pad     byte  // day of month below 10: ' ' space-padded, '0' zero-padded, '-' one digit
 }
 
@@ -86,7 +87,12 @@ const (
 	tagFracSep = 's' // one byte: fraction separator
 	tagDateSep = 'd' // one byte: date/time separator
 	tagPad     = 'p' // one byte: day padding
+	tagGap     = 'w' // one byte '1'..'7': more blanks between date and time
 )
+
+// maxGap is the most blanks after the first one between an iso8601-space
+// date and its time.
+const maxGap = 7
 
 // appendResidue encodes v against the default of layout l.
 func appendResidue(dst []byte, l LayoutID, v *variant) []byte {
@@ -116,6 +122,9 @@ func appendResidue(dst []byte, l LayoutID, v *variant) []byte {
 	}
 	if v.pad != d.pad {
 		dst = append(dst, tagPad, v.pad)
+	}
+	if v.gap != 0 {
+		dst = append(dst, tagGap, '0'+v.gap)
 	}
 	return dst
 }
@@ -163,6 +172,10 @@ func decodeResidue(l LayoutID, r []byte) variant {
 			v.dsep = b
 		case tagPad:
 			v.pad = b
+		case tagGap:
+			if b >= '1' && b <= '0'+maxGap {
+				v.gap = b - '0'
+			}
 		default:
 			return v
 		}

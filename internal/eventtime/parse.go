@@ -380,7 +380,16 @@ func (p *Parser) scanISO(b []byte, i int, f *fields) int {
 		return -1
 	}
 	f.v.dsep = b[i+10]
-	k := clock(b, i+11, f)
+	c := i + 11
+	f.v.gap = 0
+	if f.layout == LayoutISO8601Sp {
+		// More blanks may pad the time (apt's "Start-Date: 2025-06-24  14:36:25").
+		for c < len(b) && b[c] == ' ' && f.v.gap < maxGap {
+			f.v.gap++
+			c++
+		}
+	}
+	k := clock(b, c, f)
 	if k < 0 {
 		return -1
 	}

@@ -44,6 +44,9 @@ func Render(dst []byte, t time.Time, layout LayoutID, residue []byte) []byte {
 		dst = append(dst, '-')
 		dst = append2(dst, d)
 		dst = append(dst, v.dsep)
+		for range v.gap {
+			dst = append(dst, ' ')
+		}
 		dst = appendClock(dst, hh, mi, ss)
 		dst = appendFrac(dst, ns, &v)
 		dst = appendZone(dst, &v)
