@@ -145,9 +145,7 @@ func runQuery(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	// A query is a short batch job that allocates as it decodes: trade
-	// memory (bounded by the files decoded at once) for less collection.
-	debug.SetGCPercent(400)
+	defer batchGC(e.getenv)()
 	opts := lake.SearchOptions{Tenant: *tenant, TemplateID: *tid, Since: s, Until: u, Limit: *limit, LineOnly: *format == "raw"}
 	bw := bufio.NewWriterSize(e.stdout, 1<<20)
 	if q.Aggregates() {
@@ -179,6 +177,27 @@ func runQuery(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return bw.Flush()
+}
+
+// batchHeapLimit is the heap a query grows to before its first collection.
+const batchHeapLimit = 512 << 20
+
+// batchGC sets the collector for a query, a short batch job that allocates
+// as it decodes: no collection until the heap reaches batchHeapLimit, then
+// the collector keeps it there (GOGC=off with a GOMEMLIMIT). A query of a
+// few files then ends before its first collection, which cost about a
+// fifth of a selective term's CPU (docs/benchmarks.md). GOGC or GOMEMLIMIT
+// in the environment win. It returns a func that restores the settings.
+func batchGC(getenv func(string) string) (restore func()) {
+	if getenv("GOGC") != "" || getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	pct := debug.SetGCPercent(-1)
+	limit := debug.SetMemoryLimit(batchHeapLimit)
+	return func() {
+		debug.SetGCPercent(pct)
+		debug.SetMemoryLimit(limit)
+	}
 }
 
 // queryFirst moves a query argument that starts with '-' ('-GET error',

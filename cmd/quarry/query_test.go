@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -227,10 +229,9 @@ func TestQueryLanguageCLI(t *testing.T) {
 
 func head(s []string) []string { return s[:min(len(s), 5)] }
 
-// TestQueryEmptyLakeAndNoLake: a lake with both tables and no record
-// answers every query with nothing (a count with 0); a path without a lake
-// is a usage error, also with a query.
-func TestQueryEmptyLakeAndNoLake(t *testing.T) {
+// emptyLake is a lake with both tables and no file.
+func emptyLake(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
 	store, err := objstore.NewLocal(dir)
@@ -244,6 +245,62 @@ func TestQueryEmptyLakeAndNoLake(t *testing.T) {
 	if err := tpl.Create(ctx, delta.Metadata{Name: "templates", SchemaString: lake.TemplatesSchemaString}); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// gcWatch is a stdout that notes the collector's settings while the
+// command writes to it.
+type gcWatch struct {
+	writes int
+	pct    int
+	limit  int64
+}
+
+func (w *gcWatch) Write(p []byte) (int, error) {
+	w.writes++
+	w.pct = debug.SetGCPercent(-1)
+	debug.SetGCPercent(w.pct)
+	w.limit = debug.SetMemoryLimit(-1) // negative: only reads it
+	return len(p), nil
+}
+
+// TestQueryBatchGC: a query runs with the collector off until the heap
+// reaches batchHeapLimit (its first collection was about a fifth of a
+// selective term's CPU), unless GOGC or GOMEMLIMIT is set, and the settings
+// are restored when it returns.
+func TestQueryBatchGC(t *testing.T) {
+	dir := emptyLake(t)
+	pct := debug.SetGCPercent(-1)
+	debug.SetGCPercent(pct)
+	limit := debug.SetMemoryLimit(-1)
+	for _, c := range []struct {
+		env       map[string]string
+		wantPct   int
+		wantLimit int64
+	}{
+		{nil, -1, batchHeapLimit},
+		{map[string]string{"GOGC": "100"}, pct, limit},
+		{map[string]string{"GOMEMLIMIT": "1GiB"}, pct, limit},
+	} {
+		w := &gcWatch{}
+		e := &env{stdin: strings.NewReader(""), stdout: w, stderr: io.Discard, getenv: func(k string) string { return c.env[k] }}
+		if code := runMain(context.Background(), e, []string{"query", "--lake", dir, "--format", "raw", "| count"}); code != 0 {
+			t.Fatalf("env %v: exit %d", c.env, code)
+		}
+		if w.writes == 0 || w.pct != c.wantPct || w.limit != c.wantLimit {
+			t.Errorf("env %v: while writing (%d writes) GC percent %d, memory limit %d; want %d, %d", c.env, w.writes, w.pct, w.limit, c.wantPct, c.wantLimit)
+		}
+		if p, l := debug.SetGCPercent(pct), debug.SetMemoryLimit(-1); p != pct || l != limit {
+			t.Errorf("env %v: after the query GC percent %d, memory limit %d; want %d, %d restored", c.env, p, l, pct, limit)
+		}
+	}
+}
+
+// TestQueryEmptyLakeAndNoLake: a lake with both tables and no record
+// answers every query with nothing (a count with 0); a path without a lake
+// is a usage error, also with a query.
+func TestQueryEmptyLakeAndNoLake(t *testing.T) {
+	dir := emptyLake(t)
 	for _, c := range []struct{ query, format, want string }{
 		{"", "raw", ""},
 		{"error", "raw", ""},
