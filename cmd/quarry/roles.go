@@ -47,7 +47,8 @@ type role struct {
 }
 
 // setup connects to NATS with c's resolved connection and ensures the
-// streams of cfg (checked: see checked).
+// streams of cfg (checked: see checked). The caller closes r.nc (one
+// defer right after setup covers every later error).
 func setup(ctx context.Context, e *env, c *common, cfg pipeline.Config, name string) (*role, error) {
 	cc := c.conn
 	if cc.URL == "" {
@@ -76,10 +77,8 @@ func setup(ctx context.Context, e *env, c *common, cfg pipeline.Config, name str
 	return &role{log: log, reg: reg, nc: nc, js: js, hs: health.New(reg, log), c: *c}, nil
 }
 
-// serve runs run with the health endpoint beside it, and closes the
-// connection after run returns.
+// serve runs run with the health endpoint beside it.
 func (r *role) serve(ctx context.Context, name string, run func(context.Context) error, ready func() error) error {
-	defer r.nc.Close()
 	r.hs.Add(name, ready)
 	r.hs.Add("nats", func() error {
 		if !r.nc.IsConnected() {
@@ -158,6 +157,7 @@ func runProducer(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer r.nc.Close()
 	cfg := root.Producer
 	deps := producer.Deps{JS: r.js, Log: r.log, Registerer: r.reg}
 	type src interface {
@@ -176,16 +176,13 @@ func runProducer(ctx context.Context, e *env, args []string) error {
 		s, err = producer.NewSubject(cfg, deps)
 	case cfg.Receivers.Enabled():
 	default:
-		r.nc.Close()
 		return errUsage{"want --input FILE|-, --subject, --generate N or a receiver (--listen-syslog, --listen-syslog-tls, --listen-http, --listen-otlp, --listen-otlp-grpc)"}
 	}
 	if err != nil {
-		r.nc.Close()
 		return err
 	}
 	recv, err := listenReceivers(cfg, e.getenv, r.js, r.log, r.reg, e.stderr)
 	if err != nil {
-		r.nc.Close()
 		return err
 	}
 	switch {
@@ -230,6 +227,7 @@ func runProducerMSSQL(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer r.nc.Close()
 	return r.serve(ctx, "producer-mssql", func(ctx context.Context) error {
 		return cdc.Run(ctx, *root.MSSQL, dsn, cdc.Deps{JS: r.js, Log: r.log, Registerer: r.reg}, r.hs)
 	}, func() error { return nil }) // cdc.Run registers the "cdc" check
@@ -253,9 +251,9 @@ func runMiner(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer r.nc.Close()
 	m, err := miner.New(root.Miner, miner.Deps{JS: r.js, Log: r.log, Registerer: r.reg})
 	if err != nil {
-		r.nc.Close()
 		return err
 	}
 	return r.serve(ctx, "miner", m.Run, m.Ready)
@@ -292,15 +290,14 @@ func runEncoder(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer r.nc.Close()
 	cfg := root.Encoder
 	store, err := openStore(ctx, e, &r.c)
 	if err != nil {
-		r.nc.Close()
 		return err
 	}
 	enc, err := encoder.New(cfg, encoder.Deps{JS: r.js, Store: store, Log: r.log, Registerer: r.reg})
 	if err != nil {
-		r.nc.Close()
 		return err
 	}
 	return r.serve(ctx, "encoder", enc.Run, enc.Ready)
@@ -333,15 +330,14 @@ func runCommitter(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer r.nc.Close()
 	cfg := root.Committer
 	store, err := openStore(ctx, e, &r.c)
 	if err != nil {
-		r.nc.Close()
 		return err
 	}
 	cm, err := committer.New(cfg, committer.Deps{JS: r.js, Store: store, Log: r.log, Registerer: r.reg})
 	if err != nil {
-		r.nc.Close()
 		return err
 	}
 	r.hs.AddInfo("committer", cm.Detail)
