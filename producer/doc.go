@@ -23,7 +23,9 @@
 //   - Each record's TS is the line's event time (Config.EventTime, keys
 //     timestamp and timezone): the timestamp the line starts with, else the
 //     previous line's event time in this source run (a continuation line),
-//     else the read time; TSSource says which. The text is not changed. The
+//     else the read time (when the read that completed the line returned:
+//     one time for the lines of one read); TSSource says which. The text is
+//     not changed. The
 //     progress fact's FinalizedUntil is the read time of the last acked
 //     line, never an event time, which may come out of order.
 //   - A frame is written only when JetStream acked it. Frames go out
