@@ -36,6 +36,8 @@ func TestSizeLevers(t *testing.T) {
 		mod  func(*options)
 	}{
 		{"default", func(*options) {}},
+		{"rows in WAL order", func(o *options) { o.sortByTpl = false }},
+		{"rows in WAL order, high compression", func(o *options) { o.sortByTpl = false; WithHighCompression(true)(o) }},
 		{"ts micros always", func(o *options) { o.tsMillis = false }},
 		{"all slot columns", func(o *options) { o.slotMin = 0 }},
 		{"slot columns >= 1/16", func(o *options) { o.slotMin = 1.0 / 16 }},
@@ -232,6 +234,8 @@ func BenchmarkEncodeLevels(b *testing.B) {
 		mod  func(*options)
 	}{
 		{"default", func(*options) {}},
+		{"rows in WAL order", func(o *options) { o.sortByTpl = false }},
+		{"rows in WAL order, high compression", func(o *options) { o.sortByTpl = false; WithHighCompression(true)(o) }},
 		{"better", func(o *options) { o.level = zstd.SpeedBetterCompression }},
 		{"best", func(o *options) { o.level = zstd.SpeedBestCompression }},
 		{"best-from-4KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBestCompression, 4<<10 }},
@@ -277,6 +281,8 @@ func TestEncodeLevelsCPU(t *testing.T) {
 		mod  func(*options)
 	}{
 		{"default", func(*options) {}},
+		{"rows in WAL order", func(o *options) { o.sortByTpl = false }},
+		{"rows in WAL order, high compression", func(o *options) { o.sortByTpl = false; WithHighCompression(true)(o) }},
 		{"p better", func(o *options) { o.pLevel = zstd.SpeedBetterCompression }},
 		{"p best", func(o *options) { o.pLevel = zstd.SpeedBestCompression }},
 		{"better from 16 KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBetterCompression, 16<<10 }},

@@ -2,6 +2,7 @@ package recfile
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,9 +20,19 @@ import (
 )
 
 // loghubDir holds the Loghub 2k sample logs, read in place.
-const loghubDir = "/work/shared/loghub2k"
+// loghubDir holds the datasets, <set>/<set>_2k.log ($LOGHUB_DIR, else
+// ../shared/loghub2k read in place).
+var loghubDir = cmp.Or(os.Getenv("LOGHUB_DIR"), "/work/shared/loghub2k")
 
-var loghubSets = []string{"Android", "Apache", "BGL", "HDFS", "HPC", "Hadoop", "Linux", "OpenSSH", "Proxifier", "Spark", "Windows"}
+// loghubSets are the datasets the harness reads: $RECFILE_SETS
+// (comma-separated) or the 11 of Loghub-2k. Another real log is measured
+// by putting it at $LOGHUB_DIR/<name>/<name>_2k.log.
+var loghubSets = func() []string {
+	if v := os.Getenv("RECFILE_SETS"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return []string{"Android", "Apache", "BGL", "HDFS", "HPC", "Hadoop", "Linux", "OpenSSH", "Proxifier", "Spark", "Windows"}
+}()
 
 // frameLines is the frame size the harness cuts lines into (one WAL
 // message each).
