@@ -15,12 +15,13 @@
 // before it (lake.DatedLayout); the worker reads the layout from the
 // table's Delta log at start, and at its flushes until the table exists. It flushes
 // when the buffered input reaches Config.TargetFileBytes or
-// Config.MaxBatches, when the oldest buffered batch is Config.MaxAge old, or
-// when the process drains. A flush writes one records file per partition
+// Config.MaxBatches, when the oldest buffered batch is Config.MaxAge old,
+// or when the process drains. A flush writes one records file per partition
 // (at zstd's default level; at its best level when the flush is by age or
 // the drain with less than Config.HighCompressionBelow buffered and the
-// process used less than half a core meanwhile: the CPU is idle) and at most one templates file, uploads them with objstore.Store.Put
-// under
+// process used less than half a core meanwhile: the CPU is idle) and at most one templates file
+// (the partitions' files are encoded at once, up to GOMAXPROCS at a time),
+// uploads them with objstore.Store.Put under
 //
 //	records/tenant=<t>/part-<first>-<last>-<writer>-<flush>.zstd.parquet
 //	records/tenant=<t>/date=<d>/part-...  (lake.DatedLayout)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -471,22 +472,21 @@ func (w *worker) flush(ctx context.Context) error {
 	keys := slices.SortedFunc(maps.Keys(buf.parts), func(a, b partKey) int {
 		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Date, b.Date))
 	})
-	for _, k := range keys {
+	encoded, err := w.encodeParts(ctx, keys, high)
+	if err != nil {
+		// Encoding in-memory rows fails only on a bug (or ctx ended);
+		// keep the batches and let them be redelivered after a nak.
+		return w.failFlush(ctx, err, nil, false)
+	}
+	for i, k := range keys {
 		p := buf.parts[k]
-		data, stats, err := w.encodeRecords(ctx, k.Tenant, p.rows, high)
-		if err != nil {
-			// Encoding in-memory rows fails only on a bug (or ctx ended);
-			// keep the batches and let them be redelivered after a nak.
-			return w.failFlush(ctx, fmt.Errorf("encode %s: %w", k, err), nil, false)
-		}
 		path := k.FilePath(lake.FileName(p.minSeq, p.maxSeq, writer))
-		files = append(files, out{table: streams.TableRecords, path: path, data: data, info: streams.FileInfo{
-			Table: streams.TableRecords, Path: path, Size: int64(len(data)),
+		files = append(files, out{table: streams.TableRecords, path: path, data: encoded[i].data, info: streams.FileInfo{
+			Table: streams.TableRecords, Path: path, Size: int64(len(encoded[i].data)),
 			PartitionValues: k.PartitionValues(),
-			NumRecords:      int64(len(p.rows)), Stats: stats,
+			NumRecords:      int64(len(p.rows)), Stats: encoded[i].stats,
 		}})
 		records += int64(len(p.rows))
-		w.keepAlive(false)
 	}
 	if len(buf.templates) > 0 {
 		sortTemplateRows(buf.templates)
@@ -693,36 +693,95 @@ func (w *worker) cpuUsed() (time.Duration, bool) {
 	return cputime.Used()
 }
 
-// encodeRecords writes a partition's rows as one records file: records v3
+// encodedPart is a partition's records file and its stats.
+type encodedPart struct {
+	data  []byte
+	stats string
+}
+
+// encodeParts writes the records file of each buffered partition in keys,
+// in keys' order. The template texts are looked up one partition after the
+// other (a lookup may wait for texts, keeping the batches alive); the
+// files are then encoded at once, up to GOMAXPROCS at a time: a flush of
+// three tenants' partitions was encoded on one core while the other
+// waited (quarry run's drain after the last frame). Each file is the same
+// as when encoded alone (Encode is deterministic).
+func (w *worker) encodeParts(ctx context.Context, keys []partKey, high bool) ([]encodedPart, error) {
+	type job struct {
+		tpl    recfile.Templates
+		tplErr error
+		file   recfile.File
+		err    error
+	}
+	jobs := make([]job, len(keys))
+	for i, k := range keys {
+		jobs[i].tpl, jobs[i].tplErr = w.e.texts.templatesFor(ctx, k.Tenant, w.buf.parts[k].rows, w.e.cfg.TemplateWait, func(missing error) {
+			w.setStatus("templates", missing.Error())
+			w.keepAlive(false)
+		})
+		w.setStatus("templates", "")
+		if jobs[i].tplErr != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("encode %s: %w", k, jobs[i].tplErr)
+		}
+	}
+	opts := append(w.layout.EncodeOptions(), recfile.WithHighCompression(high))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		j := &jobs[i]
+		if j.tplErr != nil {
+			continue
+		}
+		rows := w.buf.parts[k].rows
+		if len(keys) == 1 {
+			j.file, j.err = recfile.Encode(rows, j.tpl, opts...)
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			j.file, j.err = recfile.Encode(rows, j.tpl, opts...)
+		})
+	}
+	wg.Wait()
+	w.keepAlive(false)
+	out := make([]encodedPart, len(keys))
+	for i, k := range keys {
+		j := &jobs[i]
+		var err error
+		out[i].data, out[i].stats, err = w.encodeRecords(ctx, k.Tenant, w.buf.parts[k].rows, j.tplErr, j.file, j.err, high)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", k, err)
+		}
+	}
+	return out, nil
+}
+
+// encodeRecords is a partition's records file given the outcome of its
+// template lookup (tplErr) and of recfile.Encode (file, encErr): records v3
 // (internal/recfile) with the template texts the rows use. When a text
 // cannot be found within Config.TemplateWait, or recfile refuses the rows
 // as not matching their templates, the file is written in records v2
 // instead (parameters as text, rendered with the templates table at read
 // time, as before v3), so no record is held up or lost; either is logged
 // as an error and counted in quarry_encoder_v2_files_total.
-func (w *worker) encodeRecords(ctx context.Context, tenant string, rows []recfile.Row, high bool) (data []byte, stats string, err error) {
-	tpl, err := w.e.texts.templatesFor(ctx, tenant, rows, w.e.cfg.TemplateWait, func(missing error) {
-		w.setStatus("templates", missing.Error())
-		w.keepAlive(false)
-	})
-	w.setStatus("templates", "")
-	if err == nil {
-		f, err := recfile.Encode(rows, tpl, append(w.layout.EncodeOptions(), recfile.WithHighCompression(high))...)
-		if err == nil {
+func (w *worker) encodeRecords(ctx context.Context, tenant string, rows []recfile.Row, tplErr error, file recfile.File, encErr error, high bool) (data []byte, stats string, err error) {
+	if tplErr == nil {
+		if encErr == nil {
 			if high {
 				w.e.m.highFiles.Inc()
 			}
-			return f.Data, f.Stats, nil
+			return file.Data, file.Stats, nil
 		}
-		if !errors.Is(err, recfile.ErrInput) {
-			return nil, "", err
+		if !errors.Is(encErr, recfile.ErrInput) {
+			return nil, "", encErr
 		}
-		w.log.Error("records do not fit their templates, file written as records v2", "tenant", tenant, "err", err)
+		w.log.Error("records do not fit their templates, file written as records v2", "tenant", tenant, "err", encErr)
 	} else {
 		if ctx.Err() != nil {
-			return nil, "", err
+			return nil, "", tplErr
 		}
-		w.log.Error("template texts not found, file written as records v2", "tenant", tenant, "wait", w.e.cfg.TemplateWait, "err", err)
+		w.log.Error("template texts not found, file written as records v2", "tenant", tenant, "wait", w.e.cfg.TemplateWait, "err", tplErr)
 	}
 	v2 := v2Rows(rows)
 	sortRecordRows(v2)
