@@ -36,6 +36,17 @@ type Config struct {
 	// MaxAge flushes a worker's buffer when its oldest batch was received
 	// that long ago (default 5s).
 	MaxAge time.Duration `yaml:"max_age"`
+	// IdleFlush flushes a worker's buffer of at least IdleFlushBytes when
+	// no batch came for that long (default 100ms; negative: never): the
+	// input paused (a backlog drained, a burst ended), so waiting out
+	// MaxAge would only delay the files, and the CPU that would encode
+	// them sits idle meanwhile. A trickle (less than IdleFlushBytes per
+	// MaxAge) is still gathered for MaxAge.
+	IdleFlush time.Duration `yaml:"idle_flush"`
+	// IdleFlushBytes is the least buffered input (as TargetFileBytes
+	// measures it) IdleFlush flushes (default 1 MiB, about 13,000 lines
+	// of quarry run's mined batches).
+	IdleFlushBytes int64 `yaml:"idle_flush_bytes"`
 	// AckWait of the shared consumer (default 30s). Workers send InProgress
 	// every AckWait/3 for every batch they hold.
 	AckWait time.Duration `yaml:"ack_wait"`
@@ -108,6 +119,12 @@ func (c Config) Defaults() Config {
 	if c.MaxAge == 0 {
 		c.MaxAge = 5 * time.Second
 	}
+	if c.IdleFlush == 0 {
+		c.IdleFlush = 100 * time.Millisecond
+	}
+	if c.IdleFlushBytes == 0 {
+		c.IdleFlushBytes = 1 << 20
+	}
 	if c.AckWait == 0 {
 		c.AckWait = 30 * time.Second
 	}
@@ -169,6 +186,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAge < time.Millisecond {
 		errs = append(errs, fmt.Errorf("encoder.max_age %s: must be at least 1ms", c.MaxAge))
+	}
+	if c.IdleFlush > 0 && c.IdleFlush < time.Millisecond {
+		errs = append(errs, fmt.Errorf("encoder.idle_flush %s: must be at least 1ms (negative: never)", c.IdleFlush))
+	}
+	if c.IdleFlushBytes < 1 {
+		errs = append(errs, fmt.Errorf("encoder.idle_flush_bytes %d: must be positive", c.IdleFlushBytes))
 	}
 	if c.AckWait < time.Second {
 		errs = append(errs, fmt.Errorf("encoder.ack_wait %s: must be at least 1s", c.AckWait))

@@ -16,6 +16,8 @@
 // table's Delta log at start, and at its flushes until the table exists. It flushes
 // when the buffered input reaches Config.TargetFileBytes or
 // Config.MaxBatches, when the oldest buffered batch is Config.MaxAge old,
+// when it holds at least Config.IdleFlushBytes and no batch came for
+// Config.IdleFlush (the input paused: a drained backlog is encoded at once),
 // or when the process drains. A flush writes one records file per partition
 // (at zstd's default level; at its best level when the flush is by age or
 // the drain with less than Config.HighCompressionBelow buffered and the

@@ -361,6 +361,23 @@ func TestFlushTriggers(t *testing.T) {
 					t.Errorf("report covers %d batches, want 3", len(r.Batches))
 				}
 			}},
+		// Input that pauses with enough buffered is flushed without waiting
+		// out max_age (a backlog drained, a burst ended).
+		{name: "idle", publish: 3, cfg: func(c *Config) {
+			c.MaxAge, c.AckWait, c.IdleFlush, c.IdleFlushBytes = 5*time.Minute, time.Minute, 50*time.Millisecond, 1
+		}, check: func(t *testing.T, r *streams.Report, _ time.Duration) {
+			if len(r.Batches) == 0 {
+				t.Error("idle flush reported no batch")
+			}
+		}},
+		// A trickle, less than idle_flush_bytes, waits for max_age.
+		{name: "idle, little buffered", publish: 1, cfg: func(c *Config) {
+			c.MaxAge, c.IdleFlush, c.IdleFlushBytes = 400*time.Millisecond, 10*time.Millisecond, 1<<20
+		}, check: func(t *testing.T, r *streams.Report, waited time.Duration) {
+			if waited < 400*time.Millisecond {
+				t.Errorf("flushed after %s, before max age", waited)
+			}
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

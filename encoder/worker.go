@@ -87,6 +87,8 @@ type worker struct {
 	flights   map[string]*flight
 	flushes   uint64
 	lastTouch time.Time
+	// lastRecv is when the last batch was buffered (IdleFlush).
+	lastRecv time.Time
 
 	fetch      jetstream.MessageBatch
 	msgs       <-chan jetstream.Msg
@@ -223,6 +225,9 @@ func (w *worker) run(soft, hard context.Context) {
 	cfg := w.e.cfg
 	tick := time.NewTicker(w.tickEvery())
 	defer tick.Stop()
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	defer idle.Stop()
 	defer w.stopWatch()
 	w.lastTouch = time.Now()
 	softDone := soft.Done()
@@ -258,7 +263,13 @@ func (w *worker) run(soft, hard context.Context) {
 		if w.watcher != nil {
 			updates = w.watcher.Updates()
 		}
+		var idleC <-chan time.Time
+		if d, ok := w.idleIn(now); ok {
+			idle.Reset(d)
+			idleC = idle.C
+		}
 		select {
+		case <-idleC:
 		case m, ok := <-w.msgs:
 			if !ok {
 				w.endFetch()
@@ -335,7 +346,20 @@ func (w *worker) shouldFlush(now time.Time) bool {
 		return false
 	}
 	cfg := w.e.cfg
+	if d, ok := w.idleIn(now); ok && d <= 0 {
+		return true
+	}
 	return b.bytes >= cfg.TargetFileBytes || len(b.batches) >= cfg.MaxBatches || now.Sub(b.batches[0].received) >= cfg.MaxAge
+}
+
+// idleIn is how long until the buffer is flushed for Config.IdleFlush (ok:
+// it holds at least IdleFlushBytes; zero or less: now).
+func (w *worker) idleIn(now time.Time) (time.Duration, bool) {
+	cfg := w.e.cfg
+	if cfg.IdleFlush <= 0 || len(w.buf.batches) == 0 || w.buf.bytes < cfg.IdleFlushBytes {
+		return 0, false
+	}
+	return cfg.IdleFlush - now.Sub(w.lastRecv), true
 }
 
 // receive decodes one message and buffers its batch, or dead-letters it.
@@ -380,6 +404,7 @@ func (w *worker) receive(ctx context.Context, m jetstream.Msg) {
 	w.e.m.batches.Inc()
 	h := &held{seq: b.WALSeq, prev: b.PrevSeq, records: len(b.Records), size: len(m.Data()), msgs: []ackRef{newAckRef(w.e.js.Conn(), m)}, received: time.Now()}
 	w.bySeq[h.seq] = h
+	w.lastRecv = h.received
 	buf := &w.buf
 	if len(buf.batches) == 0 {
 		buf.cpu, buf.cpuOK = w.cpuUsed()
