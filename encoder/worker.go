@@ -718,6 +718,14 @@ func (w *worker) cpuUsed() (time.Duration, bool) {
 	return cputime.Used()
 }
 
+// encodeSlots bounds the records files the process's workers encode at
+// once to GOMAXPROCS: more would not run sooner, and each encode in
+// progress holds zstd encoders (about 4 MB at zstd's default level, 34 MB
+// at its best, which the footer's summary uses) that recfile keeps for
+// reuse only up to GOMAXPROCS per level. Unbounded, a quarry run of three
+// tenants built 141 MB of zstd encoders instead of 38 MB (QUARRY_MEMPROFILE).
+var encodeSlots = make(chan struct{}, runtime.GOMAXPROCS(0))
+
 // encodedPart is a partition's records file and its stats.
 type encodedPart struct {
 	data  []byte
@@ -727,7 +735,8 @@ type encodedPart struct {
 // encodeParts writes the records file of each buffered partition in keys,
 // in keys' order. The template texts are looked up one partition after the
 // other (a lookup may wait for texts, keeping the batches alive); the
-// files are then encoded at once, up to GOMAXPROCS at a time: a flush of
+// files are then encoded at once, up to GOMAXPROCS at a time in the
+// process (encodeSlots): a flush of
 // three tenants' partitions was encoded on one core while the other
 // waited (quarry run's drain after the last frame). Each file is the same
 // as when encoded alone (Encode is deterministic).
@@ -750,7 +759,6 @@ func (w *worker) encodeParts(ctx context.Context, keys []partKey, high bool) ([]
 		}
 	}
 	opts := append(w.layout.EncodeOptions(), recfile.WithHighCompression(high))
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
 	for i, k := range keys {
 		j := &jobs[i]
@@ -758,13 +766,9 @@ func (w *worker) encodeParts(ctx context.Context, keys []partKey, high bool) ([]
 			continue
 		}
 		rows := w.buf.parts[k].rows
-		if len(keys) == 1 {
-			j.file, j.err = recfile.Encode(rows, j.tpl, opts...)
-			continue
-		}
-		sem <- struct{}{}
+		encodeSlots <- struct{}{}
 		wg.Go(func() {
-			defer func() { <-sem }()
+			defer func() { <-encodeSlots }()
 			j.file, j.err = recfile.Encode(rows, j.tpl, opts...)
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -106,12 +107,20 @@ func encodeSummary(s Summary) string {
 			}
 		}
 	}
+	// One summary at a time: a summary is a few KB, compressed in about a
+	// millisecond, and each encoder at zstd's best level has 34 MB of match
+	// tables that its first use faults in. Files encoded at once (the
+	// encoder's partitions) built one such encoder each.
+	summaryMu.Lock()
 	z, err := codec(zstd.SpeedBestCompression).Encode(nil, raw)
+	summaryMu.Unlock()
 	if err != nil {
 		return "" // not written: readers read such a file row by row
 	}
 	return pack7(append([]byte{summaryVersion}, z...))
 }
+
+var summaryMu sync.Mutex
 
 // text7 starts a summary value written 7 bits a character (pack7); a
 // value without it is base64 (standard, padded) of the same bytes, as
