@@ -146,6 +146,12 @@ func runQuery(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer batchGC(e.getenv)()
+	if !q.Aggregates() {
+		// A search decodes columns into tens of MB; an aggregate mostly
+		// reads footers, and the collection hugeHeap costs would outweigh
+		// its faults.
+		hugeHeap()
+	}
 	opts := lake.SearchOptions{Tenant: *tenant, TemplateID: *tid, Since: s, Until: u, Limit: *limit, LineOnly: *format == "raw"}
 	bw := bufio.NewWriterSize(e.stdout, 1<<20)
 	if q.Aggregates() {

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package main
+
+// hugeHeap is Linux's transparent huge pages for a query's heap
+// (hugeheap_linux.go); elsewhere it does nothing.
+func hugeHeap() {}

@@ -1,0 +1,8 @@
+//go:build linux && race
+
+package main
+
+// hugeHeapBytes under the race detector, where an allocation costs shadow
+// memory by its size (256 MB doubled the query tests' time): the same
+// mechanism over less.
+const hugeHeapBytes = 8 << 20
