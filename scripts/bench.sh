@@ -460,6 +460,45 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   its CPU (decoding 56%, rendering 31%), not its wall time; with more cores than overlapping files the
   parallel row groups would pay. The term's fixed costs after the inits: the templates table read
   without parquet-go's generic reader (6-8%) and one Delta replay per table.
+- Issue 12 item 3, the CLI's collection and page faults (branch `cli12`, 2026-12-05; load average 5-12
+  on the 2 cores throughout: compare within a line). Profile first (`perf record -g` of 20 CLI runs of
+  the term, main at 404982e): page faults were 36% of the process's CPU (samples under
+  `asm_exc_page_fault`), 3,378 of a term's 4,279 faults in the Go heap (`perf record -e page-faults -d`);
+  package inits 13%; one collection near the end (`GODEBUG=gctrace=1`: 15->16->11 MB under the old
+  `SetGCPercent(400)`). A fault costs 15-30 us on this VM, and with THP set to `madvise` (Debian's
+  default, and this machine's) the Go runtime never advises its heap, so each fresh 4 KB page of it
+  faults alone. Two changes, each landed alone (commit messages have every figure): `quarry query` runs
+  with the collector off until the heap reaches 512 MiB (GOGC=off with a GOMEMLIMIT; GOGC or GOMEMLIMIT
+  in the environment win; TestQueryBatchGC): none of the three bench queries collects; the term, loops
+  of 10 alternated, 8 rounds: mean 154.2 to 139.8 ms. Then a search (not an aggregate) first makes the
+  heap grow by 256 MB, untouched, advises MADV_HUGEPAGE over it and the heap below it, and frees it with
+  one collection (`hugeHeap` in cmd/quarry, about 10 ms, most of it the collector's own first faults;
+  TestQueryHugeHeap reads /proc/self/smaps while a search writes); the query's allocations then take
+  those pages and a first touch maps 2 MB: the term's faults 4,000 to 2,265 a run, mean 144.5 to 115.0
+  ms (8 rounds) and 168.8 to 123.3 (6 rounds); the render's faults 21,437 to 2,602, 785 to 511 ms (4
+  rounds of 5), max RSS 106 to 129 MB. For the count by template the collection cost more than it saved
+  (83 to 99 ms in a trial): aggregates, which mostly read footers, skip it. Both against main before
+  them and zstd in the same loops (`/usr/bin/time` of `bash -c 'for i in $(seq N); do CMD; done'`, CPU
+  = user + sys / N; term and count N = 20, render N = 5; three rounds; load 8-10; output identical: cmp
+  of the render, 3001 lines for the term):
+
+  | task | main at 404982e | after (ada358f) | zstd -3 | ratio before | ratio after |
+  |---|---:|---:|---:|---:|---:|
+  | selective term | 177.5 / 205.0 / 192.5 ms | 120.0 / 156.5 / 128.5 ms | 180.5 / 196.0 / 167.0 ms | 1.02 / 0.96 / 0.87 | 1.50 / 1.25 / 1.30 |
+  | full render | 738 / 810 / 740 ms | 538 / 626 / 534 ms | 182 / 180 / 142 ms | 0.25 / 0.22 / 0.19 | 0.34 / 0.29 / 0.27 |
+  | count by template | 97.0 / 98.0 / 100.5 ms | 113.5 / 103.0 / 97.0 ms | not in these loops | | |
+
+  (The count's rows differ within the noise: it runs no hugeHeap, and had no collection before either.)
+  What is left: the 10x target needs the whole term under 17-20 ms of CPU in these loops, where `quarry
+  help` alone costs 54-58 ms and a Go program that does nothing 12-14 ms (bash's fork included; three
+  rounds of 20 in the same loops): not reachable by this binary, whose start is the inits of every
+  dependency the one binary links (see above). The term's CPU after (`perf record -g`, 20 runs): package
+  inits 20%, decoding the kept row groups 18%, the templates table through parquet-go's generic reader
+  10% (half of it building the reader for the struct type, once per process), the runtime's start
+  (schedinit, itabsinit) 8%, hugeHeap's collection 8%, footers 4%, Delta logs 3%; page faults are still
+  32% of the samples (the binary's text and data, the inits' heap, runtime metadata). Not tried: a
+  templates reader of typed columns like recfile's, `runtime.MemProfileRate = 0` when QUARRY_MEMPROFILE is
+  unset (about 2% in one trial).
 PROFILE
 	} >"$tmp/search.md"
 }
