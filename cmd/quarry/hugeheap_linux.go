@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"os"
 	"runtime"
 	"syscall"
 	"unsafe"
@@ -21,12 +23,17 @@ import (
 // of it the collector's own first faults). Later allocations take the
 // lowest free pages: this range, where a first touch maps 2 MB at once.
 // The pages are only reserved until touched, and a query's allocations
-// are freed at exit. With THP off (never) the advice does nothing; errors
-// are ignored, as the advice is only a hint.
+// are freed at exit. Errors are ignored, as the advice is only a hint.
+// Only when THP is madvise: with always the heap has huge pages already,
+// with never the advice does nothing, and either way the collection would
+// be spent for nothing.
 //
 // The collector should be off (batchGC) so that the allocation does not
 // start a collection of its own.
 func hugeHeap() {
+	if !thpMadvise() {
+		return
+	}
 	const arena, huge = 64 << 20, 2 << 20
 	b := make([]byte, hugeHeapBytes)
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
@@ -36,4 +43,11 @@ func hugeHeap() {
 	syscall.Syscall(syscall.SYS_MADVISE, beg, end-beg, syscall.MADV_HUGEPAGE)
 	runtime.KeepAlive(b) // b is dead below: the collection frees it
 	runtime.GC()
+}
+
+// thpMadvise tells whether transparent huge pages are given to the
+// mappings advised MADV_HUGEPAGE only ("always [madvise] never").
+func thpMadvise() bool {
+	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	return err == nil && bytes.Contains(b, []byte("[madvise]"))
 }
