@@ -477,7 +477,8 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   those pages and a first touch maps 2 MB: the term's faults 4,000 to 2,265 a run, mean 144.5 to 115.0
   ms (8 rounds) and 168.8 to 123.3 (6 rounds); the render's faults 21,437 to 2,602, 785 to 511 ms (4
   rounds of 5), max RSS 106 to 129 MB. For the count by template the collection cost more than it saved
-  (83 to 99 ms in a trial): aggregates, which mostly read footers, skip it. Both against main before
+  (83 to 99 ms in a trial): aggregates, which mostly read footers, skip it; so does a machine whose THP
+  is `always` (the heap has huge pages already) or `never` (552dd9a). Both against main before
   them and zstd in the same loops (`/usr/bin/time` of `bash -c 'for i in $(seq N); do CMD; done'`, CPU
   = user + sys / N; term and count N = 20, render N = 5; three rounds; load 8-10; output identical: cmp
   of the render, 3001 lines for the term):
@@ -496,9 +497,15 @@ shares, not seconds; measured once, 2026-12-01, not rerun by this script):
   inits 20%, decoding the kept row groups 18%, the templates table through parquet-go's generic reader
   10% (half of it building the reader for the struct type, once per process), the runtime's start
   (schedinit, itabsinit) 8%, hugeHeap's collection 8%, footers 4%, Delta logs 3%; page faults are still
-  32% of the samples (the binary's text and data, the inits' heap, runtime metadata). Not tried: a
-  templates reader of typed columns like recfile's, `runtime.MemProfileRate = 0` when QUARRY_MEMPROFILE is
-  unset (about 2% in one trial).
+  32% of the samples (the binary's text and data, the inits' heap, runtime metadata); of hugeHeap's
+  collection, most is the runtime's first use of its span sets (faults in `spanSet.push` while sweeping).
+  Tried, not taken: hugeHeap from a package init that runs early (25th of the inits) when argv[1] is
+  `query`, so that the inits' heap is advised too (branch `cli12-early`): faults 2,170 to 1,737 (term)
+  and 2,022 to 1,488 (count), CPU in loops of 10 alternated, 6 rounds (load 9): term mean 140.5 to
+  133.2 ms, count 109.3 to 105.0 ms, about the noise, for an init that reads argv and allocates 256 MB
+  (what TestInitsLight forbids). Not tried: a templates reader of typed columns like recfile's (its
+  cost is spread over parquet-go's row reading, conversion and first-use faults), `runtime.MemProfileRate
+  = 0` when QUARRY_MEMPROFILE is unset (about 2% in one trial).
 PROFILE
 	} >"$tmp/search.md"
 }
