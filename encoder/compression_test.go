@@ -27,10 +27,18 @@ func TestHighCompressionWhenIdle(t *testing.T) {
 		cfg     func(c *Config, size int64) // size: a batch's bytes as received
 		batches int
 		busy    bool // the process's CPU clock runs (else it stands still: idle)
+		starved bool // its threads wait for a CPU (other work holds them)
 		high    bool
 	}{
 		{name: "age, little buffered", batches: 1, high: true, cfg: func(c *Config, _ int64) { c.MaxAge = 200 * time.Millisecond }},
 		{name: "age, little buffered, busy process", batches: 1, busy: true, cfg: func(c *Config, _ int64) { c.MaxAge = 200 * time.Millisecond }},
+		{name: "age, little buffered, starved process", batches: 1, starved: true, cfg: func(c *Config, _ int64) { c.MaxAge = 200 * time.Millisecond }},
+		{name: "size, always", batches: 1, busy: true, high: true, cfg: func(c *Config, size int64) {
+			c.MaxAge, c.AckWait, c.TargetFileBytes, c.HighCompression = 5*time.Minute, time.Minute, size, HighCompressionAlways
+		}},
+		{name: "age, little buffered, idle, never", batches: 1, cfg: func(c *Config, _ int64) {
+			c.MaxAge, c.HighCompression = 200*time.Millisecond, HighCompressionNever
+		}},
 		{name: "age, never", batches: 1, cfg: func(c *Config, _ int64) { c.MaxAge = 200 * time.Millisecond; c.HighCompressionBelow = -1 }},
 		{name: "age, under the limit for one worker", batches: 1, high: true, cfg: func(c *Config, size int64) {
 			c.MaxAge, c.HighCompressionBelow = 200*time.Millisecond, size*3/2
@@ -55,11 +63,19 @@ func TestHighCompressionWhenIdle(t *testing.T) {
 			cfg.AckWait = time.Minute
 			tc.cfg(&cfg, int64(len(streams.AppendMinedBatch(nil, bs[0]))))
 			e.reg = prometheus.NewRegistry()
-			var cpu atomic.Int64
+			var cpu, wait atomic.Int64
 			e.start(cfg, nil, nil, func(enc *Encoder) {
 				enc.cpuUsed = func() (time.Duration, bool) {
 					if tc.busy {
 						return time.Duration(cpu.Add(int64(time.Hour))), true
+					}
+					// Idle or starved: a little CPU, far less than
+					// half a core over MaxAge.
+					return time.Duration(cpu.Add(int64(time.Millisecond))), true
+				}
+				enc.cpuWaited = func() (time.Duration, bool) {
+					if tc.starved {
+						return time.Duration(wait.Add(int64(time.Second))), true
 					}
 					return 0, true
 				}

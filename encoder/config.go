@@ -89,7 +89,9 @@ type Config struct {
 	// HighCompressionBelow: a flush made by MaxAge or at the drain (not by
 	// TargetFileBytes or MaxBatches) whose buffer holds fewer bytes than
 	// HighCompressionBelow / Workers, in a process that used less than
-	// half a core while the buffer filled, writes its records files at
+	// half a core while the buffer filled (and, where the platform says,
+	// whose threads waited for a CPU less than half as long as they ran:
+	// a process other work starves is not idle), writes its records files at
 	// zstd's best level (recfile.WithHighCompression, as compaction
 	// rewrites them) instead of its default. Such a flush means the process takes
 	// in less than HighCompressionBelow per MaxAge, a fraction of what it
@@ -100,7 +102,20 @@ type Config struct {
 	// line in quarry run), where a saturated encoder of quarry run flushed
 	// 12 to 30 MB; -1: never.
 	HighCompressionBelow int64 `yaml:"high_compression_below"`
+	// HighCompression picks when records files are written at zstd's best
+	// level: "auto" (the default) as HighCompressionBelow says, "always"
+	// every records file (the smallest files for 2.6 times the encode's
+	// CPU: an import of old logs, a benchmark of sizes), "never" none
+	// (as HighCompressionBelow -1).
+	HighCompression string `yaml:"high_compression"`
 }
+
+// The values of Config.HighCompression.
+const (
+	HighCompressionAuto   = "auto"
+	HighCompressionAlways = "always"
+	HighCompressionNever  = "never"
+)
 
 // Defaults returns c with unset fields set to their defaults.
 func (c Config) Defaults() Config {
@@ -163,6 +178,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.HighCompressionBelow == 0 {
 		c.HighCompressionBelow = 2 << 20
+	}
+	if c.HighCompression == "" {
+		c.HighCompression = HighCompressionAuto
 	}
 	return c
 }
@@ -231,6 +249,11 @@ func (c Config) Validate() error {
 	}
 	if c.HighCompressionBelow < -1 {
 		errs = append(errs, fmt.Errorf("encoder.high_compression_below %d: must be -1 (never) or positive", c.HighCompressionBelow))
+	}
+	switch c.HighCompression {
+	case HighCompressionAuto, HighCompressionAlways, HighCompressionNever:
+	default:
+		errs = append(errs, fmt.Errorf("encoder.high_compression %q: must be auto, always or never", c.HighCompression))
 	}
 	if c.AckWait >= time.Second && c.MaxAge >= c.AckWait*10 {
 		errs = append(errs, fmt.Errorf("encoder.max_age %s: must be below 10 × ack_wait (%s)", c.MaxAge, c.AckWait))

@@ -21,9 +21,10 @@
 // or when the process drains. A flush writes one records file per partition
 // (at zstd's default level; at its best level when the flush is by age or
 // the drain with less than Config.HighCompressionBelow buffered and the
-// process used less than half a core meanwhile: the CPU is idle) and at most one templates file
-// (the partitions' files are encoded at once, up to GOMAXPROCS at a time),
-// uploads them with objstore.Store.Put under
+// process used less than half a core meanwhile without waiting for a CPU
+// half as long as it ran: the CPU is idle, not taken by other work) and at
+// most one templates file (the partitions' files are encoded at once, up to
+// GOMAXPROCS at a time), uploads them with objstore.Store.Put under
 //
 //	records/tenant=<t>/part-<first>-<last>-<writer>-<flush>.zstd.parquet
 //	records/tenant=<t>/date=<d>/part-...  (lake.DatedLayout)

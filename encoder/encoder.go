@@ -54,8 +54,9 @@ type Encoder struct {
 	crash   context.CancelFunc
 	// hooks for tests; nil in production.
 	afterReport func(w *worker, reportID string)
-	// cpuUsed is the process's CPU time (cputime.Used; tests replace it).
-	cpuUsed func() (time.Duration, bool)
+	// cpuUsed is the process's CPU time (cputime.Used) and cpuWaited the
+	// time its threads waited for a CPU (cputime.Waited); tests replace them.
+	cpuUsed, cpuWaited func() (time.Duration, bool)
 }
 
 // New checks cfg (after Defaults) and returns an encoder ready to Run.

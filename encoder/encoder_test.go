@@ -688,13 +688,13 @@ func TestConfigValidate(t *testing.T) {
 	bad := Config{Name: "a.b", Workers: -1, TargetFileBytes: 10, MaxBatches: -1, MaxAge: time.Hour, AckWait: time.Millisecond,
 		MaxAckPending: -1, MaxDeliver: 1, FetchBatch: -1, FetchBytes: 1, FetchWait: time.Nanosecond, MaxPendingReports: -1,
 		VerdictTimeout: time.Millisecond, VerdictPoll: time.Nanosecond, UploadTimeout: time.Millisecond, DrainTimeout: -1,
-		HighCompressionBelow: -5}
+		HighCompressionBelow: -5, HighCompression: "sometimes"}
 	err := bad.Validate()
 	if err == nil {
 		t.Fatal("bad config accepted")
 	}
 	for _, field := range []string{"name", "workers", "target_file_bytes", "max_batches", "ack_wait", "max_ack_pending",
-		"max_deliver", "fetch_batch", "fetch_bytes", "fetch_wait", "max_pending_reports", "verdict_timeout", "verdict_poll", "upload_timeout", "drain_timeout", "high_compression_below"} {
+		"max_deliver", "fetch_batch", "fetch_bytes", "fetch_wait", "max_pending_reports", "verdict_timeout", "verdict_poll", "upload_timeout", "drain_timeout", "high_compression_below", "high_compression"} {
 		if !strings.Contains(err.Error(), "encoder."+field+" ") && !strings.Contains(err.Error(), "encoder."+field+":") {
 			t.Errorf("error does not mention %s: %v", field, err)
 		}

@@ -57,9 +57,12 @@ type buffer struct {
 	tplMax    uint64
 	bytes     int64
 	// cpu is the process's CPU time when the first batch came (cpuOK:
+	// known), and wait the time its threads had waited for a CPU (waitOK:
 	// known), for highCompression's test of an idle process.
-	cpu   time.Duration
-	cpuOK bool
+	cpu    time.Duration
+	cpuOK  bool
+	wait   time.Duration
+	waitOK bool
 }
 
 func (b *buffer) reset() { *b = buffer{parts: map[partKey]*partition{}} }
@@ -408,6 +411,7 @@ func (w *worker) receive(ctx context.Context, m jetstream.Msg) {
 	buf := &w.buf
 	if len(buf.batches) == 0 {
 		buf.cpu, buf.cpuOK = w.cpuUsed()
+		buf.wait, buf.waitOK = w.cpuWaited()
 	}
 	buf.batches = append(buf.batches, h)
 	buf.bytes += int64(h.size)
@@ -693,22 +697,44 @@ func (b *buffer) split() (lo, hi buffer) {
 }
 
 // highCompression reports whether the flush of w's buffer writes its
-// records files at zstd's best level (Config.HighCompressionBelow): the
+// records files at zstd's best level (Config.HighCompression: always,
+// never, or in auto as Config.HighCompressionBelow says): the
 // buffer is flushed by age or at the drain, not for its size or batch
 // count, holds less than the process's share of HighCompressionBelow, and
-// the process used less than half a core while it filled. Little input
-// alone is not idleness: at a run's start the stages before the encoder
-// are busy and send it little (a first flush of 48,000 lines at best cost
-// 4% of a saturated quarry run's CPU).
+// the process used less than half a core while it filled, without waiting
+// for a CPU half as long as it ran. Little input alone is not idleness: at
+// a run's start the stages before the encoder are busy and send it little
+// (a first flush of 48,000 lines at best cost 4% of a saturated quarry
+// run's CPU), and a process that other work starves of CPU uses little of
+// it too (an ingest run on a machine running other builds spent 11% of its
+// CPU in zstd's best level before the wait was counted).
 func (w *worker) highCompression() bool {
 	cfg := w.e.cfg
 	b := &w.buf
+	switch cfg.HighCompression {
+	case HighCompressionAlways:
+		return true
+	case HighCompressionNever:
+		return false
+	}
 	if cfg.HighCompressionBelow <= 0 || len(b.batches) == 0 || b.bytes >= cfg.TargetFileBytes ||
 		len(b.batches) >= cfg.MaxBatches || b.bytes*int64(cfg.Workers) >= cfg.HighCompressionBelow || !b.cpuOK {
 		return false
 	}
 	now, ok := w.cpuUsed()
-	return ok && now-b.cpu < time.Since(b.batches[0].received)/2
+	if !ok {
+		return false
+	}
+	ran := now - b.cpu
+	if ran >= time.Since(b.batches[0].received)/2 {
+		return false
+	}
+	if b.waitOK {
+		if wait, ok := w.cpuWaited(); ok && 2*(wait-b.wait) > ran {
+			return false // starved, not idle
+		}
+	}
+	return true
 }
 
 func (w *worker) cpuUsed() (time.Duration, bool) {
@@ -716,6 +742,13 @@ func (w *worker) cpuUsed() (time.Duration, bool) {
 		return f()
 	}
 	return cputime.Used()
+}
+
+func (w *worker) cpuWaited() (time.Duration, bool) {
+	if f := w.e.cpuWaited; f != nil {
+		return f()
+	}
+	return cputime.Waited()
 }
 
 // encodeSlots bounds the records files the process's workers encode at

@@ -76,8 +76,15 @@ func TestSizeLoghub(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// As an idle encoder writes it: at zstd's best level. In auto (the
+		// default) that depends on the machine's load during the run
+		// (encoder.high_compression), so the test says always.
 		data := filepath.Join(t.TempDir(), "data")
-		runCLI(t, "", "run", "--data", data, "--input", log, "--tenant", tenant, "--timeout", "5m")
+		idleCfg := filepath.Join(t.TempDir(), "idle.yaml")
+		if err := os.WriteFile(idleCfg, []byte("encoder:\n  high_compression: always\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		runCLI(t, "", "run", "--config", idleCfg, "--data", data, "--input", log, "--tenant", tenant, "--timeout", "5m")
 		lakeDir := filepath.Join(data, "lake")
 		q, _ := runCLI(t, "", "query", "--lake", lakeDir, "--format", "raw")
 		want := string(raw)
@@ -134,12 +141,11 @@ func TestSizeLoghub(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The same file as a busy encoder writes it: a flush of little
-		// buffered is at zstd's best level, as here; at the default level
-		// when encoder.high_compression_below is off.
+		// The same file as a busy encoder writes it: at zstd's default
+		// level.
 		busyData := filepath.Join(t.TempDir(), "data")
 		busyCfg := filepath.Join(t.TempDir(), "busy.yaml")
-		if err := os.WriteFile(busyCfg, []byte("encoder:\n  high_compression_below: -1\n"), 0o644); err != nil {
+		if err := os.WriteFile(busyCfg, []byte("encoder:\n  high_compression: never\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		runCLI(t, "", "run", "--config", busyCfg, "--data", busyData, "--input", log, "--tenant", tenant, "--timeout", "5m")

@@ -3,6 +3,9 @@
 package cputime
 
 import (
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -25,4 +28,39 @@ func TestUsedGrowsWithWork(t *testing.T) {
 		}
 	}
 	_ = x
+}
+
+// Two goroutines spinning on more threads than there are CPUs must wait
+// for one: Waited grows. On a machine with more idle CPUs than that the
+// kernel need not make them wait, so the test asks for one more spinner
+// than CPUs.
+func TestWaitedGrowsWhenCPUsAreShort(t *testing.T) {
+	a, ok := Waited()
+	if !ok {
+		t.Skip("no run delay on this platform")
+	}
+	n := runtime.NumCPU() + 1
+	prev := runtime.GOMAXPROCS(n)
+	defer runtime.GOMAXPROCS(prev)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			x := 0
+			for !stop.Load() {
+				x++
+			}
+			_ = x
+		})
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+	// Poll until the counter moved by 10ms: one that never moves times the
+	// test out.
+	for {
+		b, _ := Waited()
+		if b-a >= 10*time.Millisecond {
+			return
+		}
+		runtime.Gosched()
+	}
 }
