@@ -754,7 +754,7 @@ func (w *worker) cpuWaited() (time.Duration, bool) {
 // encodeSlots bounds the records files the process's workers encode at
 // once to GOMAXPROCS: more would not run sooner, and each encode in
 // progress holds zstd encoders (about 4 MB at zstd's default level, 34 MB
-// at its best, which the footer's summary uses) that recfile keeps for
+// at its best, which an idle flush uses) that recfile keeps for
 // reuse only up to GOMAXPROCS per level. Unbounded, a quarry run of three
 // tenants built 141 MB of zstd encoders instead of 38 MB (QUARRY_MEMPROFILE).
 var encodeSlots = make(chan struct{}, runtime.GOMAXPROCS(0))
