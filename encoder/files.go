@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress"
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
@@ -148,7 +149,18 @@ func encodeParquet[T any](rows []T) ([]byte, error) {
 // metadata, page header and a few bytes of values: 11 Loghub tenants
 // 29,002 to 27,828 bytes (7 of them have a merge, so a merged_into
 // column).
-func encodeTemplates(rows []lake.TemplateRow) ([]byte, error) {
+//
+// Since 2026-12-05 a busy flush (high false: encoder.highCompression)
+// compresses it with recfile.ZstdBetter instead: ZstdHigh's best level
+// writes 34 MB of match tables at random for a few KB, cold between
+// flushes (0.28 to 0.33 s of a quarry run of 590,553 lines, 3% of its
+// CPU); better costs 27,553 to 28,206 bytes over the 11 Loghub tenants
+// (RECFILE_LEVERS=1 TestSizeTemplates). An idle flush keeps ZstdHigh.
+func encodeTemplates(rows []lake.TemplateRow, high bool) ([]byte, error) {
+	c := recfile.ZstdBetter
+	if high {
+		c = recfile.ZstdHigh
+	}
 	previous, merged := false, false
 	for _, r := range rows {
 		previous = previous || r.Previous != ""
@@ -158,15 +170,15 @@ func encodeTemplates(rows []lake.TemplateRow) ([]byte, error) {
 	var err error
 	switch {
 	case previous:
-		data, err = writeTemplates(rows)
+		data, err = writeTemplates(rows, c)
 	case merged:
 		data, err = writeTemplates(convertRows(rows, func(r lake.TemplateRow) templateRowMerged {
 			return templateRowMerged{r.TemplateID, r.Tenant, r.Version, r.Template, r.Kind, r.MergedInto, r.WALSeq, r.Kinds}
-		}))
+		}), c)
 	default:
 		data, err = writeTemplates(convertRows(rows, func(r lake.TemplateRow) templateRowLive {
 			return templateRowLive{r.TemplateID, r.Tenant, r.Version, r.Template, r.Kind, r.WALSeq, r.Kinds}
-		}))
+		}), c)
 	}
 	if err != nil {
 		return nil, err
@@ -207,10 +219,10 @@ func convertRows[T any](rows []lake.TemplateRow, f func(lake.TemplateRow) T) []T
 }
 
 // writeTemplates writes rows as a templates file before its footer is
-// trimmed: ZstdHigh, version 1 data pages, no page statistics.
-func writeTemplates[T any](rows []T) ([]byte, error) {
+// trimmed: codec c, version 1 data pages, no page statistics.
+func writeTemplates[T any](rows []T, c compress.Codec) ([]byte, error) {
 	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[T](&buf, parquet.Compression(recfile.ZstdHigh),
+	w := parquet.NewGenericWriter[T](&buf, parquet.Compression(c),
 		parquet.DataPageVersion(1), parquet.DataPageStatistics(false), parquet.CreatedBy("quarry", "1", ""))
 	if _, err := w.Write(rows); err != nil {
 		return nil, fmt.Errorf("write parquet rows: %w", err)

@@ -227,7 +227,7 @@ func TestEncodeTemplatesTrimmed(t *testing.T) {
 	}
 	rows = append(rows, lake.TemplateRow{TemplateID: 100, Tenant: "acme", Version: 2, Template: "user <*> logged <*> from <*> step 0",
 		Kind: "changed", Previous: rows[0].Template, WALSeq: 11, Kinds: []string{"", "", "ipv4"}})
-	data, err := encodeTemplates(rows)
+	data, err := encodeTemplates(rows, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,32 +353,61 @@ func TestEncodeTemplatesV3Columns(t *testing.T) {
 		{"live", rows, []string{"template_id", "tenant", "version", "template", "kind", "wal_seq", "kinds"}},
 		{"with a merge", append(slices.Clone(rows), merge), []string{"template_id", "tenant", "version", "template", "kind", "merged_into", "wal_seq", "kinds"}},
 	} {
-		data, err := encodeTemplates(c.rows)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var cols []string
-		for _, fld := range f.Schema().Fields() {
-			cols = append(cols, fld.Name())
-		}
-		if !slices.Equal(cols, c.cols) {
-			t.Errorf("%s: columns %v, want %v", c.name, cols, c.cols)
-		}
-		got, err := parquet.Read[lake.TemplateRow](bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) != len(c.rows) {
-			t.Fatalf("%s: %d rows, want %d", c.name, len(got), len(c.rows))
-		}
-		for i := range got {
-			if fmt.Sprint(got[i]) != fmt.Sprint(c.rows[i]) {
-				t.Errorf("%s row %d: %+v, want %+v", c.name, i, got[i], c.rows[i])
-			}
+		for _, high := range []bool{true, false} {
+			checkTemplatesFile(t, c.name, c.rows, c.cols, high)
 		}
 	}
+}
+
+// TestTemplatesBusyFlushAtBetter: a busy flush writes its templates file
+// at zstd's better level (recfile.ZstdBetter), an idle one at ZstdHigh;
+// both read back the same rows (checkTemplatesFile).
+func TestTemplatesBusyFlushAtBetter(t *testing.T) {
+	var rows []lake.TemplateRow
+	for i := range 300 {
+		rows = append(rows, lake.TemplateRow{TemplateID: int64(100 + i), Tenant: "acme", Version: 1,
+			Template: fmt.Sprintf("session %d of user <*> opened from <*> after %d retries on node-%d", i*7919%1000, i%13, i%17),
+			Kind:     "created", WALSeq: int64(1 + i/10)})
+	}
+	cols := []string{"template_id", "tenant", "version", "template", "kind", "wal_seq", "kinds"}
+	busy := checkTemplatesFile(t, "busy", rows, cols, false)
+	idle := checkTemplatesFile(t, "idle", rows, cols, true)
+	if bytes.Equal(busy, idle) {
+		t.Errorf("busy and idle templates files are the same %d bytes: both at one level", len(busy))
+	}
+}
+
+// checkTemplatesFile encodes rows as a templates file and checks its
+// columns and that it reads back as rows.
+func checkTemplatesFile(t *testing.T, name string, rows []lake.TemplateRow, want []string, high bool) []byte {
+	t.Helper()
+	name = fmt.Sprintf("%s (high %v)", name, high)
+	data, err := encodeTemplates(rows, high)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cols []string
+	for _, fld := range f.Schema().Fields() {
+		cols = append(cols, fld.Name())
+	}
+	if !slices.Equal(cols, want) {
+		t.Errorf("%s: columns %v, want %v", name, cols, want)
+	}
+	got, err := parquet.Read[lake.TemplateRow](bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(rows) {
+		t.Fatalf("%s: %d rows, want %d", name, len(got), len(rows))
+	}
+	for i := range got {
+		if fmt.Sprint(got[i]) != fmt.Sprint(rows[i]) {
+			t.Errorf("%s row %d: %+v, want %+v", name, i, got[i], rows[i])
+		}
+	}
+	return data
 }

@@ -519,7 +519,7 @@ func (w *worker) flush(ctx context.Context) error {
 	}
 	if len(buf.templates) > 0 {
 		sortTemplateRows(buf.templates)
-		data, err := encodeTemplates(buf.templates)
+		data, err := encodeTemplates(buf.templates, high)
 		if err != nil {
 			return w.failFlush(ctx, fmt.Errorf("encode templates: %w", err), nil, false)
 		}

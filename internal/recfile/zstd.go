@@ -93,3 +93,8 @@ var highCodec = &smallerCodec{zstdCodec: codec(zstd.SpeedBestCompression), other
 // CPU is a few hundred microseconds; 40,777 to 39,870 bytes over the
 // Loghub datasets, TestSizeTemplates).
 var ZstdHigh compress.Codec = highCodec
+
+// ZstdBetter is zstd's better level, for the pipeline's templates files
+// written by a busy encoder: best's match tables, cold between flushes,
+// cost more than the bytes it saves there.
+var ZstdBetter compress.Codec = codec(zstd.SpeedBetterCompression)
