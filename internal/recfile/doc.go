@@ -237,7 +237,8 @@
 // With the date column (WithDate) the per-dataset sum was 1.094. Rewrites
 // (compaction, retention) now encode WithHighCompression: each column
 // chunk at zstd best or default, whichever frame is smaller, and the
-// templates files use ZstdHigh: per-dataset 1.090 as the encoder writes,
+// templates files use ZstdHigh (an idle encoder's; a busy one's use
+// ZstdBetter since 2026-12-05): per-dataset 1.090 as the encoder writes,
 // 1.003 as compaction rewrites (all-one 0.96 and 0.88), for 2.6 times the
 // encode CPU of a rewrite (TestEncodeLevelsCPU); zstd better on the ingest
 // path would cost 15-21%. Levers measured and not taken are in
