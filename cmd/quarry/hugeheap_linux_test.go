@@ -80,3 +80,25 @@ func TestQueryHugeHeap(t *testing.T) {
 		t.Errorf("while the search wrote (%d writes) the largest read-write mapping advised MADV_HUGEPAGE was %d bytes; want at least %d", w.writes, w.most, hugeHeapBytes-2<<20)
 	}
 }
+
+// TestRunHugeHeap: quarry run grows its heap into a range advised for
+// transparent huge pages (runHugeHeap): while it prints its summary the
+// process has a read-write mapping of about runHugeHeapBytes advised
+// MADV_HUGEPAGE.
+func TestRunHugeHeap(t *testing.T) {
+	if !thpMadvise() {
+		t.Skip("transparent huge pages are not set to madvise here: runHugeHeap does nothing")
+	}
+	w := &hugeWatch{}
+	e := &env{stdin: strings.NewReader(""), stdout: w, stderr: io.Discard, getenv: func(string) string { return "" }}
+	args := []string{"run", "--data", t.TempDir(), "--lines", "50", "--tenants", "acme", "--timeout", "2m"}
+	if code := runMain(context.Background(), e, args); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	if w.writes == 0 || w.most < runHugeHeapBytes-2<<20 {
+		t.Errorf("while the run wrote (%d writes) the largest read-write mapping advised MADV_HUGEPAGE was %d bytes; want at least %d", w.writes, w.most, runHugeHeapBytes-2<<20)
+	}
+}
