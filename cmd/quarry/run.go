@@ -315,7 +315,7 @@ func printSummaryAt(ctx context.Context, w io.Writer, p *pipeline.Pipeline, cfg 
 	}
 	fmt.Fprintf(w, "  files           %d records, %d templates\n", len(recs.Files), len(tsnap.Files))
 	if n, ok := counterSum(reg, "quarry_encoder_high_compression_files_total"); ok {
-		fmt.Fprintf(w, "  zstd best       %.0f records files (flushed with little buffered: encoder.high_compression_below)\n", n)
+		fmt.Fprintf(w, "  zstd best       %.0f records files (idle flushes with little buffered, or all with encoder.high_compression: always)\n", n)
 	}
 	fmt.Fprintf(w, "  delta versions  records v%d, templates v%d\n", recs.Version, tsnap.Version)
 	fmt.Fprintf(w, "  high-water      %d\n", hw)
