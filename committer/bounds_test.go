@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarrylake/quarry/internal/natstest"
 	"github.com/quarrylake/quarry/internal/natsutil"
@@ -186,8 +185,8 @@ func TestNATSStateBoundedOverAWeek(t *testing.T) {
 		t.Errorf("verdicts bucket TTL %s history %d, want %s and 1: verdicts would not be bounded", vst.TTL(), vst.History(), want)
 	}
 	live := 0
-	lister, err := obs.List(ctx)
-	if err != nil && err != jetstream.ErrNoObjectsFound {
+	lister, err := streams.ListSnapshots(ctx, js)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range lister {

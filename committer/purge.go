@@ -115,20 +115,13 @@ func producerFloor(ctx context.Context, js jetstream.JetStream, maxAge time.Dura
 // only get newer, so a sequence read here stays safe after the miner
 // deletes old ones.
 func oldestSnapshot(ctx context.Context, js jetstream.JetStream) (uint64, error) {
-	obs, err := js.ObjectStore(ctx, streams.SnapshotBucket)
+	objs, err := streams.ListSnapshots(ctx, js)
 	if err != nil {
-		return 0, fmt.Errorf("object store %s: %w", streams.SnapshotBucket, err)
-	}
-	infos, err := obs.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("list %s: %w", streams.SnapshotBucket, err)
+		return 0, err
 	}
 	var oldest uint64
-	for _, in := range infos {
-		if seq, ok := streams.ParseSnapshotName(in.Name); ok && !in.Deleted && (oldest == 0 || seq < oldest) {
+	for _, o := range objs {
+		if seq, ok := streams.ParseSnapshotName(o.Name); ok && !o.Deleted && (oldest == 0 || seq < oldest) {
 			oldest = seq
 		}
 	}

@@ -76,11 +76,7 @@ func compare(t *testing.T, want, got map[uint64][]byte) {
 
 func snapshotList(t *testing.T, js jetstream.JetStream) []string {
 	t.Helper()
-	obs, err := js.ObjectStore(ctxT(t), streams.SnapshotBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := snapshotNames(ctxT(t), obs)
+	names, err := snapshotNames(ctxT(t), js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -885,10 +881,6 @@ func TestSnapshotDeleteMarkersDropped(t *testing.T) {
 		}
 		return len(seen) >= 6
 	})
-	obs, err := e.js.ObjectStore(ctxT(t), streams.SnapshotBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
 	st, err := e.js.Stream(ctxT(t), "OBJ_"+streams.SnapshotBucket)
 	if err != nil {
 		t.Fatal(err)
@@ -897,7 +889,7 @@ func TestSnapshotDeleteMarkersDropped(t *testing.T) {
 	// done, only the kept ones remain, and no marker of a deleted one.
 	var state string
 	waitFor(t, 30*time.Second, "the bucket down to the kept snapshots", func() bool {
-		all, err := obs.List(ctxT(t), jetstream.ListObjectsShowDeleted())
+		all, err := streams.ListSnapshots(ctxT(t), e.js)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,7 +65,7 @@ func (r *runner) start(ctx context.Context) error {
 	var model *mining.Model
 	var fatal error
 	if err := r.retry(ctx, "snapshots", func(ctx context.Context) (err error) {
-		st, model, err = loadNewest(ctx, r.obs, r.cfg.Mining, r.log, r.metrics.snapshotSkipped.Inc)
+		st, model, err = loadNewest(ctx, r.js, r.obs, r.cfg.Mining, r.log, r.metrics.snapshotSkipped.Inc)
 		if errors.Is(err, ErrNoUsableSnapshot) {
 			fatal, err = err, nil
 		}

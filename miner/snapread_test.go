@@ -98,7 +98,7 @@ func TestReadObject(t *testing.T) {
 		defer func(d time.Duration) { snapshotReadIdle = d }(snapshotReadIdle)
 		snapshotReadIdle = 50 * time.Millisecond
 		skipped := 0
-		_, _, err := loadNewest(ctx, stallingStore{obs}, mining.DefaultConfig(), slog.New(slog.DiscardHandler), func() { skipped++ })
+		_, _, err := loadNewest(ctx, e.js, stallingStore{obs}, mining.DefaultConfig(), slog.New(slog.DiscardHandler), func() { skipped++ })
 		if err == nil || skipped != 0 {
 			t.Fatalf("loadNewest: err %v, skipped %d; want an error to retry and no skip", err, skipped)
 		}

@@ -19,26 +19,24 @@ import (
 	"github.com/quarrylake/quarry/streams"
 )
 
-// snapshotNames lists the miner snapshots in obs, newest first.
-func snapshotNames(ctx context.Context, obs jetstream.ObjectStore) ([]string, error) {
-	infos, err := obs.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil, nil
-	}
+// snapshotNames lists the miner snapshots in streams.SnapshotBucket,
+// newest first.
+func snapshotNames(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	objs, err := streams.ListSnapshots(ctx, js)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", streams.SnapshotBucket, err)
+		return nil, err
 	}
 	type named struct {
 		name string
 		seq  uint64
 	}
 	var ns []named
-	for _, in := range infos {
-		if in.Deleted {
+	for _, o := range objs {
+		if o.Deleted {
 			continue
 		}
-		if seq, ok := streams.ParseSnapshotName(in.Name); ok {
-			ns = append(ns, named{in.Name, seq})
+		if seq, ok := streams.ParseSnapshotName(o.Name); ok {
+			ns = append(ns, named{o.Name, seq})
 		}
 	}
 	slices.SortFunc(ns, func(a, b named) int { return -cmpU64(a.seq, b.seq) })
@@ -63,8 +61,8 @@ func cmpU64(a, b uint64) int {
 // does not read or decode is skipped with a warning and the next older one
 // is tried. No snapshot at all gives (nil, nil, nil): start from scratch;
 // snapshots of which none restores give ErrNoUsableSnapshot.
-func loadNewest(ctx context.Context, obs jetstream.ObjectStore, cfg mining.Config, log *slog.Logger, onSkip func()) (*State, *mining.Model, error) {
-	names, err := snapshotNames(ctx, obs)
+func loadNewest(ctx context.Context, js jetstream.JetStream, obs jetstream.ObjectStore, cfg mining.Config, log *slog.Logger, onSkip func()) (*State, *mining.Model, error) {
+	names, err := snapshotNames(ctx, js)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -112,12 +110,12 @@ func loadNewest(ctx context.Context, obs jetstream.ObjectStore, cfg mining.Confi
 
 // putSnapshot stores blob under streams.SnapshotName(seq) and deletes all but the
 // newest keep snapshots.
-func putSnapshot(ctx context.Context, obs jetstream.ObjectStore, seq uint64, blob []byte, keep int, log *slog.Logger) error {
+func putSnapshot(ctx context.Context, js jetstream.JetStream, obs jetstream.ObjectStore, seq uint64, blob []byte, keep int, log *slog.Logger) error {
 	name := streams.SnapshotName(seq)
 	if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name, Description: "quarry miner snapshot"}, bytes.NewReader(blob)); err != nil {
 		return fmt.Errorf("put snapshot %s: %w", name, err)
 	}
-	names, err := snapshotNames(ctx, obs)
+	names, err := snapshotNames(ctx, js)
 	if err != nil {
 		log.Warn("list snapshots to prune", "err", err)
 		return nil
@@ -177,7 +175,7 @@ func (r *runner) writeSnapshot(ctx context.Context, job snapJob) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.SnapshotTimeout)
 	defer cancel()
 	start := time.Now()
-	if err := putSnapshot(ctx, r.obs, job.seq, job.blob, r.cfg.SnapshotKeep, r.log); err != nil {
+	if err := putSnapshot(ctx, r.js, r.obs, job.seq, job.blob, r.cfg.SnapshotKeep, r.log); err != nil {
 		r.metrics.snapshotErrors.Inc()
 		r.log.Error("write snapshot", "wal_seq", job.seq, "err", err)
 		return

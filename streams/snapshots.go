@@ -2,9 +2,10 @@ package streams
 
 import (
 	"context"
-	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -45,6 +46,61 @@ func ParseSnapshotName(name string) (uint64, bool) {
 	return seq, true
 }
 
+// SnapshotObject is one object of SnapshotBucket as its meta message
+// describes it: a snapshot, or the delete marker of one.
+type SnapshotObject struct {
+	Name    string
+	Deleted bool
+	subject string // its meta subject in the bucket's stream
+}
+
+// snapshotMetaSubjects matches the meta subjects of SnapshotBucket's
+// objects ($O.<bucket>.M.<base64url(name)>).
+const snapshotMetaSubjects = "$O." + SnapshotBucket + ".M.>"
+
+// ListSnapshots lists SnapshotBucket's objects, delete markers included,
+// from its stream: the meta subjects it holds, then the last message of
+// each. It does not use the object store's List, whose watcher waits for a
+// message reporting nothing more pending: when a meta message it counted is
+// removed while it reads (the miner deletes old snapshots and purges their
+// markers while the committer lists), that message never comes and List
+// waits until its context ends. An object removed during the listing is
+// left out. An empty or missing bucket lists nothing.
+func ListSnapshots(ctx context.Context, js jetstream.JetStream) ([]SnapshotObject, error) {
+	stream, err := js.Stream(ctx, "OBJ_"+SnapshotBucket)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stream of %s: %w", SnapshotBucket, err)
+	}
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(snapshotMetaSubjects))
+	if err != nil {
+		return nil, fmt.Errorf("subjects of %s: %w", SnapshotBucket, err)
+	}
+	subjects := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		subjects = append(subjects, subj)
+	}
+	slices.Sort(subjects)
+	out := make([]SnapshotObject, 0, len(subjects))
+	for _, subj := range subjects {
+		msg, err := stream.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // removed since the subjects were read
+		}
+		if err != nil {
+			return nil, fmt.Errorf("meta of %s in %s: %w", subj, SnapshotBucket, err)
+		}
+		var meta jetstream.ObjectInfo
+		if err := json.Unmarshal(msg.Data, &meta); err != nil {
+			return nil, fmt.Errorf("meta of %s in %s: %w", subj, SnapshotBucket, err)
+		}
+		out = append(out, SnapshotObject{Name: meta.Name, Deleted: meta.Deleted, subject: subj})
+	}
+	return out, nil
+}
+
 // DropSnapshotDeleteMarkers purges the delete markers of deleted miner
 // snapshots from SnapshotBucket's stream. An object store keeps, for every
 // object ever deleted, a meta message marking it deleted; snapshot names
@@ -53,30 +109,23 @@ func ParseSnapshotName(name string) (uint64, bool) {
 // committer's purge) reads them all. A missing marker reads as a missing
 // object, which a deleted snapshot is. It returns how many it purged.
 func DropSnapshotDeleteMarkers(ctx context.Context, js jetstream.JetStream) (int, error) {
-	obs, err := js.ObjectStore(ctx, SnapshotBucket)
+	objs, err := ListSnapshots(ctx, js)
 	if err != nil {
-		return 0, fmt.Errorf("object store %s: %w", SnapshotBucket, err)
+		return 0, err
 	}
-	infos, err := obs.List(ctx, jetstream.ListObjectsShowDeleted())
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("list %s: %w", SnapshotBucket, err)
-	}
-	stream, err := js.Stream(ctx, "OBJ_"+SnapshotBucket)
-	if err != nil {
-		return 0, fmt.Errorf("stream of %s: %w", SnapshotBucket, err)
-	}
+	var stream jetstream.Stream
 	n := 0
-	for _, in := range infos {
-		if !in.Deleted {
+	for _, o := range objs {
+		if !o.Deleted {
 			continue
 		}
-		// The object store's meta subject: $O.<bucket>.M.<base64url(name)>.
-		subj := "$O." + SnapshotBucket + ".M." + base64.URLEncoding.EncodeToString([]byte(in.Name))
-		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
-			return n, fmt.Errorf("purge the delete marker of %s: %w", in.Name, err)
+		if stream == nil {
+			if stream, err = js.Stream(ctx, "OBJ_"+SnapshotBucket); err != nil {
+				return n, fmt.Errorf("stream of %s: %w", SnapshotBucket, err)
+			}
+		}
+		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(o.subject)); err != nil {
+			return n, fmt.Errorf("purge the delete marker of %s: %w", o.Name, err)
 		}
 		n++
 	}

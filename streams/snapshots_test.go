@@ -1,8 +1,12 @@
 package streams_test
 
 import (
+	"context"
+	"slices"
 	"testing"
+	"time"
 
+	"github.com/quarrylake/quarry/internal/natstest"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -65,4 +69,70 @@ func FuzzParseSnapshotName(f *testing.F) {
 			t.Fatalf("%q parses to %d, whose name is %q", name, seq, again)
 		}
 	})
+}
+
+// TestListSnapshotsWhileDeleting lists the snapshot bucket while a writer
+// does what the miner does (puts a snapshot, deletes the oldest, purges its
+// delete marker) and then waits for the listing. The object store's own List
+// waited for a message it had counted and that the purge removed, until its
+// context ended (the miner's TestSnapshotDeleteMarkersDropped hung on it).
+func TestListSnapshotsWhileDeleting(t *testing.T) {
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s.URL(), streams.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	obs, err := js.ObjectStore(ctx, streams.SnapshotBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objs, err := streams.ListSnapshots(ctx, js); err != nil || len(objs) != 0 {
+		t.Fatalf("empty bucket lists %v, %v", objs, err)
+	}
+	const keep = 2
+	for seq := uint64(1); seq <= 200; seq++ {
+		werr := make(chan error, 1)
+		go func() {
+			if _, err := obs.PutBytes(ctx, streams.SnapshotName(seq), []byte("snapshot")); err != nil {
+				werr <- err
+				return
+			}
+			if seq > keep {
+				if err := obs.Delete(ctx, streams.SnapshotName(seq-keep)); err != nil {
+					werr <- err
+					return
+				}
+			}
+			_, err := streams.DropSnapshotDeleteMarkers(ctx, js)
+			werr <- err
+		}()
+		lctx, lcancel := context.WithTimeout(ctx, 20*time.Second)
+		objs, err := streams.ListSnapshots(lctx, js)
+		lcancel()
+		if err != nil {
+			t.Fatalf("list during write %d: %v", seq, err)
+		}
+		for _, o := range objs {
+			if n, ok := streams.ParseSnapshotName(o.Name); !ok || n > seq || n+keep+1 < seq {
+				t.Fatalf("list during write %d holds %q", seq, o.Name)
+			}
+		}
+		if err := <-werr; err != nil {
+			t.Fatalf("write %d: %v", seq, err)
+		}
+	}
+	// Once the writes are done: the kept snapshots, and no marker.
+	objs, err := streams.ListSnapshots(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		if o.Deleted {
+			t.Errorf("delete marker of %s left", o.Name)
+		}
+		got = append(got, o.Name)
+	}
+	if want := []string{streams.SnapshotName(199), streams.SnapshotName(200)}; !slices.Equal(got, want) {
+		t.Errorf("listed %q, want %q", got, want)
+	}
 }

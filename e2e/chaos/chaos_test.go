@@ -703,7 +703,7 @@ func (r *round) corruptSnapshot(ctx context.Context, js jetstream.JetStream) {
 	if err != nil {
 		return
 	}
-	infos, err := obs.List(cctx)
+	infos, err := streams.ListSnapshots(cctx, js)
 	if err != nil {
 		return
 	}
