@@ -851,13 +851,19 @@ func (m *fileMeta) close() { m.ra.Close() }
 
 // openMeta opens a records file of either version and reads its footer.
 func (s *search) openMeta(ctx context.Context, f searchFile) (*fileMeta, error) {
-	key := s.l.records.FileKey(f.add.Path)
-	ra, size, err := s.l.store.Open(ctx, key)
+	return s.l.openMeta(ctx, f.add.Path)
+}
+
+// openMeta opens the records file at rel (a path in the records table) and
+// reads its footer, or takes it from the cache (EnableCache).
+func (l *Lake) openMeta(ctx context.Context, rel string) (*fileMeta, error) {
+	key := l.records.FileKey(rel)
+	ra, size, err := l.store.Open(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", key, err)
 	}
 	ck := cacheKey{key, size}
-	if c, ok := s.l.cache.footer(ck); ok {
+	if c, ok := l.cache.footer(ck); ok {
 		return &fileMeta{ra: ra, size: size, pf: c.pf, rd: recfile.ReaderOf(c.pf, ra, size), v: 3, summary: c.currentSummary(), footer: c}, nil
 	}
 	rd, err := recfile.OpenAt(ra, size)
@@ -879,9 +885,9 @@ func (s *search) openMeta(ctx context.Context, f searchFile) (*fileMeta, error) 
 		// Only a v3 file's footer is kept: its rows are read through a
 		// recfile.Reader at each search's own handle (a v2 file's rows go
 		// through pf's).
-		if s.l.cache != nil {
+		if l.cache != nil {
 			m.footer = &cachedFooter{pf: pf, summary: m.summary}
-			s.l.cache.putFooter(ck, m.footer)
+			l.cache.putFooter(ck, m.footer)
 		}
 	}
 	return m, nil

@@ -293,3 +293,38 @@ func TestSummarySkipsRows(t *testing.T) {
 		t.Error(`"disk" did not read file b, whose template 4 is "disk full"`)
 	}
 }
+
+// TestTemplatesCountFromSummaries: Templates counts a v3 file's records from
+// the summary in its footer, reading no row (the rows of broken files are
+// unreadable), and the counts are those of the rows; a file without a
+// summary is counted from its rows.
+func TestTemplatesCountFromSummaries(t *testing.T) {
+	counts := func(l *lake.Lake) (string, error) {
+		infos, err := l.Templates(context.Background(), "")
+		var b []byte
+		for _, i := range infos {
+			b = fmt.Appendf(b, "%s %d.%d %d\n", i.Tenant, i.TemplateID, i.Version, i.Records)
+		}
+		return string(b), err
+	}
+	intact := summaryLake(t, func(_ string, d []byte) []byte { return d })
+	want, err := counts(lake.Open(intact.store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want == "" {
+		t.Fatal("nothing counted")
+	}
+	broken := lake.Open(summaryLake(t, func(_ string, d []byte) []byte { return corruptRows(d) }).store)
+	if got, err := counts(broken); err != nil || got != want {
+		t.Fatalf("unreadable rows: %v\n%s\nwant\n%s", err, got, want)
+	}
+	old := lake.Open(summaryLake(t, func(_ string, d []byte) []byte { return withoutSummary(t, d) }).store)
+	if got, err := counts(old); err != nil || got != want {
+		t.Fatalf("without summaries: %v\n%s\nwant\n%s", err, got, want)
+	}
+	oldBroken := lake.Open(summaryLake(t, func(_ string, d []byte) []byte { return corruptRows(withoutSummary(t, d)) }).store)
+	if _, err := counts(oldBroken); err == nil {
+		t.Fatal("files without summaries and with unreadable rows were counted")
+	}
+}

@@ -114,6 +114,32 @@ type templateCount struct {
 	TemplateVersion int32 `parquet:"template_version"`
 }
 
+// countTemplates adds to counts the rows of each template version in the
+// records file at rel: from the summary in its footer (recfile.Summary)
+// when it has one, reading no row; else from its template columns.
+func (l *Lake) countTemplates(ctx context.Context, rel string, counts map[tplKey]int64) error {
+	m, err := l.openMeta(ctx, rel)
+	if err != nil {
+		return err
+	}
+	sum := m.summary
+	m.close()
+	if sum != nil {
+		for _, t := range sum {
+			counts[tplKey{int64(t.Key.ID), int32(t.Key.Version)}] += t.Rows
+		}
+		return nil
+	}
+	rows, err := readAll[templateCount](ctx, l.records, rel)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		counts[tplKey{r.TemplateID, r.TemplateVersion}]++
+	}
+	return nil
+}
+
 // Templates lists every committed template version of tenant ("" = every
 // tenant), sorted by (tenant, template id, version), with the number of
 // committed records of each. The records table is read first so every
@@ -132,12 +158,8 @@ func (l *Lake) Templates(ctx context.Context, tenant string) ([]TemplateInfo, er
 		if tenant != "" && f.PartitionValues["tenant"] != tenant {
 			continue
 		}
-		rows, err := readAll[templateCount](ctx, l.records, f.Path)
-		if err != nil {
+		if err := l.countTemplates(ctx, f.Path, counts); err != nil {
 			return nil, err
-		}
-		for _, r := range rows {
-			counts[tplKey{r.TemplateID, r.TemplateVersion}]++
 		}
 	}
 	out := make([]TemplateInfo, 0, len(set.rows))
