@@ -172,42 +172,14 @@ func encodeTemplates(rows []lake.TemplateRow, high bool) ([]byte, error) {
 	case previous:
 		data, err = writeTemplates(rows, c)
 	case merged:
-		data, err = writeTemplates(convertRows(rows, func(r lake.TemplateRow) templateRowMerged {
-			return templateRowMerged{r.TemplateID, r.Tenant, r.Version, r.Template, r.Kind, r.MergedInto, r.WALSeq, r.Kinds}
-		}), c)
+		data, err = writeTemplates(convertRows(rows, lake.TemplateRow.Merged), c)
 	default:
-		data, err = writeTemplates(convertRows(rows, func(r lake.TemplateRow) templateRowLive {
-			return templateRowLive{r.TemplateID, r.Tenant, r.Version, r.Template, r.Kind, r.WALSeq, r.Kinds}
-		}), c)
+		data, err = writeTemplates(convertRows(rows, lake.TemplateRow.Live), c)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return recfile.TrimFooter(data)
-}
-
-// templateRowMerged is lake.TemplateRow without previous, and
-// templateRowLive without previous and merged_into: the columns of a
-// templates v3 file (encodeTemplates).
-type templateRowMerged struct {
-	TemplateID int64    `parquet:"template_id,delta"`
-	Tenant     string   `parquet:"tenant"`
-	Version    int32    `parquet:"version,delta"`
-	Template   string   `parquet:"template"`
-	Kind       string   `parquet:"kind"`
-	MergedInto int64    `parquet:"merged_into,delta"`
-	WALSeq     int64    `parquet:"wal_seq,delta"`
-	Kinds      []string `parquet:"kinds,optional,list"`
-}
-
-type templateRowLive struct {
-	TemplateID int64    `parquet:"template_id,delta"`
-	Tenant     string   `parquet:"tenant"`
-	Version    int32    `parquet:"version,delta"`
-	Template   string   `parquet:"template"`
-	Kind       string   `parquet:"kind"`
-	WALSeq     int64    `parquet:"wal_seq,delta"`
-	Kinds      []string `parquet:"kinds,optional,list"`
 }
 
 func convertRows[T any](rows []lake.TemplateRow, f func(lake.TemplateRow) T) []T {

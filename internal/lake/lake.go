@@ -90,28 +90,45 @@ func HighWater(ctx context.Context, store objstore.Store) (uint64, error) {
 // openParquet opens a committed data file for parquet-go, returning a reader
 // of T rows. T may be a projection of the file's columns.
 func openParquet[T any](ctx context.Context, t *delta.Table, rel string) (r *parquet.GenericReader[T], closeFn func() error, err error) {
-	key := t.FileKey(rel)
+	f, key, closeFile, err := openFile(ctx, t, rel)
+	if err != nil {
+		return nil, nil, err
+	}
+	gr, err := readerOf[T](f, key)
+	if err != nil {
+		closeFile()
+		return nil, nil, err
+	}
+	return gr, func() error {
+		gr.Close()
+		return closeFile()
+	}, nil
+}
+
+// openFile opens a committed data file's footer; closeFn closes the object.
+func openFile(ctx context.Context, t *delta.Table, rel string) (f *parquet.File, key string, closeFn func() error, err error) {
+	key = t.FileKey(rel)
 	ra, size, err := t.Store().Open(ctx, key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("open %s: %w", key, err)
+		return nil, key, nil, fmt.Errorf("open %s: %w", key, err)
 	}
-	f, err := recfile.OpenParquet(ra, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	f, err = recfile.OpenParquet(ra, size, parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err != nil {
 		ra.Close()
-		return nil, nil, fmt.Errorf("parquet %s: %w", key, err)
+		return nil, key, nil, fmt.Errorf("parquet %s: %w", key, err)
 	}
+	return f, key, ra.Close, nil
+}
+
+// readerOf is a reader of f's rows as T.
+func readerOf[T any](f *parquet.File, key string) (r *parquet.GenericReader[T], err error) {
 	defer func() {
 		// parquet-go panics on schemas it cannot convert to T.
 		if p := recover(); p != nil {
-			ra.Close()
-			r, closeFn, err = nil, nil, fmt.Errorf("parquet %s: %v", key, p)
+			r, err = nil, fmt.Errorf("parquet %s: %v", key, p)
 		}
 	}()
-	gr := parquet.NewGenericReader[T](f)
-	return gr, func() error {
-		gr.Close()
-		return ra.Close()
-	}, nil
+	return parquet.NewGenericReader[T](f), nil
 }
 
 // recordsVersionKey is the Parquet key-value metadata key a records v3
@@ -206,11 +223,21 @@ func missingTemplate(data []byte, texts recfile.Templates) (recfile.Key, bool) {
 
 // readAll reads every row of a committed file.
 func readAll[T any](ctx context.Context, t *delta.Table, rel string) ([]T, error) {
-	r, closeFn, err := openParquet[T](ctx, t, rel)
+	f, key, closeFn, err := openFile(ctx, t, rel)
 	if err != nil {
 		return nil, err
 	}
 	defer closeFn()
+	return readRows[T](ctx, f, key)
+}
+
+// readRows reads every row of f (the object key) as T.
+func readRows[T any](ctx context.Context, f *parquet.File, key string) ([]T, error) {
+	r, err := readerOf[T](f, key)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
 	rows := r.NumRows()
 	out := make([]T, 0, rows)
 	// Never ask for more rows than are left: parquet-go then allocates a
@@ -231,9 +258,42 @@ func readAll[T any](ctx context.Context, t *delta.Table, rel string) ([]T, error
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", t.FileKey(rel), err)
+			return nil, fmt.Errorf("read %s: %w", key, err)
 		}
 	}
+}
+
+// readTemplateRows reads a templates file's rows. A templates v3 file is
+// read through the struct of its columns (TemplateRowLive or
+// TemplateRowMerged): parquet-go converts each row of a file whose columns
+// are not T's, which cost more than reading it.
+func readTemplateRows(ctx context.Context, t *delta.Table, rel string) ([]TemplateRow, error) {
+	f, key, closeFn, err := openFile(ctx, t, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFn()
+	has := func(col string) bool { _, ok := f.Schema().Lookup(col); return ok }
+	switch {
+	case has("previous"):
+		return readRows[TemplateRow](ctx, f, key)
+	case has("merged_into"):
+		return readAs(ctx, f, key, TemplateRowMerged.row)
+	default:
+		return readAs(ctx, f, key, TemplateRowLive.row)
+	}
+}
+
+func readAs[T any](ctx context.Context, f *parquet.File, key string, row func(T) TemplateRow) ([]TemplateRow, error) {
+	rows, err := readRows[T](ctx, f, key)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TemplateRow, len(rows))
+	for i, r := range rows {
+		out[i] = row(r)
+	}
+	return out, nil
 }
 
 // statRange returns the min and max of an integer column from an add's

@@ -91,6 +91,54 @@ type TemplateRow struct {
 	Kinds []string `parquet:"kinds,optional,list"`
 }
 
+// TemplateRowMerged and TemplateRowLive are the columns of a templates v3
+// file: TemplateRow without previous, and without merged_into unless a row
+// of the file is a merge. The encoder writes its rows through them, and
+// readers read a file whose columns they are through them, not through
+// parquet-go's conversion of each row to TemplateRow (the bigger part of
+// loading the templates).
+type TemplateRowMerged struct {
+	TemplateID int64    `parquet:"template_id,delta"`
+	Tenant     string   `parquet:"tenant"`
+	Version    int32    `parquet:"version,delta"`
+	Template   string   `parquet:"template"`
+	Kind       string   `parquet:"kind"`
+	MergedInto int64    `parquet:"merged_into,delta"`
+	WALSeq     int64    `parquet:"wal_seq,delta"`
+	Kinds      []string `parquet:"kinds,optional,list"`
+}
+
+// TemplateRowLive: see TemplateRowMerged.
+type TemplateRowLive struct {
+	TemplateID int64    `parquet:"template_id,delta"`
+	Tenant     string   `parquet:"tenant"`
+	Version    int32    `parquet:"version,delta"`
+	Template   string   `parquet:"template"`
+	Kind       string   `parquet:"kind"`
+	WALSeq     int64    `parquet:"wal_seq,delta"`
+	Kinds      []string `parquet:"kinds,optional,list"`
+}
+
+// Merged is r without Previous.
+func (r TemplateRow) Merged() TemplateRowMerged {
+	return TemplateRowMerged{r.TemplateID, r.Tenant, r.Version, r.Template, r.Kind, r.MergedInto, r.WALSeq, r.Kinds}
+}
+
+// Live is r without Previous and MergedInto.
+func (r TemplateRow) Live() TemplateRowLive {
+	return TemplateRowLive{r.TemplateID, r.Tenant, r.Version, r.Template, r.Kind, r.WALSeq, r.Kinds}
+}
+
+func (r TemplateRowMerged) row() TemplateRow {
+	return TemplateRow{TemplateID: r.TemplateID, Tenant: r.Tenant, Version: r.Version, Template: r.Template, Kind: r.Kind,
+		MergedInto: r.MergedInto, WALSeq: r.WALSeq, Kinds: r.Kinds}
+}
+
+func (r TemplateRowLive) row() TemplateRow {
+	return TemplateRow{TemplateID: r.TemplateID, Tenant: r.Tenant, Version: r.Version, Template: r.Template, Kind: r.Kind,
+		WALSeq: r.WALSeq, Kinds: r.Kinds}
+}
+
 // Table roots, relative to the lake root.
 const (
 	RecordsTable   = "records"

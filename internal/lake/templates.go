@@ -50,7 +50,7 @@ func (l *Lake) loadTemplates(ctx context.Context, tenant string) (templateSet, e
 		ck := cacheKey{l.templates.FileKey(f.Path), f.Size}
 		rows, ok := l.cache.templateRows(ck)
 		if !ok {
-			if rows, err = readAll[TemplateRow](ctx, l.templates, f.Path); err != nil {
+			if rows, err = readTemplateRows(ctx, l.templates, f.Path); err != nil {
 				return set, err
 			}
 			l.cache.putTemplateRows(ck, rows)
