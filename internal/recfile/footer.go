@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"reflect"
 
 	"github.com/parquet-go/parquet-go/deprecated"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
@@ -56,7 +57,7 @@ func trimFooter(data []byte, keepStats map[string]bool) ([]byte, error) {
 		md.ColumnOrders = nil
 	}
 	plainSchema(&md)
-	meta, err := thrift.Marshal(proto, &md)
+	meta, err := marshalFooter(proto, &md)
 	if err != nil {
 		return nil, fmt.Errorf("trim footer: %w", err)
 	}
@@ -261,9 +262,6 @@ func dropChecksums(data []byte) ([]byte, error) {
 			}
 			m.TotalCompressedSize = int64(len(out)) - start
 			m.TotalUncompressedSize = uncompressed
-			if c.FileOffset != 0 {
-				c.FileOffset = start
-			}
 			rgSize += m.TotalCompressedSize
 			if j == 0 {
 				rg.FileOffset = start
@@ -271,7 +269,7 @@ func dropChecksums(data []byte) ([]byte, error) {
 		}
 		rg.TotalCompressedSize = rgSize
 	}
-	meta, err := thrift.Marshal(proto, &md)
+	meta, err := marshalFooter(proto, &md)
 	if err != nil {
 		return nil, fmt.Errorf("drop checksums: %w", err)
 	}
@@ -322,4 +320,106 @@ func marshalPageHeader(proto thrift.Protocol, h *format.PageHeader) ([]byte, err
 // as none).
 func isZero(s format.Statistics) bool {
 	return s.Max == nil && s.Min == nil && s.NullCount == 0 && s.DistinctCount == 0 && s.MaxValue == nil && s.MinValue == nil
+}
+
+// footerMetaData, footerRowGroup, footerChunk and footerColumnMeta are
+// format.FileMetaData down to a column chunk's metadata, with the same
+// field ids, for marshalFooter: where the format types write a field
+// whatever its value (writezero), these leave out an optional one that
+// holds nothing.
+type footerMetaData struct {
+	Version          int32                              `thrift:"1,required"`
+	Schema           thrift.Slice[format.SchemaElement] `thrift:"2,required"`
+	NumRows          int64                              `thrift:"3,required"`
+	RowGroups        thrift.Slice[footerRowGroup]       `thrift:"4,required"`
+	KeyValueMetadata thrift.Slice[format.KeyValue]      `thrift:"5,optional"`
+	CreatedBy        string                             `thrift:"6,optional"`
+	ColumnOrders     thrift.Slice[format.ColumnOrder]   `thrift:"7,optional"`
+}
+
+type footerRowGroup struct {
+	Columns             thrift.Slice[footerChunk]          `thrift:"1,required"`
+	TotalByteSize       int64                              `thrift:"2,required"`
+	NumRows             int64                              `thrift:"3,required"`
+	SortingColumns      thrift.Slice[format.SortingColumn] `thrift:"4,optional"`
+	FileOffset          int64                              `thrift:"5,optional"`
+	TotalCompressedSize int64                              `thrift:"6,optional"`
+	Ordinal             int16                              `thrift:"7,optional"`
+}
+
+type footerChunk struct {
+	FilePath          string           `thrift:"1,optional"`
+	FileOffset        int64            `thrift:"2,required"`
+	MetaData          footerColumnMeta `thrift:"3,optional"`
+	OffsetIndexOffset int64            `thrift:"4,optional"`
+	OffsetIndexLength int32            `thrift:"5,optional"`
+	ColumnIndexOffset int64            `thrift:"6,optional"`
+	ColumnIndexLength int32            `thrift:"7,optional"`
+}
+
+type footerColumnMeta struct {
+	Type                  format.Type                            `thrift:"1,required"`
+	Encoding              thrift.Slice[format.Encoding]          `thrift:"2,required"`
+	PathInSchema          thrift.Slice[string]                   `thrift:"3,required"`
+	Codec                 format.CompressionCodec                `thrift:"4,required"`
+	NumValues             int64                                  `thrift:"5,required"`
+	TotalUncompressedSize int64                                  `thrift:"6,required"`
+	TotalCompressedSize   int64                                  `thrift:"7,required"`
+	KeyValueMetadata      thrift.Slice[format.KeyValue]          `thrift:"8,optional"`
+	DataPageOffset        int64                                  `thrift:"9,required"`
+	IndexPageOffset       int64                                  `thrift:"10,optional"`
+	DictionaryPageOffset  int64                                  `thrift:"11,optional"`
+	Statistics            format.Statistics                      `thrift:"12,optional"`
+	EncodingStats         thrift.Slice[format.PageEncodingStats] `thrift:"13,optional"`
+	BloomFilterOffset     int64                                  `thrift:"14,optional"`
+	BloomFilterLength     int32                                  `thrift:"15,optional"`
+	SizeStatistics        format.SizeStatistics                  `thrift:"16,optional"`
+}
+
+// marshalFooter encodes md as a format.FileMetaData, less what says
+// nothing or says wrong: a column chunk's statistics when they hold
+// nothing (parquet-go writes an empty struct with a null count of 0 in
+// every chunk, 4 bytes a chunk, which tells a reader that an optional
+// column with nulls has none: one that prunes by null count would skip
+// its row groups for "IS NULL"), the first row group's ordinal (0, which
+// is what a reader takes a missing ordinal for; it matters to encrypted
+// files only), and a column chunk's deprecated file_offset, written as
+// 0 as the Parquet spec asks when no column metadata is written outside
+// the footer (parquet-go wrote the chunk's start; readers find a chunk by
+// its page offsets). An encrypted file, or one with geospatial statistics,
+// is an error: quarry writes neither.
+func marshalFooter(proto thrift.Protocol, md *format.FileMetaData) ([]byte, error) {
+	if !reflect.ValueOf(md.EncryptionAlgorithm).IsZero() || md.FooterSigningKeyMetadata != nil {
+		return nil, fmt.Errorf("marshal footer: encrypted file")
+	}
+	f := footerMetaData{Version: md.Version, Schema: md.Schema, NumRows: md.NumRows,
+		RowGroups:        make(thrift.Slice[footerRowGroup], len(md.RowGroups)),
+		KeyValueMetadata: md.KeyValueMetadata, CreatedBy: md.CreatedBy, ColumnOrders: md.ColumnOrders}
+	for i := range md.RowGroups {
+		rg := &md.RowGroups[i]
+		g := &f.RowGroups[i]
+		*g = footerRowGroup{Columns: make(thrift.Slice[footerChunk], len(rg.Columns)), TotalByteSize: rg.TotalByteSize,
+			NumRows: rg.NumRows, SortingColumns: rg.SortingColumns, FileOffset: rg.FileOffset,
+			TotalCompressedSize: rg.TotalCompressedSize, Ordinal: rg.Ordinal}
+		for j := range rg.Columns {
+			c := &rg.Columns[j]
+			m := &c.MetaData
+			if !reflect.ValueOf(c.CryptoMetadata).IsZero() || c.EncryptedColumnMetadata != nil || !reflect.ValueOf(m.GeospatialStatistics).IsZero() {
+				return nil, fmt.Errorf("marshal footer: column chunk %v encrypted or with geospatial statistics", m.PathInSchema)
+			}
+			g.Columns[j] = footerChunk{FilePath: c.FilePath,
+				OffsetIndexOffset: c.OffsetIndexOffset, OffsetIndexLength: c.OffsetIndexLength,
+				ColumnIndexOffset: c.ColumnIndexOffset, ColumnIndexLength: c.ColumnIndexLength,
+				MetaData: footerColumnMeta{Type: m.Type, Encoding: m.Encoding, PathInSchema: m.PathInSchema, Codec: m.Codec,
+					NumValues: m.NumValues, TotalUncompressedSize: m.TotalUncompressedSize, TotalCompressedSize: m.TotalCompressedSize,
+					KeyValueMetadata: m.KeyValueMetadata, DataPageOffset: m.DataPageOffset, IndexPageOffset: m.IndexPageOffset,
+					DictionaryPageOffset: m.DictionaryPageOffset, Statistics: m.Statistics, EncodingStats: m.EncodingStats,
+					BloomFilterOffset: m.BloomFilterOffset, BloomFilterLength: m.BloomFilterLength, SizeStatistics: m.SizeStatistics}}
+		}
+	}
+	b, err := thrift.Marshal(proto, &f)
+	if err != nil {
+		return nil, fmt.Errorf("marshal footer: %w", err)
+	}
+	return b, nil
 }
