@@ -1,9 +1,11 @@
 package httpin
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/quarrylake/quarry/producer"
@@ -187,11 +189,90 @@ func flatString(b []byte, i int) (string, int, bool) {
 	if !escaped {
 		return string(raw), j + 1, true
 	}
-	var s string
-	if err := json.Unmarshal(b[i:j+1], &s); err != nil {
+	s, ok := unquote(raw)
+	if !ok {
 		return "", i, false
 	}
 	return s, j + 1, true
+}
+
+// unquote returns the text of raw, a JSON string's contents between its
+// quotes (valid UTF-8, no control byte), with its escapes read as
+// encoding/json reads them: a \u escape of a surrogate that does not pair
+// with the next escape reads as U+FFFD. ok is false for an escape JSON
+// does not have. Unquoting through json.Unmarshal cost the JSON-lines
+// receiver more than the rest of the fast path: log lines often quote.
+func unquote(raw []byte) (string, bool) {
+	var sb strings.Builder
+	sb.Grow(len(raw))
+	for len(raw) > 0 {
+		k := bytes.IndexByte(raw, '\\')
+		if k < 0 {
+			sb.Write(raw)
+			break
+		}
+		sb.Write(raw[:k])
+		raw = raw[k:]
+		if len(raw) < 2 {
+			return "", false
+		}
+		switch c := raw[1]; c {
+		case '"', '\\', '/':
+			sb.WriteByte(c)
+		case 'b':
+			sb.WriteByte('\b')
+		case 'f':
+			sb.WriteByte('\f')
+		case 'n':
+			sb.WriteByte('\n')
+		case 'r':
+			sb.WriteByte('\r')
+		case 't':
+			sb.WriteByte('\t')
+		case 'u':
+			r := hex4(raw)
+			if r < 0 {
+				return "", false
+			}
+			raw = raw[6:]
+			if utf16.IsSurrogate(r) {
+				if d := utf16.DecodeRune(r, hex4(raw)); d != utf8.RuneError {
+					sb.WriteRune(d)
+					raw = raw[6:]
+					continue
+				}
+			}
+			sb.WriteRune(r) // a lone surrogate is written as U+FFFD
+			continue
+		default:
+			return "", false
+		}
+		raw = raw[2:]
+	}
+	return sb.String(), true
+}
+
+// hex4 is the code unit of the \uXXXX escape b starts with, -1 when b does
+// not start with one.
+func hex4(b []byte) rune {
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range b[2:6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 // flatNumber reads a number in JSON's grammar starting at b[i] and returns

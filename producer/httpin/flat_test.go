@@ -3,7 +3,9 @@ package httpin
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 var flatDocs = []string{
@@ -93,5 +95,70 @@ func TestParseActionShortWay(t *testing.T) {
 	idx := []byte(`{"index":{}}`)
 	if n := testing.AllocsPerRun(100, func() { parseAction(idx) }); n > 0 {
 		t.Fatalf("%v allocations for an index action", n)
+	}
+}
+
+var quotedStrings = []string{
+	``, `plain`, `a \"quoted\" word`, `C:\\path\\to`, `\/\b\f\n\r\t`, `\u00e9\u00E9`, `\ud83d\ude00`,
+	`\ud83d`, `\ud83dx`, `\ude00\ud83d`, `\ud83d\u0041`, `\ud83d\ud83d\ude00`, `\u0000`, `\u12`, `\u12G4`,
+	`\x`, `\`, `tail\\`, `ünï \"ç\" ✓`, `\ud83d\u12G4`,
+}
+
+// flatString reads every string encoding/json reads (valid UTF-8, no
+// control byte) and gives the same text; what JSON refuses it refuses.
+func TestFlatStringAgrees(t *testing.T) {
+	for _, s := range quotedStrings {
+		checkString(t, s)
+	}
+}
+
+func checkString(t *testing.T, content string) {
+	t.Helper()
+	doc := []byte(`"` + content + `"`)
+	got, next, ok := flatString(doc, 0)
+	var want string
+	err := json.Unmarshal(doc, &want)
+	plain := utf8.ValidString(content) && !strings.ContainsFunc(content, func(r rune) bool { return r < 0x20 })
+	switch {
+	case ok && next != len(doc):
+		// A quote inside content ended the string: not one JSON string.
+	case ok && err != nil:
+		t.Fatalf("%q: read as %q, encoding/json refuses it: %v", doc, got, err)
+	case ok && got != want:
+		t.Fatalf("%q: read as %q, encoding/json reads %q", doc, got, want)
+	case !ok && err == nil && plain:
+		t.Fatalf("%q: refused, encoding/json reads %q", doc, want)
+	}
+}
+
+func FuzzFlatString(f *testing.F) {
+	for _, s := range quotedStrings {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { checkString(t, s) })
+}
+
+// BenchmarkFlatEntry reads JSON lines as the ingest benchmark's clients send
+// them: a message, a third of them with quotes, and a host attribute.
+func BenchmarkFlatEntry(b *testing.B) {
+	msgs := []string{
+		`2026-11-29T00:00:00.010Z Normal Scheduled pod/api-7a31ff58f4-f08f8 Successfully assigned default/api-59ba0834bc-764b4 to node-8`,
+		`10.1.2.3 - - [29/Nov/2026:00:00:00 +0000] "GET /api/v1/users/87368 HTTP/1.1" 200 512 "-" "curl/8.5.0"`,
+		`2026-11-29T00:00:00.042Z DEBUG cache: hit key=user:87368 ttl=1941s`,
+	}
+	var docs [][]byte
+	for _, m := range msgs {
+		d, err := json.Marshal(map[string]string{"message": m, "host": "web-1"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		docs = append(docs, d)
+	}
+	fields := []string{"message"}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, ok := flatEntry(docs[i%len(docs)], fields); !ok {
+			b.Fatal("not flat")
+		}
 	}
 }
