@@ -138,7 +138,7 @@ func decodeFrame(d dec) (*Frame, error) {
 				r.TSSource = d.tsSource()
 			}
 			r.Text = d.str("text")
-			r.Attrs = d.attrs("attrs")
+			r.Attrs = d.attrs()
 		}
 	}
 	if err := d.End("frame"); err != nil {

@@ -191,7 +191,7 @@ func decodeMinedBatch(d dec) (*MinedBatch, error) {
 					r.Params[j] = d.str("param")
 				}
 			}
-			r.Attrs = d.attrs("attrs")
+			r.Attrs = d.attrs()
 		}
 	}
 	if n := d.Count("templates", 6); n > 0 {
