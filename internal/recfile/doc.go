@@ -20,8 +20,10 @@
 // rare version in that row group only and for the others elsewhere. One page per column chunk,
 // version 1 data pages without a CRC or statistics (not even the empty
 // statistics parquet-go writes: marshalPageHeader). The footer is trimmed: no page index
-// (column and offset indexes), chunk statistics only for wal_seq, ts and
-// template_id, created_by "quarry"; all are optional in Parquet and readers
+// (column and offset indexes), chunk statistics only for wal_seq, ts,
+// template_id and date and only in a file of several row groups (a file's
+// bounds are in its add action's stats: statsColumns), created_by
+// "quarry"; all are optional in Parquet and readers
 // without them read every page of the file, which they do anyway for a file
 // this size. A file of a few rows is written for its fixed cost: a column of
 // fewer than 32 bytes of values is not compressed, nor one that zstd did

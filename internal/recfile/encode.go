@@ -567,11 +567,16 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	if e.tail > 0 {
 		opts = append(opts, parquet.KeyValueMetadata(TailKey, strconv.Itoa(e.o.rareRows)))
 	}
+	cuts := e.groupCuts(rows, order)
+	keep := statsColumns
+	if len(cuts) == 2 {
+		keep = nil // one row group: its bounds are the file's, in its add action (statsColumns)
+	}
 	if e.o.trimFooter {
-		// The trimmed footer keeps only statsColumns' bounds: computing
-		// the others' is wasted work.
+		// The trimmed footer keeps only keep's bounds: computing the
+		// others' is wasted work.
 		for _, path := range schema.Columns() {
-			if len(path) != 1 || !statsColumns[path[0]] {
+			if len(path) != 1 || !keep[path[0]] {
 				opts = append(opts, parquet.SkipPageBounds(path...))
 			}
 		}
@@ -582,7 +587,6 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	const batch = 16384
 	// The values' scratch is reused across encodes (scratch.put clears it).
 	e.vals = slices.Grow(e.vals[:0], min(len(order), batch)+64)
-	cuts := e.groupCuts(rows, order)
 	for g := 1; g < len(cuts); g++ {
 		if g > 1 {
 			// The rows before are a row group of their own.
@@ -600,7 +604,7 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	if !e.o.trimFooter {
 		return buf.Bytes(), nil
 	}
-	data, err := trimFooter(buf.Bytes(), statsColumns)
+	data, err := trimFooter(buf.Bytes(), keep)
 	if err != nil || !e.o.noCRC {
 		return data, err
 	}

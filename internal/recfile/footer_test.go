@@ -15,11 +15,18 @@ import (
 // every chunk, which told such a reader that optional columns with nulls
 // (p<k>, more, ts_residue here) had none: a reader that prunes row groups
 // by null count would have skipped them for "p0 IS NULL". The kept
-// columns' statistics are still read, and no column chunk keeps the
-// deprecated file_offset (0, as the Parquet spec asks).
+// columns' statistics are still read (statsColumns, in a file of several
+// row groups; a file of one keeps none, nor column_orders), and no column
+// chunk keeps the deprecated file_offset (0, as the Parquet spec asks).
 func TestNoNullCountClaimed(t *testing.T) {
 	rows, tpl := pinRows(t, 5000, 5000)
 	f, err := Encode(rows, tpl, WithDate(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := defaultOptions()
+	o.date, o.groupRows = true, 1000
+	cut, err := encode(rows, tpl, &o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,10 +47,17 @@ func TestNoNullCountClaimed(t *testing.T) {
 		name string
 		data []byte
 		keep map[string]bool
-	}{{"records", f.Data, statsColumns}, {"TrimFooter", tf, nil}} {
+	}{{"records", f.Data, nil}, {"records in row groups", cut.Data, statsColumns}, {"TrimFooter", tf, nil}} {
 		r, err := file.NewParquetReader(bytes.NewReader(c.data))
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
+		}
+		pf, err := parquet.OpenFile(bytes.NewReader(c.data), int64(len(c.data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if groups, orders := len(pf.RowGroups()), len(pf.Metadata().ColumnOrders); (groups > 1) != (c.keep != nil) || (orders > 0) != (c.keep != nil) {
+			t.Errorf("%s: %d row groups, %d column orders", c.name, groups, orders)
 		}
 		var kept, nullable int
 		for g := range r.NumRowGroups() {

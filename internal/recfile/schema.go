@@ -87,7 +87,7 @@ type options struct {
 	sortByTpl   bool
 	noPageStats bool
 	indexPlain  bool       // record_index PLAIN instead of DELTA_BINARY_PACKED
-	trimFooter  bool       // no page index, chunk statistics only for statsColumns
+	trimFooter  bool       // no page index, chunk statistics only for statsColumns (none in one row group)
 	innerTime   bool       // a timestamp inside a parameter is cut out of it (kind u)
 	slotMin     float64    // slot columns used by fewer rows than this share go to more
 	tsMillis    bool       // ts TIMESTAMP(MILLIS) when every ts is whole milliseconds
@@ -114,8 +114,17 @@ type options struct {
 	hiBytes int
 }
 
-// statsColumns keep their chunk statistics in a trimmed footer: the columns
-// a reader filters on.
+// statsColumns keep their chunk statistics in a trimmed footer of a file
+// of several row groups: the columns a reader filters on.
+//
+// A file of one row group keeps none, and so no column_orders:
+// its chunks' bounds are the file's, which its Delta add
+// action holds (stats: wal_seq, ts, template_id, and date when the file
+// has the column) and which every Delta reader prunes files by before it
+// opens one; quarry's row group skip (rowGroupSkipper) reads template_id's
+// only in a file of two or more row groups. About 140 bytes a file (four
+// statistics and a column order per column): the records files of the 11
+// Loghub lakes through quarry run, 228,948 to 227,366 bytes.
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true, colDate: true}
 
 func defaultOptions() options {
