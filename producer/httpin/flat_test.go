@@ -1,7 +1,9 @@
 package httpin
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -160,5 +162,44 @@ func BenchmarkFlatEntry(b *testing.B) {
 		if _, ok := flatEntry(docs[i%len(docs)], fields); !ok {
 			b.Fatal("not flat")
 		}
+	}
+}
+
+// appendBulkResponse writes what encoding/json's Encoder writes, for items
+// of every shape and strings that need escaping.
+func TestBulkResponseJSON(t *testing.T) {
+	strs := []string{"", "acme", "quarry-7-3", `a"b`, `c:\d`, "<", ">", "&", "é", "\x01", "\x7f", "\xff", "\u2028"}
+	var items []BulkItem
+	for i, s := range strs {
+		res := BulkResult{Index: s, ID: strs[(i+1)%len(strs)], Status: 200 + i*50, Result: strs[(i+2)%len(strs)]}
+		if i%3 == 0 {
+			res.Error = &BulkError{Type: s, Reason: strs[(i+3)%len(strs)]}
+		}
+		items = append(items, BulkItem{"index": res})
+		if i%4 == 0 {
+			items = append(items, BulkItem{"update": res, "delete": res, s: res}, nil, BulkItem{})
+		}
+	}
+	for _, r := range []BulkResponse{{}, {Took: -1, Items: []BulkItem{}}, {Took: 12, Errors: true, Items: items}} {
+		got := appendBulkResponse(nil, r)
+		var want bytes.Buffer
+		if err := json.NewEncoder(&want).Encode(r); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want.String() {
+			t.Fatalf("appendBulkResponse\n%s\nencoding/json\n%s", got, want.String())
+		}
+	}
+}
+
+// BenchmarkBulkResponse: the answer to a _bulk request of 1,000 documents.
+func BenchmarkBulkResponse(b *testing.B) {
+	r := BulkResponse{Took: 3}
+	for i := range 1000 {
+		r.Items = append(r.Items, BulkItem{"index": {Index: "acme", ID: fmt.Sprintf("quarry-%d", i), Status: 201, Result: "created"}})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = appendBulkResponse(make([]byte, 0, 64+len(r.Items)*96), r)
 	}
 }

@@ -403,7 +403,9 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	resp.Took = time.Since(start).Milliseconds()
-	writeJSON(w, http.StatusOK, resp)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(appendBulkResponse(make([]byte, 0, 64+len(items)*96), resp))
 }
 
 // parseBulk reads a _bulk body into the entries to write and the
