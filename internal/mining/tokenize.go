@@ -183,6 +183,62 @@ func looksVariable(s string) bool {
 	return digits > 0 && allHex && len(s) >= 4
 }
 
+// addTok appends the token line[start:end] of kind k to dst. It writes the
+// fields in place: append of a token literal builds the token on the stack
+// and copies it, and the copy's loads wait on the stores (a store-forwarding
+// stall that was a quarter of tokenize's time).
+func addTok(dst []token, start, end int, k tokKind) []token {
+	n := len(dst)
+	if n == cap(dst) {
+		dst = append(dst, token{})
+	} else {
+		dst = dst[:n+1]
+	}
+	t := &dst[n]
+	t.start, t.end, t.kind, t.head, t.mask = int32(start), int32(end), k, false, 0
+	return dst
+}
+
+// scanChunk returns the end of the run of chunk bytes at i (i must be a
+// chunk byte) and whether all its bytes are letters. A run of two or more
+// dots ("instruction......0") is punctuation between chunks: the run ends
+// before it. It is a function of its own so that the loop keeps line in
+// registers.
+func scanChunk(line string, i int) (int, bool) {
+	other := chunkFlags[line[i]] // the OR of the bytes' flags
+	j := i + 1
+	for j < len(line) {
+		c := line[j]
+		f := chunkFlags[c]
+		if f == 0 || c == '.' && j+1 < len(line) && line[j+1] == '.' {
+			break
+		}
+		other |= f
+		j++
+	}
+	return j, other&fOther == 0
+}
+
+// Flags of chunk bytes for scanChunk: every chunk byte has fChunk, those
+// that are not ASCII letters also fOther. Space and hard delimiter bytes
+// have none.
+const (
+	fChunk = 1 << iota
+	fOther
+)
+
+var chunkFlags = func() (t [256]uint8) {
+	for c := range t {
+		switch byteClass[c] {
+		case cLetter:
+			t[c] = fChunk
+		case cChunk:
+			t[c] = fChunk | fOther
+		}
+	}
+	return t
+}()
+
 // tokenize appends the tokens of line to dst and returns it with the raw
 // token count (before dates and id lists are merged, which only shortens
 // the list). It stops early and reports overflow when the raw count would
@@ -190,9 +246,14 @@ func looksVariable(s string) bool {
 func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 	n := len(line)
 	dates, lists, seps := false, false, 0 // whether the merge passes can apply
+	listFrom := -1                        // no id list or number with a unit starts before this token; -1: none at all
 	i := 0
 	if h := headerEnd(line); h > 0 && max > 0 {
-		dst = append(dst, token{start: 0, end: int32(h), kind: kVar, head: true})
+		dst = addTok(dst, 0, h, kVar)
+		dst[len(dst)-1].head = true
+		if idPrefix(line[:h]) != "" {
+			listFrom = 0
+		}
 		i = h
 	}
 	for i < n {
@@ -206,13 +267,13 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 			for j < n && byteClass[line[j]] == cSpace {
 				j++
 			}
-			dst = append(dst, token{int32(i), int32(j), kSpace, false, 0})
+			dst = addTok(dst, i, j, kSpace)
 			i = j
 		case cHard:
 			if c == '<' && i+2 < n && line[i+1] == '*' && line[i+2] == '>' {
 				// A literal "<*>" is always a parameter so that template
 				// texts stay unambiguous.
-				dst = append(dst, token{int32(i), int32(i + 3), kVar, false, 0})
+				dst = addTok(dst, i, i+3, kVar)
 				i += 3
 				continue
 			}
@@ -221,18 +282,22 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 			// parameter.
 			if c == ':' && i+2 < n && line[i+1] == '/' && line[i+2] == '/' && len(dst) > 0 &&
 				dst[len(dst)-1].kind == kWord && int(dst[len(dst)-1].end) == i {
-				dst = append(dst, token{int32(i), int32(i + 1), kPunct, false, 0}, token{int32(i + 1), int32(i + 3), kPunct, false, 0})
+				dst = addTok(dst, i, i+1, kPunct)
+				dst = addTok(dst, i+1, i+3, kPunct)
 				j := i + 3
 				for j < n && byteClass[line[j]] != cSpace && !isURLEnd(line[j]) {
 					j++
 				}
 				if j > i+3 {
-					dst = append(dst, token{int32(i + 3), int32(j), kVar, false, 0})
+					if listFrom < 0 && idPrefix(line[i+3:j]) != "" {
+						listFrom = len(dst)
+					}
+					dst = addTok(dst, i+3, j, kVar)
 				}
 				i = j
 				continue
 			}
-			dst = append(dst, token{int32(i), int32(i + 1), kPunct, false, 0})
+			dst = addTok(dst, i, i+1, kPunct)
 			if c == ',' || c == ';' {
 				seps++
 			}
@@ -241,32 +306,16 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 			// non-empty values ("(host)").
 			if (c == '(' || c == '[' || c == '{') && i+1 < n && line[i+1] == closer(c) &&
 				(i == 0 || byteClass[line[i-1]] == cSpace) {
-				dst = append(dst, token{int32(i + 1), int32(i + 1), kVar, false, 0})
+				dst = addTok(dst, i+1, i+1, kVar)
 			}
 			i++
 		default:
-			j := i + 1
-			letters := byteClass[c] == cLetter // all bytes so far are letters
-			for j < n {
-				cl := byteClass[line[j]]
-				if cl < cChunk {
-					break
-				}
-				if cl == cChunk {
-					letters = false
-					// A run of two or more dots ("instruction......0")
-					// is punctuation between chunks.
-					if line[j] == '.' && j+1 < n && line[j+1] == '.' {
-						break
-					}
-				}
-				j++
-			}
+			j, letters := scanChunk(line, i)
 			if line[i] == '.' && j == i+1 && i+1 < n && line[i+1] == '.' {
 				for j < n && line[j] == '.' {
 					j++
 				}
-				dst = append(dst, token{int32(i), int32(j), kPunct, false, 0})
+				dst = addTok(dst, i, j, kPunct)
 				i = j
 				continue
 			}
@@ -302,16 +351,25 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 					dates = true
 				} else if len(w) <= 4 && (w[0] < 'a' || w[0] == 'k' || w[0] == 's') && isSizeUnit(w) {
 					lists = true
+					if u := len(dst) - 2; listFrom < 0 || u < listFrom {
+						listFrom = u // the number two tokens before
+						if u < 0 {
+							listFrom = 0
+						}
+					}
 				}
 			} else if w[0]|0x20 >= 'a' && w[0]|0x20 <= 'z' {
 				lists = true // maybe an id list ("blk_1 blk_2")
+				if listFrom < 0 && idPrefix(w) != "" {
+					listFrom = len(dst)
+				}
 			}
-			dst = append(dst, token{int32(i), int32(e), k, false, 0})
+			dst = addTok(dst, i, e, k)
 			for p := e; p < j; p++ {
 				if len(dst) >= max {
 					return dst, len(dst), true
 				}
-				dst = append(dst, token{int32(p), int32(p + 1), kPunct, false, 0})
+				dst = addTok(dst, p, p+1, kPunct)
 			}
 			i = j
 		}
@@ -323,8 +381,11 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 	if dates {
 		dst = mergeDates(line, dst)
 	}
-	if lists {
-		dst = mergeLists(line, dst)
+	if dates {
+		listFrom = 0 // mergeDates moved the tokens
+	}
+	if lists && listFrom >= 0 {
+		dst = mergeLists(line, dst, listFrom)
 	}
 	if seps >= minListItems-1 {
 		dst = mergeSepLists(line, dst)
@@ -423,19 +484,27 @@ func idPrefix(s string) string {
 // any length fit one template.
 //
 // It also joins a number and its unit ("12.5 KB", "3 ms") into one
-// variable token.
-func mergeLists(line string, toks []token) []token {
-	out := 0
-	for i := 0; i < len(toks); i++ {
-		tk := toks[i]
-		if tk.kind == kVar && isDigit(line[tk.start]) && i+2 < len(toks) && toks[i+1].kind == kSpace &&
+// variable token. No list or number with a unit starts before toks[from]:
+// those tokens stay as they are.
+func mergeLists(line string, toks []token, from int) []token {
+	out := from
+	for i := from; i < len(toks); i++ {
+		tk := &toks[i]
+		if tk.kind != kVar {
+			if out != i {
+				toks[out] = *tk
+			}
+			out++
+			continue
+		}
+		if isDigit(line[tk.start]) && i+2 < len(toks) && toks[i+1].kind == kSpace &&
 			toks[i+1].end-toks[i+1].start == 1 && toks[i+2].kind == kWord && isSizeUnit(line[toks[i+2].start:toks[i+2].end]) {
 			toks[out] = token{tk.start, toks[i+2].end, kVar, false, 0}
 			out++
 			i += 2
 			continue
 		}
-		if tk.kind == kVar && tk.end > tk.start {
+		if tk.end > tk.start {
 			if p := idPrefix(line[tk.start:tk.end]); p != "" {
 				j := i
 				for j+2 < len(toks) && toks[j+1].kind == kSpace && toks[j+1].end-toks[j+1].start == 1 &&
@@ -450,7 +519,9 @@ func mergeLists(line string, toks []token) []token {
 				}
 			}
 		}
-		toks[out] = tk
+		if out != i {
+			toks[out] = *tk
+		}
 		out++
 	}
 	return toks[:out]

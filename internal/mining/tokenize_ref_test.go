@@ -1,0 +1,254 @@
+package mining
+
+import (
+	"bufio"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// The tokenizer is tuned for speed (issue 14), and its output decides every
+// template, so a rewrite must not change it by one token. This file keeps
+// the straightforward version it was tuned from (the functions named *Ref,
+// as of the tuning) and checks that tokenize gives the very same tokens, raw
+// count and overflow on Loghub's lines (whole, headers included, and their
+// Content column), generated lines, random junk and fuzzed input.
+
+// checkSameTokens fails t when tokenize and tokenizeRef disagree on line.
+func checkSameTokens(t *testing.T, line string) {
+	t.Helper()
+	for _, max := range []int{HardMaxTokens, 7, 40} {
+		want, wraw, wover := tokenizeRef(nil, line, max)
+		got, graw, gover := tokenize(nil, line, max)
+		if !slices.Equal(got, want) || graw != wraw || gover != wover {
+			t.Fatalf("tokenize(%q, %d) = %v %d %v, want %v %d %v", line, max, got, graw, gover, want, wraw, wover)
+		}
+	}
+}
+
+func TestTokenizeMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(14, 14))
+	alpha := []byte("aZ19 .,;:=()<*>[]{}/-_+\"'|!?\t\x00\xc3\xa9\xff")
+	for i := 0; i < 20000; i++ {
+		b := make([]byte, r.IntN(120))
+		for j := range b {
+			b[j] = alpha[r.IntN(len(alpha))]
+		}
+		checkSameTokens(t, string(b))
+	}
+	for _, l := range genCorpus(5000, 14) {
+		checkSameTokens(t, l)
+	}
+	data, names := loadLoghub(t)
+	if data == nil {
+		t.Log("Loghub-2k absent: generated and random lines only")
+		return
+	}
+	for _, name := range names {
+		for _, l := range data[name] {
+			checkSameTokens(t, l)
+		}
+		f, err := os.Open(filepath.Join(loghubDir(), name, name+"_2k.log"))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			checkSameTokens(t, sc.Text())
+		}
+		f.Close()
+	}
+}
+
+func FuzzTokenizeMatchesReference(f *testing.F) {
+	for _, l := range genCorpus(50, 1) {
+		f.Add(l)
+	}
+	f.Add("2026-11-29T00:00:00.010Z Normal Scheduled pod/api-7a31ff58f4-f08f8 assigned to node-8")
+	f.Add("Jun 18 02:08:10 combo sshd(pam_unix)[19939]: size 12.5 KB, blk_1 blk_2 blk_3 a, b, c x;y;z")
+	f.Fuzz(func(t *testing.T, line string) { checkSameTokens(t, line) })
+}
+
+// The reference tokenizer.
+
+func tokenizeRef(dst []token, line string, max int) ([]token, int, bool) {
+	n := len(line)
+	dates, lists, seps := false, false, 0 // whether the merge passes can apply
+	i := 0
+	if h := headerEnd(line); h > 0 && max > 0 {
+		dst = append(dst, token{start: 0, end: int32(h), kind: kVar, head: true})
+		i = h
+	}
+	for i < n {
+		if len(dst) >= max {
+			return dst, len(dst), true
+		}
+		c := line[i]
+		switch byteClass[c] {
+		case cSpace:
+			j := i + 1
+			for j < n && byteClass[line[j]] == cSpace {
+				j++
+			}
+			dst = append(dst, token{int32(i), int32(j), kSpace, false, 0})
+			i = j
+		case cHard:
+			if c == '<' && i+2 < n && line[i+1] == '*' && line[i+2] == '>' {
+				// A literal "<*>" is always a parameter so that template
+				// texts stay unambiguous.
+				dst = append(dst, token{int32(i), int32(i + 3), kVar, false, 0})
+				i += 3
+				continue
+			}
+			// URL: scheme "://" rest. The scheme and "://" are literal, the
+			// rest (up to whitespace or a closing bracket or quote) is one
+			// parameter.
+			if c == ':' && i+2 < n && line[i+1] == '/' && line[i+2] == '/' && len(dst) > 0 &&
+				dst[len(dst)-1].kind == kWord && int(dst[len(dst)-1].end) == i {
+				dst = append(dst, token{int32(i), int32(i + 1), kPunct, false, 0}, token{int32(i + 1), int32(i + 3), kPunct, false, 0})
+				j := i + 3
+				for j < n && byteClass[line[j]] != cSpace && !isURLEnd(line[j]) {
+					j++
+				}
+				if j > i+3 {
+					dst = append(dst, token{int32(i + 3), int32(j), kVar, false, 0})
+				}
+				i = j
+				continue
+			}
+			dst = append(dst, token{int32(i), int32(i + 1), kPunct, false, 0})
+			if c == ',' || c == ';' {
+				seps++
+			}
+			// A standalone empty pair "()", "[]" or "{}" is an empty
+			// value: give it an empty parameter so that it lines up with
+			// non-empty values ("(host)").
+			if (c == '(' || c == '[' || c == '{') && i+1 < n && line[i+1] == closer(c) &&
+				(i == 0 || byteClass[line[i-1]] == cSpace) {
+				dst = append(dst, token{int32(i + 1), int32(i + 1), kVar, false, 0})
+			}
+			i++
+		default:
+			j := i + 1
+			letters := byteClass[c] == cLetter // all bytes so far are letters
+			for j < n {
+				cl := byteClass[line[j]]
+				if cl < cChunk {
+					break
+				}
+				if cl == cChunk {
+					letters = false
+					// A run of two or more dots ("instruction......0")
+					// is punctuation between chunks.
+					if line[j] == '.' && j+1 < n && line[j+1] == '.' {
+						break
+					}
+				}
+				j++
+			}
+			if line[i] == '.' && j == i+1 && i+1 < n && line[i+1] == '.' {
+				for j < n && line[j] == '.' {
+					j++
+				}
+				dst = append(dst, token{int32(i), int32(j), kPunct, false, 0})
+				i = j
+				continue
+			}
+			// Trailing full stops end a sentence rather than belong to the
+			// word: "done." is "done" + ".".
+			// Paths and URLs keep them.
+			e := j
+			if line[j-1] == '.' && strings.IndexByte(line[i:j], '/') < 0 {
+				for e > i+1 && line[e-1] == '.' {
+					e--
+				}
+			}
+			w := line[i:e]
+			var k tokKind
+			switch {
+			case letters && len(w) != 4 && len(w) != 5:
+				k = kWord // letters only: never variable but for true/false/null
+			case letters:
+				k = kWord
+				if isNullOrBool(w) {
+					k = kVar
+				}
+			default:
+				k = chunkKind(w)
+				if k == kWord && !utf8.ValidString(w) {
+					k = kVar // bytes that are not UTF-8 are a value, never template text
+				} else if k == kWord && isSymbols(w) {
+					k = kPunct // "****", "->": structure, not a value
+				}
+			}
+			if k == kWord {
+				if len(w) == 3 && w[0] >= 'A' && w[0] <= 'Z' && isMonthOrDay(w) {
+					dates = true
+				} else if len(w) <= 4 && (w[0] < 'a' || w[0] == 'k' || w[0] == 's') && isSizeUnit(w) {
+					lists = true
+				}
+			} else if w[0]|0x20 >= 'a' && w[0]|0x20 <= 'z' {
+				lists = true // maybe an id list ("blk_1 blk_2")
+			}
+			dst = append(dst, token{int32(i), int32(e), k, false, 0})
+			for p := e; p < j; p++ {
+				if len(dst) >= max {
+					return dst, len(dst), true
+				}
+				dst = append(dst, token{int32(p), int32(p + 1), kPunct, false, 0})
+			}
+			i = j
+		}
+	}
+	if len(dst) > max {
+		return dst, len(dst), true
+	}
+	raw := len(dst)
+	if dates {
+		dst = mergeDates(line, dst)
+	}
+	if lists {
+		dst = mergeListsRef(line, dst)
+	}
+	if seps >= minListItems-1 {
+		dst = mergeSepLists(line, dst)
+	}
+	return dst, raw, false
+}
+
+func mergeListsRef(line string, toks []token) []token {
+	out := 0
+	for i := 0; i < len(toks); i++ {
+		tk := toks[i]
+		if tk.kind == kVar && isDigit(line[tk.start]) && i+2 < len(toks) && toks[i+1].kind == kSpace &&
+			toks[i+1].end-toks[i+1].start == 1 && toks[i+2].kind == kWord && isSizeUnit(line[toks[i+2].start:toks[i+2].end]) {
+			toks[out] = token{tk.start, toks[i+2].end, kVar, false, 0}
+			out++
+			i += 2
+			continue
+		}
+		if tk.kind == kVar && tk.end > tk.start {
+			if p := idPrefix(line[tk.start:tk.end]); p != "" {
+				j := i
+				for j+2 < len(toks) && toks[j+1].kind == kSpace && toks[j+1].end-toks[j+1].start == 1 &&
+					toks[j+2].kind == kVar && strings.HasPrefix(line[toks[j+2].start:toks[j+2].end], p) {
+					j += 2
+				}
+				if j > i {
+					toks[out] = token{tk.start, toks[j].end, kVar, false, 0}
+					out++
+					i = j
+					continue
+				}
+			}
+		}
+		toks[out] = tk
+		out++
+	}
+	return toks[:out]
+}
