@@ -884,24 +884,25 @@ func isPlainWord(w string) bool {
 func shapeKey(line string, toks []token) uint64 {
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
+	// The first word: the first chunk, or after a header the first chunk
+	// that is not the header.
 	first := -1
-	if len(toks) > 0 && toks[0].head {
-		first = -2 // the first word after the header names the event
+	skipHead := len(toks) > 0 && toks[0].head
+	for i := range toks {
+		if toks[i].kind >= kWord && !(skipHead && toks[i].head) {
+			first = i
+			break
+		}
 	}
 	for i := range toks {
 		tk := &toks[i]
-		var v uint64
+		v := uint64(7) // a chunk
 		switch tk.kind {
 		case kSpace:
 			v = 1
 		case kPunct:
 			// first byte and length; match compares the bytes
 			v = 2 | uint64(line[tk.start])<<8 | uint64(tk.end-tk.start)<<16
-		default:
-			if first == -1 || first == -2 && !toks[i].head {
-				first = i
-			}
-			v = 7
 		}
 		h = (h ^ v) * prime
 	}

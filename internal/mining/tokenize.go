@@ -200,12 +200,11 @@ func addTok(dst []token, start, end int, k tokKind) []token {
 }
 
 // scanChunk returns the end of the run of chunk bytes at i (i must be a
-// chunk byte) and whether all its bytes are letters. A run of two or more
+// chunk byte) and the OR of its bytes' chunkFlags. A run of two or more
 // dots ("instruction......0") is punctuation between chunks: the run ends
-// before it. It is a function of its own so that the loop keeps line in
-// registers.
-func scanChunk(line string, i int) (int, bool) {
-	other := chunkFlags[line[i]] // the OR of the bytes' flags
+// before it.
+func scanChunk(line string, i int) (int, uint8) {
+	flags := chunkFlags[line[i]]
 	j := i + 1
 	for j < len(line) {
 		c := line[j]
@@ -213,27 +212,40 @@ func scanChunk(line string, i int) (int, bool) {
 		if f == 0 || c == '.' && j+1 < len(line) && line[j+1] == '.' {
 			break
 		}
-		other |= f
+		flags |= f
 		j++
 	}
-	return j, other&fOther == 0
+	return j, flags
 }
 
-// Flags of chunk bytes for scanChunk: every chunk byte has fChunk, those
-// that are not ASCII letters also fOther. Space and hard delimiter bytes
-// have none.
+// Flags of chunk bytes for scanChunk: every chunk byte has bChunk, those
+// that are not ASCII letters bOther, and bLetter, bDigit, bDot and bHigh
+// (not ASCII) say what else a byte is. Space and hard delimiter bytes have
+// none.
 const (
-	fChunk = 1 << iota
-	fOther
+	bChunk = 1 << iota
+	bOther
+	bLetter
+	bDigit
+	bDot
+	bHigh
 )
 
 var chunkFlags = func() (t [256]uint8) {
 	for c := range t {
 		switch byteClass[c] {
 		case cLetter:
-			t[c] = fChunk
+			t[c] = bChunk | bLetter
 		case cChunk:
-			t[c] = fChunk | fOther
+			t[c] = bChunk | bOther
+			switch {
+			case isDigit(byte(c)):
+				t[c] |= bDigit
+			case c == '.':
+				t[c] |= bDot
+			case c >= 0x80:
+				t[c] |= bHigh
+			}
 		}
 	}
 	return t
@@ -310,7 +322,8 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 			}
 			i++
 		default:
-			j, letters := scanChunk(line, i)
+			j, flags := scanChunk(line, i)
+			letters := flags&bOther == 0
 			if line[i] == '.' && j == i+1 && i+1 < n && line[i+1] == '.' {
 				for j < n && line[j] == '.' {
 					j++
@@ -339,10 +352,16 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 					k = kVar
 				}
 			default:
-				k = chunkKind(w)
-				if k == kWord && !utf8.ValidString(w) {
+				// A chunk without digits or dots that is not a path has
+				// nothing chunkKind looks for (w is the whole chunk: only
+				// dots are trimmed).
+				k = kWord
+				if flags&(bDigit|bDot) != 0 || w[0] == '/' {
+					k = chunkKind(w)
+				}
+				if k == kWord && flags&bHigh != 0 && !utf8.ValidString(w) {
 					k = kVar // bytes that are not UTF-8 are a value, never template text
-				} else if k == kWord && isSymbols(w) {
+				} else if k == kWord && flags&(bLetter|bDigit) == 0 && isSymbols(w) {
 					k = kPunct // "****", "->": structure, not a value
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +16,7 @@ import (
 // template, so a rewrite must not change it by one token. This file keeps
 // the straightforward version it was tuned from (the functions named *Ref,
 // as of the tuning) and checks that tokenize gives the very same tokens, raw
-// count and overflow on Loghub's lines (whole, headers included, and their
+// count, overflow and shape key (also of masked tokens) on Loghub's lines (whole, headers included, and their
 // Content column), generated lines, random junk and fuzzed input.
 
 // checkSameTokens fails t when tokenize and tokenizeRef disagree on line.
@@ -27,8 +28,19 @@ func checkSameTokens(t *testing.T, line string) {
 		if !slices.Equal(got, want) || graw != wraw || gover != wover {
 			t.Fatalf("tokenize(%q, %d) = %v %d %v, want %v %d %v", line, max, got, graw, gover, want, wraw, wover)
 		}
+		if k, wk := shapeKey(line, got), shapeKeyRef(line, want); k != wk {
+			t.Fatalf("shapeKey(%q) = %x, want %x", line, k, wk)
+		}
+	}
+	// Masks cut tokens, the header's too: the pieces keep its head flag.
+	toks, _, _ := tokenize(nil, line, HardMaxTokens)
+	masked := applyMasks(refMasks, line, toks, nil)
+	if k, wk := shapeKey(line, masked), shapeKeyRef(line, masked); k != wk {
+		t.Fatalf("shapeKey(%q) with masks = %x, want %x", line, k, wk)
 	}
 }
+
+var refMasks = []compiledMask{{"n", regexp.MustCompile(`[0-9]+|:`)}, {"w", regexp.MustCompile(`[a-z]{3}`)}}
 
 func TestTokenizeMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(14, 14))
@@ -251,4 +263,42 @@ func mergeListsRef(line string, toks []token) []token {
 		out++
 	}
 	return toks[:out]
+}
+
+func shapeKeyRef(line string, toks []token) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	first := -1
+	if len(toks) > 0 && toks[0].head {
+		first = -2 // the first word after the header names the event
+	}
+	for i := range toks {
+		tk := &toks[i]
+		var v uint64
+		switch tk.kind {
+		case kSpace:
+			v = 1
+		case kPunct:
+			// first byte and length; match compares the bytes
+			v = 2 | uint64(line[tk.start])<<8 | uint64(tk.end-tk.start)<<16
+		default:
+			if first == -1 || first == -2 && !toks[i].head {
+				first = i
+			}
+			v = 7
+		}
+		h = (h ^ v) * prime
+	}
+	h ^= uint64(len(toks))
+	h *= prime
+	if first >= 0 && toks[first].kind == kWord && isPlainWord(line[toks[first].start:toks[first].end]) {
+		tk := toks[first]
+		for p := tk.start; p < tk.end; p++ {
+			h ^= uint64(line[p])
+			h *= prime
+		}
+		h ^= 0xff
+		h *= prime
+	}
+	return h
 }
