@@ -391,6 +391,11 @@ func (s *search) keepTS64(tsMicro int64) bool {
 	return s.until.IsZero() || tsMicro < s.until.UnixMicro()
 }
 
+// rowsFiltered reports whether keepRow may drop a row.
+func (s *search) rowsFiltered() bool {
+	return !s.since.IsZero() || !s.until.IsZero() || s.family != nil || s.opts.After != nil
+}
+
 // keepRow applies the options' row filters.
 func (s *search) keepRow(tsMicro, templateID, seq int64, idx int32) bool {
 	return s.keepTS64(tsMicro) && (s.family == nil || s.family[templateID]) && s.opts.After.before(seq, idx)
@@ -617,9 +622,21 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 	var row fileRow
 	var qr query.Record
 	lr := newLearner(m, tp)
+	keys := l.Keys()
+	all := make([]bool, len(keys)) // by Lines.KeyIndex: the plan takes the version's rows
+	for i, k := range keys {
+		tp := f.plan.plan.Template(k.ID, k.Version)
+		all[i] = tp != nil && tp.Decision == query.All
+	}
+	filtered := s.rowsFiltered()
 	for x := range l.Len() {
-		k := l.Key(x)
-		if tp := f.plan.plan.Template(k.ID, k.Version); tp != nil && tp.Decision == query.All {
+		ki := l.KeyIndex(x)
+		k := keys[ki]
+		if all[ki] {
+			if !filtered {
+				c.sel = append(c.sel, int32(x))
+				continue
+			}
 			seq, idx := l.Pos(x)
 			if s.keepRow(floorDiv(l.TS(x), 1000), int64(k.ID), int64(seq), int32(idx)) {
 				c.sel = append(c.sel, int32(x))

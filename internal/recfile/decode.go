@@ -143,6 +143,7 @@ type decoder struct {
 	// its wildcards
 	tplIndex map[Key]int32
 	pieces   [][]string
+	keys     []Key // the template version of each entry of pieces
 	kinds    map[string][]slot
 	strs     map[string]string
 	line     []byte // arena the records' lines are cut from

@@ -95,6 +95,7 @@ func (d *decoder) prepareLines(g *group) error {
 				}
 				ix = int32(len(d.pieces))
 				d.pieces = append(d.pieces, strings.Split(text, Wildcard))
+				d.keys = append(d.keys, k)
 				d.tplIndex[k] = ix
 			}
 			last = k
@@ -290,12 +291,16 @@ type Lines struct {
 }
 
 // lineRef is a row: its place in the WAL, its row group (an index into
-// Lines.groups) and row. One array: putting rows in WAL order reads each
-// once, at random.
+// Lines.groups) and row, and its template version (an index into
+// decoder.keys; -1 without the projection's Lines). One array: putting
+// rows in WAL order reads each once, at random, and a reader going through
+// them in that order finds each row's template without reading its row
+// group's columns at random (the field fills what was padding).
 type lineRef struct {
 	seq    uint64
 	idx    uint32
 	g, row int32
+	tpl    int32
 }
 
 // Len is the number of rows.
@@ -313,9 +318,20 @@ func (l *Lines) TS(x int) int64 {
 // Key is row x's template version.
 func (l *Lines) Key(x int) Key {
 	r := l.refs[x]
+	if r.tpl >= 0 {
+		return l.d.keys[r.tpl]
+	}
 	b := &l.groups[r.g].base
 	return Key{uint64(b[cTemplateID].int(int(r.row))), uint32(b[cVersion].int(int(r.row)))}
 }
+
+// Keys are the template versions of l's rows, each once, and KeyIndex(x)
+// is row x's in it: a reader that decides by template looks the versions
+// up once, not once a row. They need the projection's Lines.
+func (l *Lines) Keys() []Key { return l.d.keys }
+
+// KeyIndex is the index in Keys of row x's template version.
+func (l *Lines) KeyIndex(x int) int { return int(l.refs[x].tpl) }
 
 // AppendLine appends row x's line to dst (without a newline). It needs the
 // projection's Lines.
@@ -415,7 +431,11 @@ func decodeLinesOf(f *parquet.File, r *Reader, tpl Templates, p Projection, tsSo
 		for x := range g.rows() {
 			i := g.row(x)
 			seq, idx := g.pos(i)
-			l.refs = append(l.refs, lineRef{seq, idx, gi, int32(i)})
+			tpl := int32(-1)
+			if g.tpl != nil {
+				tpl = g.tpl[i]
+			}
+			l.refs = append(l.refs, lineRef{seq, idx, gi, int32(i), tpl})
 		}
 	}
 	if !p.FileOrder {

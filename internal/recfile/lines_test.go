@@ -228,3 +228,41 @@ func TestDecodeLinesSkipsTSSource(t *testing.T) {
 		t.Fatalf("ts_source values %v, want event and read", kinds)
 	}
 }
+
+// TestLinesKeys: each row's template version, by Key and by Keys and
+// KeyIndex, is its row's, the rows decoded in WAL order (which the
+// encoder's order by template is not) and in file order; Keys holds each
+// version once.
+func TestLinesKeys(t *testing.T) {
+	rows, tpl := pinRows(t, 20000, 5) // in WAL order, several row groups
+	f, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenAt(bytes.NewReader(f.Data), int64(len(f.Data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fileOrder := range []bool{false, true} {
+		l, err := r.DecodeLines(tpl, Projection{Lines: true, FileOrder: fileOrder})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[Key]bool{}
+		for _, k := range l.Keys() {
+			if seen[k] {
+				t.Fatalf("file order %v: %v twice in Keys", fileOrder, k)
+			}
+			seen[k] = true
+		}
+		for x := range l.Len() {
+			seq, idx := l.Pos(x)
+			row := rows[int(seq-1)*64+int(idx)] // pinRows: 64 rows a wal_seq
+			k := Key{row.TemplateID, row.TemplateVersion}
+			if got := l.Keys()[l.KeyIndex(x)]; got != k || l.Key(x) != k {
+				t.Fatalf("file order %v, row %d: Keys()[KeyIndex] %v, Key %v, want %v", fileOrder, x, got, l.Key(x), k)
+			}
+		}
+		l.Release()
+	}
+}
