@@ -145,9 +145,10 @@ func (d *decoder) parsedKinds(kinds []byte) ([]slot, error) {
 // records v3 lines: records (DecodeProjected, DecodeRows) and Lines use it.
 // With d.bounds set it records where each parameter item's text starts in
 // dst (one entry per item that is not covered) and where the last piece
-// starts.
-func (d *decoder) appendLine(dst []byte, g *group, i int) ([]byte, error) {
-	pieces := d.pieces[g.tpl[i]]
+// starts. tpl is g.tpl[i], which a caller going through rows in WAL order
+// has in its lineRef (g.tpl read at random is a cache miss a row).
+func (d *decoder) appendLine(dst []byte, g *group, i int, tpl int32) ([]byte, error) {
+	pieces := d.pieces[tpl]
 	slots, err := d.slotsOf(g, i)
 	if err != nil {
 		return nil, err
@@ -266,7 +267,7 @@ func (d *decoder) record(rec *Record, g *group, i int) error {
 	if cap(d.line)-len(d.line) < 4<<10 {
 		d.line = make([]byte, 0, 256<<10)
 	}
-	line, err := d.appendLine(d.line[len(d.line):], g, i)
+	line, err := d.appendLine(d.line[len(d.line):], g, i, g.tpl[i])
 	if err != nil {
 		return err
 	}
@@ -337,7 +338,7 @@ func (l *Lines) KeyIndex(x int) int { return int(l.refs[x].tpl) }
 // projection's Lines.
 func (l *Lines) AppendLine(dst []byte, x int) ([]byte, error) {
 	r := l.refs[x]
-	return l.d.appendLine(dst, l.groups[r.g], int(r.row))
+	return l.d.appendLine(dst, l.groups[r.g], int(r.row), r.tpl)
 }
 
 // Record fills rec with row x as DecodeProjected returns it.
