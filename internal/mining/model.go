@@ -211,10 +211,7 @@ func (p *Prepared) Line() string { return p.line }
 // MinePrepared calls determines ids.
 func Prepare(line string) Prepared {
 	p := Prepared{line: line}
-	p.toks, p.raw, p.over = tokenize(nil, line, HardMaxTokens)
-	if !p.over {
-		p.key = shapeKey(line, p.toks)
-	}
+	p.toks, p.raw, p.over, p.key = tokenizeKey(nil, line, HardMaxTokens)
 	return p
 }
 
@@ -296,15 +293,12 @@ func (p *Preparer) Prepare(line string) Prepared {
 		p.grow(want)
 	}
 	pr := Prepared{line: line}
-	pr.toks, pr.raw, pr.over = tokenize(p.toks, line, HardMaxTokens)
+	pr.toks, pr.raw, pr.over, pr.key = tokenizeKey(p.toks, line, HardMaxTokens)
 	if len(pr.toks) > 0 && cap(pr.toks) == cap(p.toks) {
 		// Still in the shared array: take what the line used and cap
 		// it, so that nothing appends into the next line's tokens.
 		p.toks = p.toks[len(pr.toks):len(pr.toks)]
 		pr.toks = pr.toks[:len(pr.toks):len(pr.toks)]
-	}
-	if !pr.over {
-		pr.key = shapeKey(line, pr.toks)
 	}
 	return pr
 }
@@ -316,7 +310,8 @@ func (m *Model) Mine(tenant, line string, events []Event) (Result, []Event) {
 		return m.mineOversized(tenant, line, events)
 	}
 	var over bool
-	m.toks, _, over = tokenize(m.toks[:0], line, m.cfg.MaxTokens)
+	var key uint64
+	m.toks, _, over, key = tokenizeKey(m.toks[:0], line, m.cfg.MaxTokens)
 	if over {
 		return m.mineOversized(tenant, line, events)
 	}
@@ -324,8 +319,9 @@ func (m *Model) Mine(tenant, line string, events []Event) (Result, []Event) {
 	if ms := m.tenant(tenant).set.masks; len(ms) > 0 {
 		m.mtoks = applyMasks(ms, line, toks, m.mtoks)
 		toks = m.mtoks
+		key = shapeKey(line, toks)
 	}
-	return m.mine(tenant, line, toks, shapeKey(line, toks), events)
+	return m.mine(tenant, line, toks, key, events)
 }
 
 // MinePrepared is Mine for a line tokenized by Prepare. For the same
@@ -882,8 +878,40 @@ func isPlainWord(w string) bool {
 // a plain word (see isPlainWord). Lines can only join templates of the same
 // key.
 func shapeKey(line string, toks []token) uint64 {
-	const prime = 1099511628211
-	h := uint64(14695981039346656037)
+	return shapeFinish(line, toks, shapeHash(line, toks))
+}
+
+// The FNV-1a parameters of shapeKey.
+const (
+	shapeBasis = 14695981039346656037
+	shapePrime = 1099511628211
+)
+
+// shapeValue is what shapeKey hashes for a token: its class, and for
+// punctuation its first byte and length (match compares the bytes).
+func shapeValue(line string, tk *token) uint64 {
+	switch tk.kind {
+	case kSpace:
+		return 1
+	case kPunct:
+		return 2 | uint64(line[tk.start])<<8 | uint64(tk.end-tk.start)<<16
+	}
+	return 7
+}
+
+// shapeHash hashes the shapeValue of every token.
+func shapeHash(line string, toks []token) uint64 {
+	h := uint64(shapeBasis)
+	for i := range toks {
+		h = (h ^ shapeValue(line, &toks[i])) * shapePrime
+	}
+	return h
+}
+
+// shapeFinish completes shapeKey from shapeHash h: the token count, and
+// the first word when it is a plain word.
+func shapeFinish(line string, toks []token, h uint64) uint64 {
+	const prime = shapePrime
 	// The first word: the first chunk, or after a header the first chunk
 	// that is not the header.
 	first := -1
@@ -893,18 +921,6 @@ func shapeKey(line string, toks []token) uint64 {
 			first = i
 			break
 		}
-	}
-	for i := range toks {
-		tk := &toks[i]
-		v := uint64(7) // a chunk
-		switch tk.kind {
-		case kSpace:
-			v = 1
-		case kPunct:
-			// first byte and length; match compares the bytes
-			v = 2 | uint64(line[tk.start])<<8 | uint64(tk.end-tk.start)<<16
-		}
-		h = (h ^ v) * prime
 	}
 	h ^= uint64(len(toks))
 	h *= prime

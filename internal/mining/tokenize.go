@@ -256,12 +256,23 @@ var chunkFlags = func() (t [256]uint8) {
 // the list). It stops early and reports overflow when the raw count would
 // exceed max.
 func tokenize(dst []token, line string, max int) ([]token, int, bool) {
+	dst, raw, over, _ := tokenizeKey(dst, line, max)
+	return dst, raw, over
+}
+
+// tokenizeKey is tokenize that also returns shapeKey of the tokens, or 0
+// when it overflows. Each place that makes a token mixes in its shapeValue,
+// known there without a branch on the kind; the tokens are hashed again
+// only when a merge pass changed them.
+func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64) {
 	n := len(line)
+	key := uint64(shapeBasis)             // shapeHash of dst, mixed in as tokens are made
 	dates, lists, seps := false, false, 0 // whether the merge passes can apply
 	listFrom := -1                        // no id list or number with a unit starts before this token; -1: none at all
 	i := 0
 	if h := headerEnd(line); h > 0 && max > 0 {
 		dst = addTok(dst, 0, h, kVar)
+		key = (key ^ 7) * shapePrime
 		dst[len(dst)-1].head = true
 		if idPrefix(line[:h]) != "" {
 			listFrom = 0
@@ -270,7 +281,7 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 	}
 	for i < n {
 		if len(dst) >= max {
-			return dst, len(dst), true
+			return dst, len(dst), true, 0
 		}
 		c := line[i]
 		switch byteClass[c] {
@@ -280,12 +291,14 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 				j++
 			}
 			dst = addTok(dst, i, j, kSpace)
+			key = (key ^ 1) * shapePrime
 			i = j
 		case cHard:
 			if c == '<' && i+2 < n && line[i+1] == '*' && line[i+2] == '>' {
 				// A literal "<*>" is always a parameter so that template
 				// texts stay unambiguous.
 				dst = addTok(dst, i, i+3, kVar)
+				key = (key ^ 7) * shapePrime
 				i += 3
 				continue
 			}
@@ -296,6 +309,8 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 				dst[len(dst)-1].kind == kWord && int(dst[len(dst)-1].end) == i {
 				dst = addTok(dst, i, i+1, kPunct)
 				dst = addTok(dst, i+1, i+3, kPunct)
+				key = (key ^ (2 | ':'<<8 | 1<<16)) * shapePrime
+				key = (key ^ (2 | '/'<<8 | 2<<16)) * shapePrime
 				j := i + 3
 				for j < n && byteClass[line[j]] != cSpace && !isURLEnd(line[j]) {
 					j++
@@ -305,11 +320,13 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 						listFrom = len(dst)
 					}
 					dst = addTok(dst, i+3, j, kVar)
+					key = (key ^ 7) * shapePrime
 				}
 				i = j
 				continue
 			}
 			dst = addTok(dst, i, i+1, kPunct)
+			key = (key ^ (2 | uint64(c)<<8 | 1<<16)) * shapePrime
 			if c == ',' || c == ';' {
 				seps++
 			}
@@ -319,6 +336,7 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 			if (c == '(' || c == '[' || c == '{') && i+1 < n && line[i+1] == closer(c) &&
 				(i == 0 || byteClass[line[i-1]] == cSpace) {
 				dst = addTok(dst, i+1, i+1, kVar)
+				key = (key ^ 7) * shapePrime
 			}
 			i++
 		default:
@@ -329,6 +347,7 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 					j++
 				}
 				dst = addTok(dst, i, j, kPunct)
+				key = (key ^ (2 | '.'<<8 | uint64(j-i)<<16)) * shapePrime
 				i = j
 				continue
 			}
@@ -384,17 +403,23 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 				}
 			}
 			dst = addTok(dst, i, e, k)
+			if k == kPunct {
+				key = (key ^ (2 | uint64(w[0])<<8 | uint64(len(w))<<16)) * shapePrime
+			} else {
+				key = (key ^ 7) * shapePrime
+			}
 			for p := e; p < j; p++ {
 				if len(dst) >= max {
-					return dst, len(dst), true
+					return dst, len(dst), true, 0
 				}
 				dst = addTok(dst, p, p+1, kPunct)
+				key = (key ^ (2 | '.'<<8 | 1<<16)) * shapePrime
 			}
 			i = j
 		}
 	}
 	if len(dst) > max {
-		return dst, len(dst), true
+		return dst, len(dst), true, 0
 	}
 	raw := len(dst)
 	if dates {
@@ -409,7 +434,12 @@ func tokenize(dst []token, line string, max int) ([]token, int, bool) {
 	if seps >= minListItems-1 {
 		dst = mergeSepLists(line, dst)
 	}
-	return dst, raw, false
+	if len(dst) != raw {
+		// Every merge shortens the list: an unchanged length is
+		// unchanged tokens.
+		key = shapeHash(line, dst)
+	}
+	return dst, raw, false, shapeFinish(line, dst, key)
 }
 
 // Character flags for chunkKind.

@@ -16,7 +16,8 @@ import (
 // template, so a rewrite must not change it by one token. This file keeps
 // the straightforward version it was tuned from (the functions named *Ref,
 // as of the tuning) and checks that tokenize gives the very same tokens, raw
-// count, overflow and shape key (also of masked tokens) on Loghub's lines (whole, headers included, and their
+// count, overflow and shape key (from shapeKey and tokenizeKey, also of
+// masked tokens) on Loghub's lines (whole, headers included, and their
 // Content column), generated lines, random junk and fuzzed input.
 
 // checkSameTokens fails t when tokenize and tokenizeRef disagree on line.
@@ -28,8 +29,9 @@ func checkSameTokens(t *testing.T, line string) {
 		if !slices.Equal(got, want) || graw != wraw || gover != wover {
 			t.Fatalf("tokenize(%q, %d) = %v %d %v, want %v %d %v", line, max, got, graw, gover, want, wraw, wover)
 		}
-		if k, wk := shapeKey(line, got), shapeKeyRef(line, want); k != wk {
-			t.Fatalf("shapeKey(%q) = %x, want %x", line, k, wk)
+		_, _, _, key := tokenizeKey(nil, line, max)
+		if k, wk := shapeKey(line, got), shapeKeyRef(line, want); k != wk || !gover && key != wk {
+			t.Fatalf("shapeKey(%q) = %x (from tokenizeKey %x), want %x", line, k, key, wk)
 		}
 	}
 	// Masks cut tokens, the header's too: the pieces keep its head flag.
