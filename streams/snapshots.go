@@ -67,6 +67,16 @@ const snapshotMetaSubjects = "$O." + SnapshotBucket + ".M.>"
 // waits until its context ends. An object removed during the listing is
 // left out. An empty or missing bucket lists nothing.
 func ListSnapshots(ctx context.Context, js jetstream.JetStream) ([]SnapshotObject, error) {
+	stream, err := snapshotStream(ctx, js)
+	if stream == nil || err != nil {
+		return nil, err
+	}
+	return listSnapshots(ctx, stream)
+}
+
+// snapshotStream is SnapshotBucket's stream; nil without an error when
+// the bucket does not exist.
+func snapshotStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
 	stream, err := js.Stream(ctx, "OBJ_"+SnapshotBucket)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil
@@ -74,6 +84,10 @@ func ListSnapshots(ctx context.Context, js jetstream.JetStream) ([]SnapshotObjec
 	if err != nil {
 		return nil, fmt.Errorf("stream of %s: %w", SnapshotBucket, err)
 	}
+	return stream, nil
+}
+
+func listSnapshots(ctx context.Context, stream jetstream.Stream) ([]SnapshotObject, error) {
 	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(snapshotMetaSubjects))
 	if err != nil {
 		return nil, fmt.Errorf("subjects of %s: %w", SnapshotBucket, err)
@@ -109,20 +123,18 @@ func ListSnapshots(ctx context.Context, js jetstream.JetStream) ([]SnapshotObjec
 // committer's purge) reads them all. A missing marker reads as a missing
 // object, which a deleted snapshot is. It returns how many it purged.
 func DropSnapshotDeleteMarkers(ctx context.Context, js jetstream.JetStream) (int, error) {
-	objs, err := ListSnapshots(ctx, js)
+	stream, err := snapshotStream(ctx, js)
+	if stream == nil || err != nil {
+		return 0, err
+	}
+	objs, err := listSnapshots(ctx, stream)
 	if err != nil {
 		return 0, err
 	}
-	var stream jetstream.Stream
 	n := 0
 	for _, o := range objs {
 		if !o.Deleted {
 			continue
-		}
-		if stream == nil {
-			if stream, err = js.Stream(ctx, "OBJ_"+SnapshotBucket); err != nil {
-				return n, fmt.Errorf("stream of %s: %w", SnapshotBucket, err)
-			}
 		}
 		if err := stream.Purge(ctx, jetstream.WithPurgeSubject(o.subject)); err != nil {
 			return n, fmt.Errorf("purge the delete marker of %s: %w", o.Name, err)

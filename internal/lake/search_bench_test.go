@@ -66,6 +66,14 @@ func BenchmarkSearch(b *testing.B) {
 			b.ReportMetric(float64(n), "results")
 		})
 	}
+	b.Run("templates", func(b *testing.B) {
+		// What every query loads first: the templates table.
+		for b.Loop() {
+			if _, err := l.TemplateTexts(ctx, ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // countWriter counts the bytes and lines written to it.
