@@ -892,18 +892,30 @@ const (
 func shapeValue(line string, tk *token) uint64 {
 	switch tk.kind {
 	case kSpace:
-		return 1
+		return shapeSpace
 	case kPunct:
-		return 2 | uint64(line[tk.start])<<8 | uint64(tk.end-tk.start)<<16
+		return shapePunct(line[tk.start], int(tk.end-tk.start))
 	}
-	return 7
+	return shapeOther
 }
+
+// The shapeValue of a space and of any other token but punctuation.
+const (
+	shapeSpace = 1
+	shapeOther = 7
+)
+
+// shapePunct is the shapeValue of punctuation of n bytes starting with c.
+func shapePunct(c byte, n int) uint64 { return 2 | uint64(c)<<8 | uint64(n)<<16 }
+
+// shapeMix mixes the shapeValue v of the next token into hash h.
+func shapeMix(h, v uint64) uint64 { return (h ^ v) * shapePrime }
 
 // shapeHash hashes the shapeValue of every token.
 func shapeHash(line string, toks []token) uint64 {
 	h := uint64(shapeBasis)
 	for i := range toks {
-		h = (h ^ shapeValue(line, &toks[i])) * shapePrime
+		h = shapeMix(h, shapeValue(line, &toks[i]))
 	}
 	return h
 }

@@ -272,7 +272,7 @@ func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64)
 	i := 0
 	if h := headerEnd(line); h > 0 && max > 0 {
 		dst = addTok(dst, 0, h, kVar)
-		key = (key ^ 7) * shapePrime
+		key = shapeMix(key, shapeOther)
 		dst[len(dst)-1].head = true
 		if idPrefix(line[:h]) != "" {
 			listFrom = 0
@@ -291,14 +291,14 @@ func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64)
 				j++
 			}
 			dst = addTok(dst, i, j, kSpace)
-			key = (key ^ 1) * shapePrime
+			key = shapeMix(key, shapeSpace)
 			i = j
 		case cHard:
 			if c == '<' && i+2 < n && line[i+1] == '*' && line[i+2] == '>' {
 				// A literal "<*>" is always a parameter so that template
 				// texts stay unambiguous.
 				dst = addTok(dst, i, i+3, kVar)
-				key = (key ^ 7) * shapePrime
+				key = shapeMix(key, shapeOther)
 				i += 3
 				continue
 			}
@@ -309,8 +309,8 @@ func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64)
 				dst[len(dst)-1].kind == kWord && int(dst[len(dst)-1].end) == i {
 				dst = addTok(dst, i, i+1, kPunct)
 				dst = addTok(dst, i+1, i+3, kPunct)
-				key = (key ^ (2 | ':'<<8 | 1<<16)) * shapePrime
-				key = (key ^ (2 | '/'<<8 | 2<<16)) * shapePrime
+				key = shapeMix(key, shapePunct(':', 1))
+				key = shapeMix(key, shapePunct('/', 2))
 				j := i + 3
 				for j < n && byteClass[line[j]] != cSpace && !isURLEnd(line[j]) {
 					j++
@@ -320,13 +320,13 @@ func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64)
 						listFrom = len(dst)
 					}
 					dst = addTok(dst, i+3, j, kVar)
-					key = (key ^ 7) * shapePrime
+					key = shapeMix(key, shapeOther)
 				}
 				i = j
 				continue
 			}
 			dst = addTok(dst, i, i+1, kPunct)
-			key = (key ^ (2 | uint64(c)<<8 | 1<<16)) * shapePrime
+			key = shapeMix(key, shapePunct(c, 1))
 			if c == ',' || c == ';' {
 				seps++
 			}
@@ -336,7 +336,7 @@ func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64)
 			if (c == '(' || c == '[' || c == '{') && i+1 < n && line[i+1] == closer(c) &&
 				(i == 0 || byteClass[line[i-1]] == cSpace) {
 				dst = addTok(dst, i+1, i+1, kVar)
-				key = (key ^ 7) * shapePrime
+				key = shapeMix(key, shapeOther)
 			}
 			i++
 		default:
@@ -347,7 +347,7 @@ func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64)
 					j++
 				}
 				dst = addTok(dst, i, j, kPunct)
-				key = (key ^ (2 | '.'<<8 | uint64(j-i)<<16)) * shapePrime
+				key = shapeMix(key, shapePunct('.', j-i))
 				i = j
 				continue
 			}
@@ -404,16 +404,16 @@ func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64)
 			}
 			dst = addTok(dst, i, e, k)
 			if k == kPunct {
-				key = (key ^ (2 | uint64(w[0])<<8 | uint64(len(w))<<16)) * shapePrime
+				key = shapeMix(key, shapePunct(w[0], len(w)))
 			} else {
-				key = (key ^ 7) * shapePrime
+				key = shapeMix(key, shapeOther)
 			}
 			for p := e; p < j; p++ {
 				if len(dst) >= max {
 					return dst, len(dst), true, 0
 				}
 				dst = addTok(dst, p, p+1, kPunct)
-				key = (key ^ (2 | '.'<<8 | 1<<16)) * shapePrime
+				key = shapeMix(key, shapePunct('.', 1))
 			}
 			i = j
 		}
