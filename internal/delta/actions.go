@@ -16,7 +16,6 @@
 package delta
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -365,16 +364,27 @@ func decodeAction(line []byte) (a Action, ok bool, err error) {
 // large stats).
 const maxLine = 64 << 20
 
+// ErrLineTooLong is a commit line longer than 64 MiB.
+var ErrLineTooLong = errors.New("delta log line too long")
+
 // DecodeCommit parses a commit file: one JSON action per line; blank lines
 // are skipped, unknown actions ignored.
 func DecodeCommit(data []byte) ([]Action, error) {
+	// The commit is in memory already: lines are cut in place (a scanner
+	// wanted a 64 KiB buffer per commit, most of a short query's reading of
+	// a log of small commits).
 	var out []Action
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-	n := 0
-	for sc.Scan() {
-		n++
-		line := bytes.TrimSpace(sc.Bytes())
+	for n := 1; len(data) > 0; n++ {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		if len(line) > maxLine {
+			return nil, fmt.Errorf("line %d: %w", n, ErrLineTooLong)
+		}
+		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue
 		}
@@ -385,9 +395,6 @@ func DecodeCommit(data []byte) ([]Action, error) {
 		if ok {
 			out = append(out, a)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("line %d: %w", n+1, err)
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -445,5 +446,57 @@ func TestConcurrentCommitOnMinIO(t *testing.T) {
 	}
 	if err := delta.ValidateLog(ctx, s, "t"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestDecodeCommitLines(t *testing.T) {
+	add := `{"add":{"path":"a.parquet","size":1,"dataChange":true}}`
+	txn := `{"txn":{"appId":"q","version":3}}`
+	for _, tc := range []struct {
+		name string
+		log  string
+		want int
+	}{
+		{"newline ended", add + "\n" + txn + "\n", 2},
+		{"last line unended", add + "\n" + txn, 2},
+		{"crlf", add + "\r\n" + txn + "\r\n", 2},
+		{"blank and spaced lines", "\n  \n" + add + "\n\t\n " + txn + " \n\n", 2},
+		{"empty", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := delta.DecodeCommit([]byte(tc.log))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.want {
+				t.Fatalf("%d actions, want %d: %+v", len(got), tc.want, got)
+			}
+			if tc.want == 2 && (got[0].Add == nil || got[0].Add.Path != "a.parquet" || got[1].Txn == nil || got[1].Txn.Version != 3) {
+				t.Fatalf("decoded %+v", got)
+			}
+		})
+	}
+	// A line over 64 MiB is refused, with its number.
+	long := []byte(add + "\n" + `{"commitInfo":{"x":"` + strings.Repeat("a", 64<<20) + `"}}` + "\n")
+	if _, err := delta.DecodeCommit(long); !errors.Is(err, delta.ErrLineTooLong) || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("long line: %v", err)
+	}
+}
+
+func TestDecodeCommitAllocs(t *testing.T) {
+	// A small commit is decoded without a 64 KiB line buffer (what a
+	// bufio.Scanner took per commit): reading a log of many small commits
+	// was mostly that buffer.
+	data := []byte(`{"add":{"path":"a.parquet","size":1,"dataChange":true}}` + "\n")
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 100 {
+		if _, err := delta.DecodeCommit(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / 100; per > 16<<10 {
+		t.Fatalf("%d bytes allocated per small commit", per)
 	}
 }
