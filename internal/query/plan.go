@@ -347,12 +347,7 @@ func canForm(segs, pieces []string, chars *Charset) bool {
 	m := newSeqMatcher(segs)
 	cur := make([]bool, m.final+1)
 	cur[0] = true
-	var alphabet []byte
-	for b := 0; b < 256; b++ {
-		if chars.Has(byte(b)) {
-			alphabet = append(alphabet, byte(b))
-		}
-	}
+	alphabet := closureAlphabet(segs, chars)
 	next := make([]bool, m.final+1)
 	for i, piece := range pieces {
 		for j := 0; j < len(piece); j++ {
@@ -392,6 +387,31 @@ func canForm(segs, pieces []string, chars *Charset) bool {
 		}
 	}
 	return cur[m.final]
+}
+
+// closureAlphabet is the bytes of chars a parameter's closure must try:
+// those the segments hold, and one other if chars has any. Every byte no
+// segment holds steps every state alike (back to its segment's start), so
+// one stands for all: a closure over a parameter of 70 distinct bytes and
+// a term of 10 tries 11 instead of 70 per state, per template and file.
+func closureAlphabet(segs []string, chars *Charset) []byte {
+	var in Charset
+	for _, s := range segs {
+		in.AddString(s)
+	}
+	alphabet := make([]byte, 0, 16)
+	other := false
+	for b := 0; b < 256; b++ {
+		switch {
+		case !chars.Has(byte(b)):
+		case in.Has(byte(b)):
+			alphabet = append(alphabet, byte(b))
+		case !other:
+			other = true
+			alphabet = append(alphabet, byte(b))
+		}
+	}
+	return alphabet
 }
 
 // seqMatcher is a deterministic automaton for "segs in order": state

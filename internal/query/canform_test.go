@@ -1,0 +1,118 @@
+package query
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// canFormAll is canForm closing parameters under every byte of chars: the
+// reference closureAlphabet's representative byte must agree with.
+func canFormAll(segs, pieces []string, chars *Charset) bool {
+	m := newSeqMatcher(segs)
+	cur := make([]bool, m.final+1)
+	cur[0] = true
+	for i, piece := range pieces {
+		for j := 0; j < len(piece); j++ {
+			next := make([]bool, m.final+1)
+			for s, on := range cur {
+				if on {
+					next[m.step(s, piece[j])] = true
+				}
+			}
+			cur = next
+		}
+		if cur[m.final] || i == len(pieces)-1 {
+			break
+		}
+		for changed := true; changed; {
+			changed = false
+			for s, on := range cur {
+				for b := 0; on && b < 256; b++ {
+					if chars.Has(byte(b)) {
+						if u := m.step(s, byte(b)); !cur[u] {
+							cur[u], changed = true, true
+						}
+					}
+				}
+			}
+		}
+	}
+	return cur[m.final]
+}
+
+func TestCanFormAgreesWithEveryByte(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	word := func(alpha string, n int) string {
+		var b strings.Builder
+		for range r.IntN(n + 1) {
+			b.WriteByte(alpha[r.IntN(len(alpha))])
+		}
+		return b.String()
+	}
+	// Small alphabets so that terms, texts and parameters overlap often.
+	const alpha = "abab.=x "
+	trues, falses := 0, 0
+	for i := range 20000 {
+		segs := make([]string, 1+r.IntN(3))
+		for j := range segs {
+			for segs[j] == "" {
+				segs[j] = word(alpha, 4)
+			}
+		}
+		pieces := make([]string, 1+r.IntN(4))
+		for j := range pieces {
+			pieces[j] = word(alpha, 5)
+		}
+		var chars Charset
+		chars.AddString(word(alpha+"yz019-", 6))
+		want := canFormAll(segs, pieces, &chars)
+		if got := canForm(segs, pieces, &chars); got != want {
+			t.Fatalf("case %d: canForm(%q, %q, %q) = %v, every byte says %v", i, segs, pieces, charsString(&chars), got, want)
+		}
+		if want {
+			trues++
+		} else {
+			falses++
+		}
+	}
+	if trues < 1000 || falses < 1000 {
+		t.Fatalf("cases not mixed: %d true, %d false", trues, falses)
+	}
+}
+
+func charsString(c *Charset) string {
+	var b []byte
+	for x := 0; x < 256; x++ {
+		if c.Has(byte(x)) {
+			b = append(b, byte(x))
+		}
+	}
+	return string(b)
+}
+
+func TestClosureAlphabet(t *testing.T) {
+	var chars Charset
+	chars.AddString("0123456789abcdef-:")
+	got := string(closureAlphabet([]string{"dead", "f00"}, &chars))
+	// The segments' bytes in chars, and one byte (the lowest) for the rest.
+	if want := "-0adef"; got != want {
+		t.Fatalf("alphabet %q, want %q", got, want)
+	}
+	var none Charset
+	if got := closureAlphabet([]string{"x"}, &none); len(got) != 0 {
+		t.Fatalf("empty charset: alphabet %q", got)
+	}
+}
+
+func BenchmarkCanForm(b *testing.B) {
+	var chars Charset
+	for c := byte(' '); c < 127; c++ {
+		chars.Add(c)
+	}
+	segs := []string{"IllegalStateException"}
+	pieces := []string{"ERROR [", "] ", " request ", " took ", " ms"}
+	for b.Loop() {
+		canForm(segs, pieces, &chars)
+	}
+}
