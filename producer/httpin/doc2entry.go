@@ -26,10 +26,17 @@ var timeFields = []string{"@timestamp", "timestamp"}
 // field is mined whole: its text is the document as received. A document
 // that is not a JSON object is an error.
 func Entry(doc []byte, msgFields []string) (producer.Entry, error) {
+	return entryOf(string(doc), msgFields)
+}
+
+// entryOf is Entry of a document held as a string: the receivers' path,
+// whose entries' strings are substrings of the request's body where they
+// can be (flatEntry).
+func entryOf(doc string, msgFields []string) (producer.Entry, error) {
 	if e, ok := flatEntry(doc, msgFields); ok {
 		return e, nil
 	}
-	return decodeEntry(doc, msgFields)
+	return decodeEntry([]byte(doc), msgFields)
 }
 
 // decodeEntry is Entry through encoding/json, for every document.

@@ -1,7 +1,6 @@
 package httpin
 
 import (
-	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -18,8 +17,10 @@ import (
 // the document in place instead of building a map through encoding/json
 // (most of the JSON-lines receiver's CPU). Anything else, valid or not,
 // returns ok false and Entry decodes it in full, so both paths give the
-// same entry (TestFlatEntryAgrees, FuzzFlatEntry).
-func flatEntry(doc []byte, msgFields []string) (e producer.Entry, ok bool) {
+// same entry (TestFlatEntryAgrees, FuzzFlatEntry). Its strings are doc's
+// substrings where no escape needs reading: a receiver converts a request
+// body to a string once, and its lines' texts, keys and values share it.
+func flatEntry(doc string, msgFields []string) (e producer.Entry, ok bool) {
 	type field struct {
 		key, val string
 		str      bool // val is a string's text; else a number's or literal's
@@ -59,7 +60,7 @@ func flatEntry(doc []byte, msgFields []string) (e producer.Entry, ok bool) {
 				if c == 'f' {
 					n = 5
 				}
-				f.val, j, ok = string(doc[j:j+n]), j+n, true
+				f.val, j, ok = doc[j:j+n], j+n, true
 			case c == 'n' && hasAt(doc, j, "null"):
 				f.null, j, ok = true, j+4, true
 			case c == '-' || c >= '0' && c <= '9':
@@ -141,22 +142,23 @@ func flatEntry(doc []byte, msgFields []string) (e producer.Entry, ok bool) {
 	return e, true
 }
 
-func skipSpace(b []byte, i int) int {
+func skipSpace(b string, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
 	return i
 }
 
-func hasAt(b []byte, i int, lit string) bool {
-	return len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit
+func hasAt(b string, i int, lit string) bool {
+	return len(b)-i >= len(lit) && b[i:i+len(lit)] == lit
 }
 
 // flatString reads the JSON string starting at b[i] ('"') and returns its
-// text and the index after it. A string with an escape is unquoted by
-// encoding/json; one with invalid UTF-8 (which encoding/json replaces) or a
-// control character is refused.
-func flatString(b []byte, i int) (string, int, bool) {
+// text (b's substring when it has no escape) and the index after it. A
+// string with an escape is unquoted as encoding/json unquotes it; one with
+// invalid UTF-8 (which encoding/json replaces) or a control character is
+// refused.
+func flatString(b string, i int) (string, int, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return "", i, false
 	}
@@ -183,11 +185,11 @@ func flatString(b []byte, i int) (string, int, bool) {
 		return "", i, false
 	}
 	raw := b[i+1 : j]
-	if !ascii && !utf8.Valid(raw) {
+	if !ascii && !utf8.ValidString(raw) {
 		return "", i, false
 	}
 	if !escaped {
-		return string(raw), j + 1, true
+		return raw, j + 1, true
 	}
 	s, ok := unquote(raw)
 	if !ok {
@@ -202,16 +204,16 @@ func flatString(b []byte, i int) (string, int, bool) {
 // with the next escape reads as U+FFFD. ok is false for an escape JSON
 // does not have. Unquoting through json.Unmarshal cost the JSON-lines
 // receiver more than the rest of the fast path: log lines often quote.
-func unquote(raw []byte) (string, bool) {
+func unquote(raw string) (string, bool) {
 	var sb strings.Builder
 	sb.Grow(len(raw))
 	for len(raw) > 0 {
-		k := bytes.IndexByte(raw, '\\')
+		k := strings.IndexByte(raw, '\\')
 		if k < 0 {
-			sb.Write(raw)
+			sb.WriteString(raw)
 			break
 		}
-		sb.Write(raw[:k])
+		sb.WriteString(raw[:k])
 		raw = raw[k:]
 		if len(raw) < 2 {
 			return "", false
@@ -254,12 +256,13 @@ func unquote(raw []byte) (string, bool) {
 
 // hex4 is the code unit of the \uXXXX escape b starts with, -1 when b does
 // not start with one.
-func hex4(b []byte) rune {
+func hex4(b string) rune {
 	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
 		return -1
 	}
 	var r rune
-	for _, c := range b[2:6] {
+	for k := 2; k < 6; k++ {
+		c := b[k]
 		switch {
 		case '0' <= c && c <= '9':
 			c -= '0'
@@ -277,7 +280,7 @@ func hex4(b []byte) rune {
 
 // flatNumber reads a number in JSON's grammar starting at b[i] and returns
 // its literal text.
-func flatNumber(b []byte, i int) (string, int, bool) {
+func flatNumber(b string, i int) (string, int, bool) {
 	j := i
 	if j < len(b) && b[j] == '-' {
 		j++
@@ -310,5 +313,5 @@ func flatNumber(b []byte, i int) (string, int, bool) {
 			return "", i, false
 		}
 	}
-	return string(b[i:j]), j, true
+	return b[i:j], j, true
 }

@@ -3,11 +3,12 @@ package httpin
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/quarrylake/quarry/streams"
 )
 
 var flatDocs = []string{
@@ -59,7 +60,7 @@ func TestFlatEntryAgrees(t *testing.T) {
 
 func checkFlat(t *testing.T, doc []byte, fields []string) bool {
 	t.Helper()
-	got, ok := flatEntry(doc, fields)
+	got, ok := flatEntry(string(doc), fields)
 	if !ok {
 		return false
 	}
@@ -84,7 +85,7 @@ func FuzzFlatEntry(f *testing.F) {
 // decode reads them; anything else is decoded.
 func TestParseActionShortWay(t *testing.T) {
 	for _, l := range []string{`{"index":{}}`, ` {"create":{}} `, `{"index":{"_index":"x"}}`, `{"index":{} }`, `{"delete":{"_id":"1"}}`, `{"index":{}}x`} {
-		op, act, err := parseAction([]byte(l))
+		op, act, err := parseAction(l)
 		var m map[string]bulkAction
 		jerr := json.Unmarshal([]byte(l), &m)
 		if (err == nil) != (jerr == nil) {
@@ -94,7 +95,7 @@ func TestParseActionShortWay(t *testing.T) {
 			t.Fatalf("%s: parseAction %s %+v, json %+v", l, op, act, m)
 		}
 	}
-	idx := []byte(`{"index":{}}`)
+	idx := `{"index":{}}`
 	if n := testing.AllocsPerRun(100, func() { parseAction(idx) }); n > 0 {
 		t.Fatalf("%v allocations for an index action", n)
 	}
@@ -116,10 +117,10 @@ func TestFlatStringAgrees(t *testing.T) {
 
 func checkString(t *testing.T, content string) {
 	t.Helper()
-	doc := []byte(`"` + content + `"`)
+	doc := `"` + content + `"`
 	got, next, ok := flatString(doc, 0)
 	var want string
-	err := json.Unmarshal(doc, &want)
+	err := json.Unmarshal([]byte(doc), &want)
 	plain := utf8.ValidString(content) && !strings.ContainsFunc(content, func(r rune) bool { return r < 0x20 })
 	switch {
 	case ok && next != len(doc):
@@ -148,13 +149,13 @@ func BenchmarkFlatEntry(b *testing.B) {
 		`10.1.2.3 - - [29/Nov/2026:00:00:00 +0000] "GET /api/v1/users/87368 HTTP/1.1" 200 512 "-" "curl/8.5.0"`,
 		`2026-11-29T00:00:00.042Z DEBUG cache: hit key=user:87368 ttl=1941s`,
 	}
-	var docs [][]byte
+	var docs []string
 	for _, m := range msgs {
 		d, err := json.Marshal(map[string]string{"message": m, "host": "web-1"})
 		if err != nil {
 			b.Fatal(err)
 		}
-		docs = append(docs, d)
+		docs = append(docs, string(d))
 	}
 	fields := []string{"message"}
 	b.ReportAllocs()
@@ -165,41 +166,50 @@ func BenchmarkFlatEntry(b *testing.B) {
 	}
 }
 
-// appendBulkResponse writes what encoding/json's Encoder writes, for items
-// of every shape and strings that need escaping.
+// appendBulkResponse writes what encoding/json's Encoder writes for the
+// same answer as a BulkResponse of one-action BulkItems, ids from
+// FrameMsgID included, for strings that need escaping.
 func TestBulkResponseJSON(t *testing.T) {
 	strs := []string{"", "acme", "quarry-7-3", `a"b`, `c:\d`, "<", ">", "&", "é", "\x01", "\x7f", "\xff", "\u2028"}
-	var items []BulkItem
-	for i, s := range strs {
-		res := BulkResult{Index: s, ID: strs[(i+1)%len(strs)], Status: 200 + i*50, Result: strs[(i+2)%len(strs)]}
-		if i%3 == 0 {
-			res.Error = &BulkError{Type: s, Reason: strs[(i+3)%len(strs)]}
+	for _, source := range []string{"recv-acme", `re"cv<`, ""} {
+		var items []bulkItem
+		var want []BulkItem
+		for i, s := range strs {
+			res := BulkResult{Index: s, ID: strs[(i+1)%len(strs)], Status: 200 + i*50, Result: strs[(i+2)%len(strs)]}
+			if i%3 == 0 {
+				res.Error = &BulkError{Type: s, Reason: strs[(i+3)%len(strs)]}
+			}
+			op := []string{"index", "create", s}[i%3]
+			items = append(items, bulkItem{op: op, res: res})
+			want = append(want, BulkItem{op: res})
+			if i%2 == 0 {
+				res.ID = ""
+				items = append(items, bulkItem{op: op, res: res, msgID: uint64(i*1000) + 1})
+				res.ID = streams.FrameMsgID(source, uint64(i*1000))
+				want = append(want, BulkItem{op: res})
+			}
 		}
-		items = append(items, BulkItem{"index": res})
-		if i%4 == 0 {
-			items = append(items, BulkItem{"update": res, "delete": res, s: res}, nil, BulkItem{})
-		}
-	}
-	for _, r := range []BulkResponse{{}, {Took: -1, Items: []BulkItem{}}, {Took: 12, Errors: true, Items: items}} {
-		got := appendBulkResponse(nil, r)
-		var want bytes.Buffer
-		if err := json.NewEncoder(&want).Encode(r); err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != want.String() {
-			t.Fatalf("appendBulkResponse\n%s\nencoding/json\n%s", got, want.String())
+		for _, r := range []BulkResponse{{}, {Took: 12, Errors: true, Items: want}} {
+			got := appendBulkResponse(nil, r.Took, r.Errors, items[:len(r.Items)], source)
+			var w bytes.Buffer
+			if err := json.NewEncoder(&w).Encode(r); err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != w.String() {
+				t.Fatalf("appendBulkResponse\n%s\nencoding/json\n%s", got, w.String())
+			}
 		}
 	}
 }
 
 // BenchmarkBulkResponse: the answer to a _bulk request of 1,000 documents.
 func BenchmarkBulkResponse(b *testing.B) {
-	r := BulkResponse{Took: 3}
+	var items []bulkItem
 	for i := range 1000 {
-		r.Items = append(r.Items, BulkItem{"index": {Index: "acme", ID: fmt.Sprintf("quarry-%d", i), Status: 201, Result: "created"}})
+		items = append(items, bulkItem{op: "index", res: BulkResult{Index: "acme", Status: 201, Result: "created"}, msgID: uint64(i) + 1})
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = appendBulkResponse(make([]byte, 0, 64+len(r.Items)*96), r)
+		_ = appendBulkResponse(make([]byte, 0, 64+len(items)*96), 3, false, items, "recv-acme")
 	}
 }

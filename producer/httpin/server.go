@@ -216,7 +216,7 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		defer zr.Close()
 		rd = io.LimitReader(zr, s.rc.MaxBodyBytes+1)
 	}
-	b, err := io.ReadAll(rd)
+	b, err := readBody(rd, r.ContentLength, s.rc.MaxBodyBytes)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) || int64(len(b)) > s.rc.MaxBodyBytes {
 		writeError(w, http.StatusRequestEntityTooLarge, "content_too_long_exception",
@@ -234,20 +234,48 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	return b, true
 }
 
+// readBody reads rd to its end into one buffer sized by hint (the
+// request's Content-Length, when within limit), so that a body is read
+// without io.ReadAll's doublings and copies. Past limit it returns what it
+// read: the caller checks the length.
+func readBody(rd io.Reader, hint, limit int64) ([]byte, error) {
+	n := int64(512)
+	if hint > 0 && hint <= limit {
+		n = hint + 1 // the read that meets the end needs room of its own
+	}
+	b := make([]byte, 0, n)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		m, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
 // lines splits a body at '\n' (a '\r' before it is dropped), skipping
-// empty lines; each keeps its 1-based line number.
-func lines(b []byte) (out [][]byte, nums []int) {
+// empty lines; each keeps its 1-based line number. The lines are b's
+// substrings.
+func lines(b string) (out []string, nums []int) {
+	c := strings.Count(b, "\n") + 1
+	out, nums = make([]string, 0, c), make([]int, 0, c)
 	n := 0
 	for len(b) > 0 {
 		n++
 		ln := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		if i := strings.IndexByte(b, '\n'); i >= 0 {
 			ln, b = b[:i], b[i+1:]
 		} else {
-			b = nil
+			b = ""
 		}
-		ln = bytes.TrimSuffix(ln, []byte("\r"))
-		if len(bytes.TrimSpace(ln)) == 0 {
+		ln = strings.TrimSuffix(ln, "\r")
+		if len(strings.TrimSpace(ln)) == 0 {
 			continue
 		}
 		out, nums = append(out, ln), append(nums, n)
@@ -257,19 +285,20 @@ func lines(b []byte) (out [][]byte, nums []int) {
 
 // entry converts one document, applying the limits; a bad one keeps the
 // raw document (its first 64 KiB when too long) for the dead-letter
-// stream.
-func (s *Server) entry(doc []byte) producer.Entry {
+// stream. doc is a substring of the request's body, as are the entry's
+// strings where they can be: the body is copied once, not per line.
+func (s *Server) entry(doc string) producer.Entry {
 	if len(doc) > s.rc.MaxLineBytes {
-		return producer.Entry{Text: string(doc[:min(len(doc), 64<<10)]),
+		return producer.Entry{Text: doc[:min(len(doc), 64<<10)],
 			Bad: fmt.Sprintf("line of %d bytes exceeds producer.receivers.max_line_bytes %d", len(doc), s.rc.MaxLineBytes)}
 	}
-	e, err := Entry(doc, s.rc.MessageFields)
+	e, err := entryOf(doc, s.rc.MessageFields)
 	if err != nil {
-		return producer.Entry{Text: string(doc), Bad: err.Error()}
+		return producer.Entry{Text: doc, Bad: err.Error()}
 	}
 	s.hub.Check(&e)
 	if e.Bad != "" {
-		e.Text, e.Attrs, e.TS = string(doc), nil, time.Time{}
+		e.Text, e.Attrs, e.TS = doc, nil, time.Time{}
 	}
 	return e
 }
@@ -317,7 +346,7 @@ func (s *Server) jsonline(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	docs, nums := lines(b)
+	docs, nums := lines(string(b))
 	entries := make([]producer.Entry, len(docs))
 	resp := JSONLinesResponse{Tenant: tenant}
 	for i, d := range docs {
@@ -381,31 +410,36 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	entries, items, entryItem := parseBulk(b, tenant, s.entry)
+	entries, items, entryItem := parseBulk(string(b), tenant, s.entry)
 	in, ok := s.ingest(w, r, "bulk", tenant, entries, len(b))
 	if !ok {
 		return
 	}
-	resp := BulkResponse{Items: items}
 	for i, it := range entryItem {
-		for op, res := range items[it] {
-			if res.ID == "" && res.Status < 300 {
-				res.ID = streams.FrameMsgID(in.Source, in.FirstOffset+uint64(i))
-			}
-			items[it][op] = res
+		if res := &items[it].res; res.ID == "" && res.Status < 300 {
+			items[it].msgID = in.FirstOffset + uint64(i) + 1
 		}
 	}
-	for _, it := range items {
-		for _, res := range it {
-			if res.Status >= 300 {
-				resp.Errors = true
-			}
+	errs := false
+	for i := range items {
+		if items[i].res.Status >= 300 {
+			errs = true
 		}
 	}
-	resp.Took = time.Since(start).Milliseconds()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(appendBulkResponse(make([]byte, 0, 64+len(items)*96), resp))
+	_, _ = w.Write(appendBulkResponse(make([]byte, 0, 64+len(items)*96), time.Since(start).Milliseconds(), errs, items, in.Source))
+}
+
+// bulkItem is one item of a _bulk answer: its action and outcome. A
+// written document without an _id of its own is answered with its
+// record's message id, streams.FrameMsgID(source, msgID-1): msgID is that
+// offset plus one, 0 for none (appended as the answer is written, not
+// formatted per item).
+type bulkItem struct {
+	op    string
+	res   BulkResult
+	msgID uint64
 }
 
 // parseBulk reads a _bulk body into the entries to write and the
@@ -414,23 +448,26 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 // is an item's action or document: a malformed action is dead-lettered
 // with the document after it (unless that is an action itself), so
 // nothing is skipped silently.
-func parseBulk(b []byte, tenant string, entry func([]byte) producer.Entry) (entries []producer.Entry, items []BulkItem, entryItem []int) {
+func parseBulk(b string, tenant string, entry func(string) producer.Entry) (entries []producer.Entry, items []bulkItem, entryItem []int) {
 	docs, _ := lines(b)
+	entries = make([]producer.Entry, 0, len(docs)/2+1)
+	items = make([]bulkItem, 0, len(docs)/2+1)
+	entryItem = make([]int, 0, len(docs)/2+1)
 	for i := 0; i < len(docs); i++ {
 		op, act, err := parseAction(docs[i])
 		if err != nil {
 			// The pair's shape is lost: take the next line as its
 			// document unless it is an action itself.
-			raw := string(docs[i])
+			raw := docs[i]
 			if i+1 < len(docs) {
 				if _, _, err2 := parseAction(docs[i+1]); err2 != nil {
 					i++
-					raw += "\n" + string(docs[i])
+					raw += "\n" + docs[i]
 				}
 			}
 			entries = append(entries, producer.Entry{Text: raw, Bad: "bulk action: " + err.Error()})
 			entryItem = append(entryItem, len(items))
-			items = append(items, BulkItem{"index": {Index: tenant, Status: http.StatusBadRequest,
+			items = append(items, bulkItem{op: "index", res: BulkResult{Index: tenant, Status: http.StatusBadRequest,
 				Error: &BulkError{Type: "illegal_argument_exception", Reason: "malformed action line: " + err.Error()}}})
 			continue
 		}
@@ -440,21 +477,21 @@ func parseBulk(b []byte, tenant string, entry func([]byte) producer.Entry) (entr
 		}
 		switch op {
 		case "delete":
-			items = append(items, BulkItem{op: {Index: idx, ID: act.ID, Status: http.StatusBadRequest,
+			items = append(items, bulkItem{op: op, res: BulkResult{Index: idx, ID: act.ID, Status: http.StatusBadRequest,
 				Error: &BulkError{Type: "illegal_argument_exception", Reason: "delete is not supported: quarry is append-only"}}})
 			continue
 		case "update":
 			if i+1 < len(docs) {
 				i++
 			}
-			items = append(items, BulkItem{op: {Index: idx, ID: act.ID, Status: http.StatusBadRequest,
+			items = append(items, bulkItem{op: op, res: BulkResult{Index: idx, ID: act.ID, Status: http.StatusBadRequest,
 				Error: &BulkError{Type: "illegal_argument_exception", Reason: "update is not supported: quarry is append-only"}}})
 			continue
 		}
 		if i+1 >= len(docs) {
-			entries = append(entries, producer.Entry{Text: string(docs[i]), Bad: "bulk action without its document (the body ends)"})
+			entries = append(entries, producer.Entry{Text: docs[i], Bad: "bulk action without its document (the body ends)"})
 			entryItem = append(entryItem, len(items))
-			items = append(items, BulkItem{op: {Index: idx, ID: act.ID, Status: http.StatusBadRequest,
+			items = append(items, bulkItem{op: op, res: BulkResult{Index: idx, ID: act.ID, Status: http.StatusBadRequest,
 				Error: &BulkError{Type: "illegal_argument_exception", Reason: "action without its document"}}})
 			continue
 		}
@@ -467,23 +504,23 @@ func parseBulk(b []byte, tenant string, entry func([]byte) producer.Entry) (entr
 		}
 		entries = append(entries, e)
 		entryItem = append(entryItem, len(items))
-		items = append(items, BulkItem{op: res})
+		items = append(items, bulkItem{op: op, res: res})
 	}
 	return entries, items, entryItem
 }
 
 // parseAction reads a _bulk action line: {"index"|"create"|"delete"|
 // "update": {...}}.
-func parseAction(b []byte) (string, bulkAction, error) {
+func parseAction(b string) (string, bulkAction, error) {
 	// What shippers send on nearly every line, without two JSON decodes.
-	switch string(bytes.TrimSpace(b)) {
+	switch strings.TrimSpace(b) {
 	case `{"index":{}}`:
 		return "index", bulkAction{}, nil
 	case `{"create":{}}`:
 		return "create", bulkAction{}, nil
 	}
 	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := json.Unmarshal([]byte(b), &m); err != nil {
 		return "", bulkAction{}, fmt.Errorf("not a JSON object: %w", err)
 	}
 	if len(m) != 1 {
