@@ -76,7 +76,14 @@ func FacilityName(f int) string {
 // syslog.severity, host, app, syslog.procid, syslog.msgid and the
 // structured data as sd.<sd-id>.<name>.
 func (m *Message) Attrs() []streams.Attr {
-	a := make([]streams.Attr, 0, 6+len(m.SD))
+	return m.appendAttrs(make([]streams.Attr, 0, m.maxAttrs()))
+}
+
+// maxAttrs is the most attributes m has.
+func (m *Message) maxAttrs() int { return 6 + len(m.SD) }
+
+// appendAttrs appends Attrs to a.
+func (m *Message) appendAttrs(a []streams.Attr) []streams.Attr {
 	a = append(a,
 		streams.Attr{Key: "syslog.facility", Value: FacilityName(m.Facility)},
 		streams.Attr{Key: "syslog.severity", Value: SeverityName(m.Severity)})

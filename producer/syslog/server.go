@@ -16,6 +16,7 @@ import (
 	"github.com/quarrylake/quarry/internal/backoff"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/producer/ingest"
+	"github.com/quarrylake/quarry/streams"
 )
 
 // Config says where the server listens.
@@ -49,6 +50,8 @@ const (
 	connInFlight     = 4
 	batchMessages    = 1024
 	batchBytes       = 256 << 10
+	// slabAttrs is how many attributes a connection allocates at once.
+	slabAttrs = 1024
 )
 
 // Listen opens the listeners of cfg (port 0 picks one; UDP takes the TCP
@@ -235,13 +238,18 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	fr := &framer{r: r, max: s.rc.MaxLineBytes}
 	var batch []producer.Entry
 	var size int64
+	// now places RFC 3164 timestamps (which have no year): read once a
+	// batch, not once a message.
+	var now time.Time
+	var attrs []streams.Attr // the messages' attributes, cut from one slab
 	submit := func() {
 		if len(batch) == 0 {
 			return
 		}
 		slots <- struct{}{}
 		b, n := batch, size
-		batch, size = nil, 0
+		// The next batch is likely as long as this one: no growing.
+		batch, size = make([]producer.Entry, 0, len(b)), 0
 		hand(b, n, backoff.New(backoff.Default))
 	}
 	for {
@@ -253,7 +261,10 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 			submit()
 			return
 		}
-		batch = append(batch, s.entry(msg, bad))
+		if len(batch) == 0 {
+			now = time.Now()
+		}
+		batch = append(batch, s.entry(msg, bad, now, &attrs))
 		size += int64(len(msg))
 		if len(batch) >= batchMessages || size >= batchBytes || r.Buffered() == 0 {
 			submit()
@@ -285,17 +296,31 @@ func (s *Server) connTenant(c net.Conn) (string, bool) {
 	return tenant, ok
 }
 
-// entry parses one message; a malformed one becomes a Bad entry holding
-// the raw bytes.
-func (s *Server) entry(msg []byte, bad string) producer.Entry {
+// entry parses one message (received about now); a malformed one becomes
+// a Bad entry holding the raw bytes. The entry does not keep msg: its
+// strings are copies. Its attributes are cut from *slab when slab is not
+// nil (one allocation for many messages, not one each), their capacity
+// capped so that no entry's attributes run into another's.
+func (s *Server) entry(msg []byte, bad string, now time.Time, slab *[]streams.Attr) producer.Entry {
 	if bad != "" {
 		return producer.Entry{Text: string(msg), Bad: bad}
 	}
-	m, err := Parse(msg, time.Now(), s.cfg.Location)
+	m, err := Parse(msg, now, s.cfg.Location)
 	if err != nil {
 		return producer.Entry{Text: string(msg), Bad: err.Error()}
 	}
-	e := producer.Entry{Text: m.Msg, Attrs: m.Attrs(), TS: m.TS}
+	var attrs []streams.Attr
+	if slab == nil {
+		attrs = m.Attrs()
+	} else {
+		if n := m.maxAttrs(); cap(*slab)-len(*slab) < n {
+			*slab = make([]streams.Attr, 0, max(n, slabAttrs))
+		}
+		first := len(*slab)
+		*slab = m.appendAttrs(*slab)
+		attrs = (*slab)[first:len(*slab):len(*slab)]
+	}
+	e := producer.Entry{Text: m.Msg, Attrs: attrs, TS: m.TS}
 	s.hub.Check(&e)
 	if e.Bad != "" {
 		e.Text = string(msg)
@@ -319,7 +344,7 @@ func (s *Server) serveUDP(ctx context.Context) {
 		if n > s.rc.MaxLineBytes {
 			bad = fmt.Sprintf("datagram of %d bytes exceeds producer.receivers.max_line_bytes %d", n, s.rc.MaxLineBytes)
 		}
-		e := []producer.Entry{s.entry(msg, bad)}
+		e := []producer.Entry{s.entry(msg, bad, time.Now(), nil)}
 		// UDP cannot push back: block the reader (the kernel drops what
 		// its buffer cannot hold) rather than buffer here.
 		err = s.hub.Submit(context.WithoutCancel(ctx), "syslog", s.hub.DefaultTenant(), e, int64(n), true, func(_ producer.Ingested, err error) {
@@ -347,7 +372,9 @@ type framer struct {
 const deadPrefix = 64 << 10
 
 // next returns the next message; bad is set when it is to be
-// dead-lettered (too long, broken framing), msg then holds its start.
+// dead-lettered (too long, broken framing), msg then holds its start. msg
+// may be the reader's buffer: it is valid until the next call (a message
+// that fits the buffer is not copied).
 func (f *framer) next() (msg []byte, bad string, err error) {
 	if f.mode == 0 {
 		b, err := f.r.Peek(1)
@@ -403,6 +430,18 @@ func (f *framer) octet() ([]byte, string, error) {
 		}
 		return msg, fmt.Sprintf("message of %d bytes exceeds producer.receivers.max_line_bytes %d", n, f.max), nil
 	}
+	if n <= f.r.Size() {
+		// In the buffer: no copy.
+		msg, err := f.r.Peek(n)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, "", err
+		}
+		_, _ = f.r.Discard(n) // Peek(n) succeeded: n bytes are buffered
+		return msg, "", nil
+	}
 	msg := make([]byte, n)
 	if _, err := io.ReadFull(f.r, msg); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -426,8 +465,16 @@ func (f *framer) newline() ([]byte, string, error) {
 func (f *framer) line() ([]byte, string, error) {
 	var msg []byte
 	long := 0
-	for {
+	for first := true; ; first = false {
 		frag, err := f.r.ReadSlice('\n')
+		if first && err == nil && len(frag) <= f.max+1 {
+			// The whole line is in the buffer: no copy.
+			msg = trimEOL(frag)
+			if len(msg) > f.max {
+				return msg, fmt.Sprintf("message of %d bytes exceeds producer.receivers.max_line_bytes %d", len(msg), f.max), nil
+			}
+			return msg, "", nil
+		}
 		if long == 0 && len(msg)+len(frag) <= f.max+1 {
 			msg = append(msg, frag...)
 		} else {
