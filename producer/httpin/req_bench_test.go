@@ -47,7 +47,7 @@ func BenchmarkJSONLinesRequest(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		buf, err := readBody(bytes.NewReader(body), int64(len(body)), s.rc.MaxBodyBytes)
+		buf, err := ingest.ReadBody(bytes.NewReader(body), int64(len(body)), s.rc.MaxBodyBytes)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func BenchmarkBulkRequest(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		buf, err := readBody(bytes.NewReader(body), int64(len(body)), s.rc.MaxBodyBytes)
+		buf, err := ingest.ReadBody(bytes.NewReader(body), int64(len(body)), s.rc.MaxBodyBytes)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -216,7 +216,7 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		defer zr.Close()
 		rd = io.LimitReader(zr, s.rc.MaxBodyBytes+1)
 	}
-	b, err := readBody(rd, r.ContentLength, s.rc.MaxBodyBytes)
+	b, err := ingest.ReadBody(rd, r.ContentLength, s.rc.MaxBodyBytes)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) || int64(len(b)) > s.rc.MaxBodyBytes {
 		writeError(w, http.StatusRequestEntityTooLarge, "content_too_long_exception",
@@ -232,31 +232,6 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		return nil, false
 	}
 	return b, true
-}
-
-// readBody reads rd to its end into one buffer sized by hint (the
-// request's Content-Length, when within limit), so that a body is read
-// without io.ReadAll's doublings and copies. Past limit it returns what it
-// read: the caller checks the length.
-func readBody(rd io.Reader, hint, limit int64) ([]byte, error) {
-	n := int64(512)
-	if hint > 0 && hint <= limit {
-		n = hint + 1 // the read that meets the end needs room of its own
-	}
-	b := make([]byte, 0, n)
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		m, err := rd.Read(b[len(b):cap(b)])
-		b = b[:len(b)+m]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
 }
 
 // lines splits a body at '\n' (a '\r' before it is dropped), skipping

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -483,4 +484,29 @@ func (w *weighted) inUse() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.held
+}
+
+// ReadBody reads rd (a request's body) to its end into one buffer sized by
+// hint (its Content-Length, when within limit), without io.ReadAll's
+// doublings and copies. Past limit it returns what it read: the caller,
+// which bounds rd, checks the length.
+func ReadBody(rd io.Reader, hint, limit int64) ([]byte, error) {
+	n := int64(512)
+	if hint > 0 && hint <= limit {
+		n = hint + 1 // the read that meets the end needs room of its own
+	}
+	b := make([]byte, 0, n)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		m, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }

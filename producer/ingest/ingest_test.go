@@ -1,12 +1,15 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/quarrylake/quarry/internal/tlsgen"
@@ -131,5 +134,34 @@ func TestServerTLS(t *testing.T) {
 	rc.TLSClientCA = filepath.Join(dir, tlsgen.ServerKey) // PEM, but no certificate
 	if _, err := ServerTLS(rc); err == nil || !strings.Contains(err.Error(), "tls_client_ca") {
 		t.Fatalf("no CA certificate: %v", err)
+	}
+}
+
+// ReadBody reads what io.ReadAll reads, whatever the hint, in one
+// allocation when the hint is the length.
+func TestReadBody(t *testing.T) {
+	for _, n := range []int{0, 1, 511, 512, 513, 4096, 100_000} {
+		want := bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]
+		for _, hint := range []int64{-1, 0, 1, int64(n) - 1, int64(n), int64(n) + 7, 1 << 40} {
+			for _, one := range []bool{false, true} {
+				var rd io.Reader = bytes.NewReader(want)
+				if one {
+					rd = iotest.OneByteReader(rd)
+				}
+				got, err := ReadBody(rd, hint, 1<<20)
+				if err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("%d bytes, hint %d, one byte a read %v: %d bytes, %v", n, hint, one, len(got), err)
+				}
+			}
+		}
+	}
+	boom := errors.New("boom")
+	if _, err := ReadBody(io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(boom)), 3, 100); !errors.Is(err, boom) {
+		t.Fatalf("error %v, want boom", err)
+	}
+	body := bytes.Repeat([]byte("x"), 50_000)
+	br := bytes.NewReader(body)
+	if a := testing.AllocsPerRun(20, func() { br.Reset(body); ReadBody(br, int64(len(body)), 1<<20) }); a != 1 {
+		t.Fatalf("%v allocations with the length as hint, want 1", a)
 	}
 }

@@ -53,6 +53,7 @@ func entries(req *collogspb.ExportLogsServiceRequest, check func(*producer.Entry
 		}
 	}
 	out := make([]producer.Entry, 0, n)
+	var slab []streams.Attr // the records' attributes, cut from one slab
 	for _, rl := range req.GetResourceLogs() {
 		res := flatten(nil, PrefixResource, rl.GetResource().GetAttributes())
 		for _, sl := range rl.GetScopeLogs() {
@@ -67,7 +68,7 @@ func entries(req *collogspb.ExportLogsServiceRequest, check func(*producer.Entry
 				scope = flatten(scope, PrefixScope, s.GetAttributes())
 			}
 			for _, lr := range sl.GetLogRecords() {
-				e := Entry(lr, res, scope)
+				e := entry(lr, res, scope, &slab)
 				if check != nil {
 					if check(&e); e.Bad != "" {
 						e.Text, e.Attrs, e.TS = deadLetter(rl.GetResource(), rl.GetSchemaUrl(), sl.GetScope(), sl.GetSchemaUrl(), lr), nil, time.Time{}
@@ -83,6 +84,16 @@ func entries(req *collogspb.ExportLogsServiceRequest, check func(*producer.Entry
 // Entry turns one record into a line; res and scope are the attributes
 // of its resource and scope, already prefixed.
 func Entry(lr *logspb.LogRecord, res, scope []streams.Attr) producer.Entry {
+	return entry(lr, res, scope, nil)
+}
+
+// slabAttrs is how many attributes a request's records allocate at once.
+const slabAttrs = 1024
+
+// entry is Entry with the attributes cut from *slab when slab is not nil
+// (one allocation for many records, not one each), their capacity capped
+// so that no entry's attributes run into another's.
+func entry(lr *logspb.LogRecord, res, scope []streams.Attr, slab *[]streams.Attr) producer.Entry {
 	e := producer.Entry{Text: bodyText(lr.GetBody())}
 	if ns := lr.GetTimeUnixNano(); ns != 0 && ns <= math.MaxInt64 {
 		e.TS = time.Unix(0, int64(ns)).UTC()
@@ -90,6 +101,13 @@ func Entry(lr *logspb.LogRecord, res, scope []streams.Attr) producer.Entry {
 		e.TS = time.Unix(0, int64(ns)).UTC()
 	}
 	var attrs []streams.Attr
+	first := 0
+	if slab != nil {
+		if n := 6 + len(res) + len(scope) + len(lr.GetAttributes()); cap(*slab)-len(*slab) < n {
+			*slab = make([]streams.Attr, 0, max(n, slabAttrs))
+		}
+		attrs, first = *slab, len(*slab)
+	}
 	if s := lr.GetSeverityText(); s != "" {
 		attrs = append(attrs, streams.Attr{Key: KeySeverityText, Value: s})
 	}
@@ -111,6 +129,13 @@ func Entry(lr *logspb.LogRecord, res, scope []streams.Attr) producer.Entry {
 	attrs = append(attrs, res...)
 	attrs = append(attrs, scope...)
 	attrs = flatten(attrs, "", lr.GetAttributes())
+	if slab != nil {
+		*slab = attrs
+		attrs = attrs[first:len(attrs):len(attrs)]
+		if len(attrs) == 0 {
+			attrs = nil // as Entry makes it
+		}
+	}
 	e.Attrs = unique(attrs)
 	return e
 }
@@ -197,6 +222,26 @@ func unique(attrs []streams.Attr) []streams.Attr {
 	if len(attrs) < 2 {
 		return attrs
 	}
+	if len(attrs) <= 32 {
+		// Most records repeat no key: find that out without a map.
+		repeated := false
+		for i := 1; i < len(attrs) && !repeated; i++ {
+			for j := range i {
+				if attrs[i].Key == attrs[j].Key {
+					repeated = true
+					break
+				}
+			}
+		}
+		if !repeated {
+			return attrs
+		}
+	}
+	return uniqueSeen(attrs)
+}
+
+// uniqueSeen is unique through a set of the keys seen.
+func uniqueSeen(attrs []streams.Attr) []streams.Attr {
 	seen := make(map[string]bool, len(attrs))
 	for i := range attrs {
 		k := attrs[i].Key

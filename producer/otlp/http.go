@@ -95,7 +95,7 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request) ([]byte, int, erro
 	default:
 		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("Content-Encoding %q: want gzip or none", enc)
 	}
-	b, err := io.ReadAll(rd)
+	b, err := ingest.ReadBody(rd, r.ContentLength, s.rc.MaxBodyBytes)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) || int64(len(b)) > s.rc.MaxBodyBytes {
 		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("body exceeds producer.receivers.max_body_bytes %d", s.rc.MaxBodyBytes)
