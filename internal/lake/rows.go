@@ -43,7 +43,7 @@ func (l *Lake) ReadRows(ctx context.Context, a delta.Add, texts recfile.Template
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
-	if v == 3 {
+	if v >= 3 {
 		rows, err := recfile.DecodeRows(data, texts)
 		if err != nil {
 			if k, missing := missingTemplate(data, texts); missing {

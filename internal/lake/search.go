@@ -601,7 +601,7 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 		return nil, err
 	}
 	defer m.close()
-	if m.v != 3 {
+	if m.v < 3 {
 		return s.readRecords(ctx, f)
 	}
 	tp, skip, err := s.filePlan(f, m.summary)
@@ -754,7 +754,7 @@ func (s *search) readFile(ctx context.Context, f searchFile) ([]Record, error) {
 		return nil, err
 	}
 	defer m.close()
-	if m.v == 3 {
+	if m.v >= 3 {
 		tp, skip, err := s.filePlan(f, m.summary)
 		if err != nil || skip {
 			return nil, err
@@ -895,7 +895,7 @@ func (l *Lake) openMeta(ctx context.Context, rel string) (*fileMeta, error) {
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	m := &fileMeta{ra: ra, size: size, pf: pf, rd: rd, v: v}
-	if v == 3 {
+	if v >= 3 {
 		// A summary that does not parse is ignored: reading every row
 		// gives the same answer.
 		m.summary, _ = recfile.FileSummary(pf)
@@ -1147,7 +1147,7 @@ func (s *search) aggregateNarrow(ctx context.Context, f searchFile, agg *query.A
 		return err
 	}
 	defer m.close()
-	if m.v == 3 {
+	if m.v >= 3 {
 		tp, skip, err := s.filePlan(f, m.summary)
 		if err != nil || skip {
 			return err

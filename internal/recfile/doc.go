@@ -1,4 +1,5 @@
-// Package recfile writes and reads records data files in format records v3:
+// Package recfile writes and reads records data files in format records v3
+// (and v4: v3 with the kinds marker r below, written when it is smaller):
 // one Parquet file per (tenant, date, WAL range), as today, but with each
 // record's parameters split by kind into typed columns, the timestamp kept
 // once (in ts) and every byte of every line kept, UTF-8 or not. It is a
@@ -32,7 +33,8 @@
 // dictionary-encoded when its distinct values (estimated: stringNode) are at
 // most a quarter of its values and PLAIN otherwise, and a slot column
 // fewer than 16 rows use is left out (its values in more).
-// The footer's key-value metadata holds quarry.records.version = 3 and
+// The footer's key-value metadata holds quarry.records.version = 3 (4 in
+// a file with rows marked r) and
 // the file's template summary (SummaryKey, Summary: per template version
 // its row count and the bytes its parameters use), which readers
 // use to skip templates and files and to count without reading rows.
@@ -86,6 +88,15 @@
 //	        parameter, "081109 203615 148 INFO dfs.FSNamesystem:" is uF0
 //	        with " 148 INFO dfs.FSNamesystem:" in p<k>.
 //
+//	r       first, not an item (records v4): the row's p<k> are numbered
+//	        from its last s or u parameter (the last in p0), on rows of 2
+//	        to 31 of them. The encoder marks every such row of a file when
+//	        its distinct p values, estimated as for the dictionaries,
+//	        numbered from the right are at most rightShare (0.9) of those
+//	        numbered from the left (alignRight): templates that share
+//	        trailing parameters, as dpkg.log's "status installed
+//	        libfoo:amd64 1.2-3" and "configure libfoo:amd64 1.2-3 <none>".
+//
 // A parameter is t only when the line's timestamp (eventtime.Parser, auto,
 // UTC) starts exactly at a parameter and ends exactly at one, u when it lies
 // inside one UTF-8 parameter, and either only when the timestamp renders
@@ -103,9 +114,9 @@
 // column value is null (or absent) is the next item of more.
 //
 // To reconstruct a line without this package: split the template text on
-// "<*>"; for each item j of kinds write piece j (unless the item is c), then
-// the parameter as its kind says (skip c), taking the next p (s, u), n or b
-// column, or, when that column's value is null, the next item of more as
+// "<*>"; for each item j of kinds (after a leading r) write piece j (unless
+// the item is c), then the parameter as its kind says (skip c), taking the
+// next p (s, u; counted from the right after r), n or b column, or, when that column's value is null, the next item of more as
 // the parameter's text; then the last piece.
 //
 // # Measurements

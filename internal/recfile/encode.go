@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/format"
@@ -144,12 +145,14 @@ type encoder struct {
 	tsLayout eventtime.LayoutID
 	tsRes    []byte
 	kbuf     []byte
-	svals    []string // string values
-	bvals    []string // bytes values
-	sj       []int32  // parameter index of each string value
-	nj       []int32  // parameter index of each number
-	bj       []int32  // parameter index of each bytes value
-	items    []item   // scratch: a row's items of more
+	svals    []string          // string values
+	bvals    []string          // bytes values
+	sj       []int32           // parameter index of each string value
+	nj       []int32           // parameter index of each number
+	bj       []int32           // parameter index of each bytes value
+	items    []item            // scratch: a row's items of more
+	hashes   []uint64          // scratch: a row's string values' hashes, 0 when not computed
+	rkinds   map[string]string // kinds -> "r"+kinds (alignRight)
 
 	lastKey   Key
 	lastKinds string
@@ -240,11 +243,19 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 		w := distinctWords(len(rows))
 		for k := range e.u.p {
 			e.u.p[k].words = w
+			if o.rightShare > 0 {
+				e.u.pr[k].words = w
+			}
 		}
 	}
 	for x, i := range order {
 		if err := e.classify(&rows[i], &enc[x]); err != nil {
 			return File{}, err
+		}
+	}
+	if o.rightShare > 0 && e.u.pr[0].words > 0 {
+		if l := sumDistinct(&e.u.p); l > 0 && sumDistinct(&e.u.pr) <= o.rightShare*l {
+			e.alignRight(enc)
 		}
 	}
 	e.demote(len(rows))
@@ -410,7 +421,7 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 				e.arena = append(e.arena, p[:inner[0]]...)
 				e.arena = append(e.arena, p[inner[0]+inner[1]:]...)
 				cut := unsafeString(e.arena[start:])
-				e.u.p[k].add(cut)
+				e.addP(k, cut)
 				e.svals = append(e.svals, cut)
 				e.sj = append(e.sj, int32(j))
 				out.s.cnt++
@@ -439,7 +450,7 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 		switch kind {
 		case kindString:
 			if k := out.s.cnt; k < MaxSlots {
-				e.u.p[k].add(p)
+				e.addP(k, p)
 				e.svals = append(e.svals, p)
 				e.sj = append(e.sj, int32(j))
 				out.s.cnt++
@@ -469,6 +480,9 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 			out.n.cnt++
 		}
 	}
+	if e.u.pr[0].words > 0 {
+		e.addRight(out.s)
+	}
 	if len(r.Attrs) > 0 {
 		e.u.attrs = true
 	}
@@ -483,6 +497,76 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 	}
 	out.kinds = e.lastKinds
 	return nil
+}
+
+// addP counts a row's k-th string value v in its column's estimate
+// (strStats) and, when the file may be aligned right, keeps its hash for
+// addRight: one hash a value for both estimates.
+func (e *encoder) addP(k int32, v string) {
+	var h uint64
+	if e.u.p[k].count(v) {
+		h = xxhash.Sum64String(v)
+		e.u.p[k].set(h)
+	}
+	if e.u.pr[0].words > 0 {
+		e.hashes = append(e.hashes[:k], h)
+	}
+}
+
+// rightAligned reports whether a row of n string values is numbered from
+// the right in a file aligned so: two or more, and not past the columns
+// (a 33rd would be in more, which stays in parameter order).
+func rightAligned(n int32) bool { return n >= 2 && n < MaxSlots }
+
+// addRight counts the row's string values s in the estimates of the p
+// columns as alignRight would number them.
+func (e *encoder) addRight(s span) {
+	vals := e.svals[s.off : s.off+s.cnt]
+	for i, v := range vals {
+		k := i
+		if rightAligned(s.cnt) {
+			k = len(vals) - 1 - i
+		}
+		if e.u.pr[k].count(v) {
+			h := e.hashes[i]
+			if h == 0 {
+				h = xxhash.Sum64String(v)
+			}
+			e.u.pr[k].set(h)
+		}
+	}
+}
+
+// alignRight numbers the string parameters of every row of two or more
+// (rightAligned) from the right: the last in p0, the one before in p1 and
+// so on, and marks the row's kinds with a leading 'r' (records v4). It pays
+// where templates share trailing parameters but not leading ones, as
+// dpkg.log's "status half-configured libfoo:amd64 1.2-3" and "configure
+// libfoo:amd64 1.2-3 <none>": numbered from the left, the package name is
+// in p1 in one and p0 in the other, its repeats in two dictionaries.
+func (e *encoder) alignRight(enc []encoded) {
+	if e.rkinds == nil {
+		e.rkinds = map[string]string{}
+	}
+	var last, lastR string
+	for x := range enc {
+		en := &enc[x]
+		if !rightAligned(en.s.cnt) {
+			continue
+		}
+		slices.Reverse(e.svals[en.s.off : en.s.off+en.s.cnt])
+		slices.Reverse(e.sj[en.s.off : en.s.off+en.s.cnt])
+		if en.kinds != last || lastR == "" {
+			r, ok := e.rkinds[en.kinds]
+			if !ok {
+				r = string(kindRight) + en.kinds
+				e.rkinds[en.kinds] = r
+			}
+			last, lastR = en.kinds, r
+		}
+		en.kinds = lastR
+	}
+	e.u.p, e.u.right = e.u.pr, true
 }
 
 // findTime renders r's line, finds its timestamp and reports the
@@ -553,6 +637,10 @@ func (e *encoder) findTime(r *Row, t *tplInfo) (first, last int, layout eventtim
 func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error) {
 	schema := schemaFor(&e.u, e.o)
 	cols := columnsOf(schema)
+	version := "3"
+	if e.u.right {
+		version = "4"
+	}
 	var buf bytes.Buffer
 	opts := []parquet.WriterOption{
 		schema,
@@ -561,7 +649,7 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 		parquet.DataPageStatistics(!e.o.noPageStats),
 		parquet.DataPageVersion(e.o.pageVersion),
 		parquet.CreatedBy("quarry", "", ""),
-		parquet.KeyValueMetadata("quarry.records.version", "3"),
+		parquet.KeyValueMetadata("quarry.records.version", version),
 		parquet.KeyValueMetadata(SummaryKey, encodeSummary(e.summary())),
 	}
 	if e.tail > 0 {

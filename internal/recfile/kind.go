@@ -20,6 +20,7 @@ const (
 	kindTime    = 't' // followed by 'A'+layout: the record's ts rendered with ts_residue
 	kindCovered = 'c' // part of the timestamp the previous 't' began: nothing stored
 	kindInner   = 'u' // followed by 'A'+layout and '0'+offset: p<k> with the record's ts rendered at offset
+	kindRight   = 'r' // first, not an item (records v4): the row's p<k> are numbered from its last s or u
 )
 
 // maxInner is the largest offset of a timestamp inside a parameter (kind
@@ -32,12 +33,44 @@ type slot struct {
 	digits uint8              // kindDecimal
 	layout eventtime.LayoutID // kindTime, kindInner
 	offset int                // kindInner
+	col    int                // kindString, kindInner: the p<col> column (MaxSlots and past: none)
 }
 
 // parseKinds decodes a kinds string into slots, appended to dst. It checks
 // the grammar: every letter is known, a decimal has 1-9 digits, a time has
 // a valid layout, a covered slot follows a time or covered slot.
 func parseKinds(dst []slot, kinds string) ([]slot, error) {
+	start, right := len(dst), false
+	if len(kinds) > 0 && kinds[0] == kindRight {
+		kinds, right = kinds[1:], true
+	}
+	dst, err := parseItems(dst, kinds)
+	if err != nil {
+		return dst, err
+	}
+	// Number the p columns: from the left, or from the right after 'r'.
+	ns := 0
+	for i := start; i < len(dst); i++ {
+		if k := dst[i].kind; k == kindString || k == kindInner {
+			dst[i].col = ns
+			ns++
+		}
+	}
+	if right {
+		if !rightAligned(int32(ns)) {
+			return dst, fmt.Errorf("kinds %q: numbered from the right with %d string parameters", kinds, ns)
+		}
+		for i := start; i < len(dst); i++ {
+			if k := dst[i].kind; k == kindString || k == kindInner {
+				dst[i].col = ns - 1 - dst[i].col
+			}
+		}
+	}
+	return dst, nil
+}
+
+// parseItems decodes the items of a kinds string (after any 'r').
+func parseItems(dst []slot, kinds string) ([]slot, error) {
 	for i := 0; i < len(kinds); i++ {
 		c := kinds[i]
 		switch c {

@@ -162,7 +162,7 @@ func (d *decoder) appendLine(dst []byte, g *group, i int, tpl int32) ([]byte, er
 		more = c.listAt(i)
 	}
 	ts := time.UnixMicro(g.ts(i) / 1000)
-	var ks, kn, kb int // the next p, n and b column
+	var kn, kb int // the next n and b column (p: the slot's col)
 	for j, s := range slots {
 		if s.kind == kindCovered {
 			continue
@@ -177,10 +177,9 @@ func (d *decoder) appendLine(dst []byte, g *group, i int, tpl int32) ([]byte, er
 			dst = d.times.Render(dst, ts, s.layout, g.residue(i))
 			continue
 		case kindString, kindInner:
-			if ks < MaxSlots {
-				cv = g.slots[0][ks]
+			if s.col < MaxSlots {
+				cv = g.slots[0][s.col]
 			}
-			ks++
 		case kindBytes:
 			if kb < MaxSlots {
 				cv = g.slots[2][kb]

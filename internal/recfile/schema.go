@@ -13,10 +13,12 @@ import (
 	"github.com/parquet-go/parquet-go/compress/zstd"
 )
 
-// Version is the records file format this package writes: records v3.
-// Version 2 is lake.RecordRow (params as list<string>, one row per record in
-// WAL order).
-const Version = 3
+// Version is the newest records file format this package writes and
+// reads: records v4, which is v3 with rows whose p<k> columns are numbered
+// from the record's last string parameter (kinds item 'r', alignRight). A
+// file without such rows is written as v3. Version 2 is lake.RecordRow
+// (params as list<string>, one row per record in WAL order).
+const Version = 4
 
 // MaxSlots is how many parameters of a record have columns of their own
 // (p<j>, n<j>, b<j> for j < MaxSlots); the rest go to more.
@@ -79,6 +81,10 @@ func buildSchemaString() string {
 // options are the writer's tunables, fixed by measurement (see the package
 // doc); tests vary them.
 type options struct {
+	// rightShare: the rows' string parameters are numbered from the
+	// right when that estimates at most this share of the distinct p
+	// values numbered from the left (strings "auto"); 0: never.
+	rightShare  float64
 	level       zstd.Level
 	strings     string  // "auto", "dict", "delta" or "plain" for p<j>
 	dictShare   float64 // strings "auto": a dictionary when distinct values are at most this share of the values
@@ -128,7 +134,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true, colDate: true}
 
 func defaultOptions() options {
-	return options{level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows}
+	return options{rightShare: 0.9, level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
@@ -268,6 +274,11 @@ type usage struct {
 	textBytes            map[string]int // source, kinds: bytes of their values
 	p                    [MaxSlots]strStats
 	n, b                 [MaxSlots]int // values per column
+	// pr estimates the p columns as they would be with the rows' string
+	// parameters numbered from the right (alignRight); right says the
+	// file is written so.
+	pr    [MaxSlots]strStats
+	right bool
 }
 
 // strStats counts a string column's values and their bytes and, when words
@@ -284,17 +295,41 @@ type strStats struct {
 }
 
 func (s *strStats) add(v string) {
+	if s.count(v) {
+		s.set(xxhash.Sum64String(v))
+	}
+}
+
+// count counts v and reports whether its hash is to be set: an estimate
+// is kept and v does not repeat the value before it.
+func (s *strStats) count(v string) bool {
 	s.n++
 	s.bytes += 4 + len(v)
 	if s.words == 0 || (s.n > 1 && v == s.last) {
-		return
+		return false
 	}
 	s.last = v
+	return true
+}
+
+// set sets the bit of a value's hash h.
+func (s *strStats) set(h uint64) {
 	if s.bits == nil {
 		s.bits = make([]uint64, s.words)
 	}
-	i := xxhash.Sum64String(v) % uint64(64*len(s.bits))
+	i := h % uint64(64*len(s.bits))
 	s.bits[i/64] |= 1 << (i % 64)
+}
+
+// sumDistinct is the estimated distinct values of the columns st, summed.
+func sumDistinct(st *[MaxSlots]strStats) float64 {
+	var d float64
+	for k := range st {
+		if st[k].n > 0 {
+			d += st[k].distinct()
+		}
+	}
+	return d
 }
 
 // distinct estimates the distinct values added (linear counting).
