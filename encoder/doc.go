@@ -24,7 +24,8 @@
 // process used less than half a core meanwhile without waiting for a CPU
 // half as long as it ran: the CPU is idle, not taken by other work) and at
 // most one templates file (the partitions' files are encoded at once, up to
-// GOMAXPROCS at a time), uploads them with objstore.Store.Put under
+// GOMAXPROCS at a time in the process, one fewer while quarry run's line
+// source runs: ReserveEncodeSlot), uploads them with objstore.Store.Put under
 //
 //	records/tenant=<t>/part-<first>-<last>-<writer>-<flush>.zstd.parquet
 //	records/tenant=<t>/date=<d>/part-...  (lake.DatedLayout)

@@ -759,6 +759,32 @@ func (w *worker) cpuWaited() (time.Duration, bool) {
 // tenants built 141 MB of zstd encoders instead of 38 MB (QUARRY_MEMPROFILE).
 var encodeSlots = make(chan struct{}, runtime.GOMAXPROCS(0))
 
+// ReserveEncodeSlot takes one of the process's encode slots (GOMAXPROCS)
+// away from the encoders until release is called, so that their flushes
+// keep a core free for the rest of the process: in quarry run, which runs
+// the producer, the NATS server and the encoders in one process, two
+// encodes on both cores of a 2-core machine held every goroutine of the
+// WAL's publish→ack path waiting for a CPU for 100 to 600 ms at a time
+// (docs/benchmarks.md, the ack tail). It does nothing (release is a no-op)
+// when the process has a single slot, which the encoders need. It waits
+// for a slot while every one is encoding; ctx bounds that wait.
+func ReserveEncodeSlot(ctx context.Context) (release func(), err error) {
+	if cap(encodeSlots) < 2 {
+		return func() {}, nil
+	}
+	select {
+	case encodeSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("reserve an encode slot: %w", ctx.Err())
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-encodeSlots }) }, nil
+}
+
+// EncodeSlotsInUse is the number of the process's encode slots taken,
+// by encodes in progress and by ReserveEncodeSlot, of GOMAXPROCS.
+func EncodeSlotsInUse() int { return len(encodeSlots) }
+
 // encodedPart is a partition's records file and its stats.
 type encodedPart struct {
 	data  []byte

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quarrylake/quarry/encoder"
 	"github.com/quarrylake/quarry/internal/cputime"
 	"github.com/quarrylake/quarry/internal/health"
 	"github.com/quarrylake/quarry/internal/lake"
@@ -175,7 +176,19 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	wg.Add(1)
 	go func() { defer wg.Done(); prog.loop(pctx, 2*time.Second) }()
 
-	if err := src.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+	// While the source runs, the encoders leave a core to the producer,
+	// the miner and the NATS server: a flush encoding on every core held
+	// the WAL's acks back for hundreds of milliseconds (the ack tail in
+	// docs/benchmarks.md). Once every line is in the WAL, they have them all.
+	releaseSlot, err := encoder.ReserveEncodeSlot(ctx)
+	if err != nil {
+		pcancel()
+		wg.Wait()
+		return err
+	}
+	runErr := src.Run(ctx)
+	releaseSlot()
+	if err := runErr; err != nil && !errors.Is(err, context.Canceled) {
 		pcancel()
 		wg.Wait()
 		return fmt.Errorf("producer: %w", err)

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/quarrylake/quarry/encoder"
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/laketest"
@@ -372,5 +375,43 @@ func TestEventTimeFlagsRejected(t *testing.T) {
 		if code := runMain(context.Background(), e, args); code != 2 || !strings.Contains(errb.String(), flagName) {
 			t.Errorf("quarry %v: exit %d, stderr %q; want exit 2 naming %s", args, code, errb.String(), flagName)
 		}
+	}
+}
+
+// slotsReader is stdin for TestRunReservesEncodeSlot: it records the
+// encoders' slots in use at each read, while the line source runs.
+type slotsReader struct {
+	r    io.Reader
+	seen []int
+}
+
+func (s *slotsReader) Read(p []byte) (int, error) {
+	s.seen = append(s.seen, encoder.EncodeSlotsInUse())
+	return s.r.Read(p)
+}
+
+// TestRunReservesEncodeSlot: while quarry run's line source runs, one of
+// the process's encode slots is reserved (the encoders leave a core to the
+// WAL's publish→ack path), and the run gives it back once every line is
+// in the WAL.
+func TestRunReservesEncodeSlot(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("GOMAXPROCS 1: the encoders keep their one slot")
+	}
+	in := &slotsReader{r: strings.NewReader("first line\nsecond line\n")}
+	var out, errb bytes.Buffer
+	e := &env{stdin: in, stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+	args := []string{"run", "--data", t.TempDir(), "--input", "-", "--tenant", "slots"}
+	if code := runMain(context.Background(), e, args); code != 0 {
+		t.Fatalf("quarry run: exit %d\n%s", code, errb.String())
+	}
+	if len(in.seen) == 0 || in.seen[0] != 1 {
+		t.Fatalf("encode slots in use at the source's reads: %v, want 1 (reserved) at the first", in.seen)
+	}
+	if n := encoder.EncodeSlotsInUse(); n != 0 {
+		t.Fatalf("encode slots in use after the run: %d, want 0", n)
+	}
+	if !strings.Contains(out.String(), "lines in        2 ") {
+		t.Fatalf("summary:\n%s", out.String())
 	}
 }
