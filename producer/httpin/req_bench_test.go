@@ -51,7 +51,7 @@ func BenchmarkJSONLinesRequest(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		docs, _ := lines(string(buf))
+		docs, _ := lines(bodyString(buf))
 		entries := make([]producer.Entry, len(docs))
 		for i, d := range docs {
 			entries[i] = s.entry(d)
@@ -71,7 +71,7 @@ func BenchmarkBulkRequest(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, items, entryItem := parseBulk(string(buf), "acme", s.entry)
+		_, items, entryItem := parseBulk(bodyString(buf), "acme", s.entry)
 		for i, it := range entryItem {
 			if res := &items[it].res; res.ID == "" && res.Status < 300 {
 				items[it].msgID = uint64(i) + 1

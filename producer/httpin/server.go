@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/producer/ingest"
@@ -234,6 +235,12 @@ func (s *Server) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	return b, true
 }
 
+// bodyString is b, a body as body read it, as a string without a copy:
+// nothing writes b after it is read, and its lines' entries, which share
+// it, outlive the request (copying a request's body was 2% of the JSON-
+// lines receiver's CPU, as much as reading its JSON).
+func bodyString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
 // lines splits a body at '\n' (a '\r' before it is dropped), skipping
 // empty lines; each keeps its 1-based line number. The lines are b's
 // substrings.
@@ -321,7 +328,7 @@ func (s *Server) jsonline(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	docs, nums := lines(string(b))
+	docs, nums := lines(bodyString(b))
 	entries := make([]producer.Entry, len(docs))
 	resp := JSONLinesResponse{Tenant: tenant}
 	for i, d := range docs {
@@ -385,7 +392,7 @@ func (s *Server) bulk(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	entries, items, entryItem := parseBulk(string(b), tenant, s.entry)
+	entries, items, entryItem := parseBulk(bodyString(b), tenant, s.entry)
 	in, ok := s.ingest(w, r, "bulk", tenant, entries, len(b))
 	if !ok {
 		return
