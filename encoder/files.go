@@ -172,14 +172,55 @@ func encodeTemplates(rows []lake.TemplateRow, high bool) ([]byte, error) {
 	case previous:
 		data, err = writeTemplates(rows, c)
 	case merged:
-		data, err = writeTemplates(convertRows(rows, lake.TemplateRow.Merged), c)
+		data, err = writeTemplates(convertRows(rows, mergedOut), c)
 	default:
-		data, err = writeTemplates(convertRows(rows, lake.TemplateRow.Live), c)
+		data, err = writeTemplates(convertRows(rows, liveOut), c)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return recfile.TrimFooter(data)
+}
+
+// templateRowLive and templateRowMerged are lake.TemplateRowLive and
+// lake.TemplateRowMerged as the encoder writes them: the same columns, with
+// tenant (one value a file) and kind (created, changed, merged)
+// dictionary-encoded instead of PLAIN (since 2026-12-05). A dictionary
+// encoding is not in a Parquet schema, so readers read them through the
+// lake types as before. Measured on the templates files of 20 lakes (11
+// Loghub 2k datasets, this machine's dpkg, apt, alternatives and dockerd
+// logs, a build log; re-encoded from the files quarry run wrote): 51,709
+// to 50,941 bytes, every file smaller (wal_seq as a dictionary, or
+// template DELTA_BYTE_ARRAY, larger). writeTemplates names the file's
+// schema root "templates" (it was the Go type's name, TemplateRowLive):
+// 50,941 to 50,821.
+type templateRowLive struct {
+	TemplateID int64    `parquet:"template_id,delta"`
+	Tenant     string   `parquet:"tenant,dict"`
+	Version    int32    `parquet:"version,delta"`
+	Template   string   `parquet:"template"`
+	Kind       string   `parquet:"kind,dict"`
+	WALSeq     int64    `parquet:"wal_seq,delta"`
+	Kinds      []string `parquet:"kinds,optional,list"`
+}
+
+type templateRowMerged struct {
+	TemplateID int64    `parquet:"template_id,delta"`
+	Tenant     string   `parquet:"tenant,dict"`
+	Version    int32    `parquet:"version,delta"`
+	Template   string   `parquet:"template"`
+	Kind       string   `parquet:"kind,dict"`
+	MergedInto int64    `parquet:"merged_into,delta"`
+	WALSeq     int64    `parquet:"wal_seq,delta"`
+	Kinds      []string `parquet:"kinds,optional,list"`
+}
+
+func liveOut(r lake.TemplateRow) templateRowLive {
+	return templateRowLive{r.TemplateID, r.Tenant, r.Version, r.Template, r.Kind, r.WALSeq, r.Kinds}
+}
+
+func mergedOut(r lake.TemplateRow) templateRowMerged {
+	return templateRowMerged{r.TemplateID, r.Tenant, r.Version, r.Template, r.Kind, r.MergedInto, r.WALSeq, r.Kinds}
 }
 
 func convertRows[T any](rows []lake.TemplateRow, f func(lake.TemplateRow) T) []T {
@@ -194,7 +235,7 @@ func convertRows[T any](rows []lake.TemplateRow, f func(lake.TemplateRow) T) []T
 // trimmed: codec c, version 1 data pages, no page statistics.
 func writeTemplates[T any](rows []T, c compress.Codec) ([]byte, error) {
 	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[T](&buf, parquet.Compression(c),
+	w := parquet.NewGenericWriter[T](&buf, parquet.NewSchema("templates", parquet.SchemaOf(new(T))), parquet.Compression(c),
 		parquet.DataPageVersion(1), parquet.DataPageStatistics(false), parquet.CreatedBy("quarry", "1", ""))
 	if _, err := w.Write(rows); err != nil {
 		return nil, fmt.Errorf("write parquet rows: %w", err)

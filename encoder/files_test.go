@@ -11,6 +11,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
@@ -243,7 +244,7 @@ func TestEncodeTemplatesTrimmed(t *testing.T) {
 	// never larger than with parquet-go's zstd codec at its default.
 	trimmedWith := func(c compress.Codec) []byte {
 		var ref bytes.Buffer
-		w := parquet.NewGenericWriter[lake.TemplateRow](&ref, parquet.Compression(c),
+		w := parquet.NewGenericWriter[lake.TemplateRow](&ref, parquet.NewSchema("templates", parquet.SchemaOf(new(lake.TemplateRow))), parquet.Compression(c),
 			parquet.DataPageVersion(1), parquet.DataPageStatistics(false), parquet.CreatedBy("quarry", "1", ""))
 		if _, err := w.Write(rows); err != nil {
 			t.Fatal(err)
@@ -410,4 +411,66 @@ func checkTemplatesFile(t *testing.T, name string, rows []lake.TemplateRow, want
 		}
 	}
 	return data
+}
+
+// TestTemplatesDictionaryColumns: a templates file (live, or with a merge)
+// has tenant and kind dictionary-encoded, the other columns as before, and
+// its schema root named "templates"; it reads back through the lake's
+// structs (lake.TemplateRowLive, lake.TemplateRowMerged), which name no
+// encoding.
+func TestTemplatesDictionaryColumns(t *testing.T) {
+	var rows []lake.TemplateRow
+	for i := range 30 {
+		kind := "created"
+		if i%3 == 2 {
+			kind = "changed"
+		}
+		rows = append(rows, lake.TemplateRow{TemplateID: int64(100 + i/3), Tenant: "acme", Version: int32(1 + i%3),
+			Template: fmt.Sprintf("job %d of <*> done in <*> ms", i/3), Kind: kind, WALSeq: int64(1 + i/10)})
+	}
+	merge := lake.TemplateRow{TemplateID: 103, Tenant: "acme", Version: 1, Template: rows[0].Template, Kind: "merged", MergedInto: 100, WALSeq: 4}
+	for _, c := range []struct {
+		name string
+		rows []lake.TemplateRow
+	}{{"live", rows}, {"with a merge", append(slices.Clone(rows), merge)}} {
+		data, err := encodeTemplates(c.rows, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := f.Metadata().Schema[0].Name; n != "templates" {
+			t.Errorf("%s: schema root %q, want templates", c.name, n)
+		}
+		for _, col := range f.Metadata().RowGroups[0].Columns {
+			name := col.MetaData.PathInSchema[0]
+			dict := slices.Contains(col.MetaData.Encoding, format.RLEDictionary)
+			if want := name == "tenant" || name == "kind"; dict != want {
+				t.Errorf("%s: column %s dictionary-encoded %v (%v), want %v", c.name, name, dict, col.MetaData.Encoding, want)
+			}
+		}
+		var got []lake.TemplateRow
+		if c.name == "live" {
+			live, err := parquet.Read[lake.TemplateRowLive](bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range live {
+				got = append(got, lake.TemplateRow{TemplateID: r.TemplateID, Tenant: r.Tenant, Version: r.Version, Template: r.Template, Kind: r.Kind, WALSeq: r.WALSeq, Kinds: r.Kinds})
+			}
+		} else {
+			merged, err := parquet.Read[lake.TemplateRowMerged](bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range merged {
+				got = append(got, lake.TemplateRow{TemplateID: r.TemplateID, Tenant: r.Tenant, Version: r.Version, Template: r.Template, Kind: r.Kind, MergedInto: r.MergedInto, WALSeq: r.WALSeq, Kinds: r.Kinds})
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.rows) {
+			t.Errorf("%s: rows read back\n%+v\nwant\n%+v", c.name, got, c.rows)
+		}
+	}
 }
