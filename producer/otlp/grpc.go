@@ -54,7 +54,7 @@ func (g *grpcLogs) Export(ctx context.Context, req *collogspb.ExportLogsServiceR
 	tenant, err := g.s.tenant(first(md, "authorization"), first(md, "x-quarry-tenant"))
 	if err == nil {
 		var resp *collogspb.ExportLogsServiceResponse
-		if resp, err = g.s.export(ctx, "otlp_grpc", tenant, req, proto.Size(req)); err == nil {
+		if resp, err = g.s.export(ctx, "otlp_grpc", tenant, entries(req, g.s.hub.Check), proto.Size(req)); err == nil {
 			return resp, nil
 		}
 	}

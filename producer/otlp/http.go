@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/producer/ingest"
 )
 
@@ -58,20 +59,30 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, isJSON, code, codes.InvalidArgument, err.Error(), 0)
 		return
 	}
-	var req *collogspb.ExportLogsServiceRequest
-	if isJSON {
-		req, err = UnmarshalJSON(b)
-	} else {
-		req = &collogspb.ExportLogsServiceRequest{}
-		if err = proto.Unmarshal(b, req); err != nil {
-			err = fmt.Errorf("OTLP protobuf: %w", err)
+	// Protobuf as SDKs send it is read straight into entries; anything
+	// else, and JSON, is decoded in full first.
+	var es []producer.Entry
+	fast := false
+	if !isJSON {
+		es, fast = wireEntries(b, s.hub.Check)
+	}
+	if !fast {
+		var req *collogspb.ExportLogsServiceRequest
+		if isJSON {
+			req, err = UnmarshalJSON(b)
+		} else {
+			req = &collogspb.ExportLogsServiceRequest{}
+			if err = proto.Unmarshal(b, req); err != nil {
+				err = fmt.Errorf("OTLP protobuf: %w", err)
+			}
 		}
+		if err != nil {
+			writeStatus(w, isJSON, http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
+			return
+		}
+		es = entries(req, s.hub.Check)
 	}
-	if err != nil {
-		writeStatus(w, isJSON, http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0)
-		return
-	}
-	resp, err := s.export(r.Context(), "otlp_http", tenant, req, len(b))
+	resp, err := s.export(r.Context(), "otlp_http", tenant, es, len(b))
 	if err != nil {
 		s.fail(w, r, isJSON, err)
 		return

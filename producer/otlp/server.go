@@ -209,11 +209,11 @@ func (s *Server) tenant(authz, explicit string) (string, error) {
 	return explicit, nil
 }
 
-// export writes req's records for tenant (size bytes on the wire) and
-// returns the answer once they are durable: partial_success counts the
-// records dead-lettered for a limit.
-func (s *Server) export(ctx context.Context, receiver, tenant string, req *collogspb.ExportLogsServiceRequest, size int) (*collogspb.ExportLogsServiceResponse, error) {
-	es := entries(req, s.hub.Check)
+// export writes a request's records, es (entries with the hub's check),
+// for tenant (size bytes on the wire) and returns the answer once they
+// are durable: partial_success counts the records dead-lettered for a
+// limit.
+func (s *Server) export(ctx context.Context, receiver, tenant string, es []producer.Entry, size int) (*collogspb.ExportLogsServiceResponse, error) {
 	if _, err := s.hub.Ingest(ctx, receiver, tenant, es, int64(size)); err != nil {
 		return nil, err
 	}
