@@ -2,8 +2,11 @@ package recfile
 
 import (
 	"bytes"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
@@ -110,4 +113,55 @@ func TestDateColumn(t *testing.T) {
 func isDate(lt *format.LogicalType) bool {
 	_, ok := lt.Value.(*format.DateType)
 	return ok
+}
+
+// TestDateDictionary: a file whose rows fall on at most maxDictDays days has
+// its date column dictionary-encoded (smaller than DELTA_BINARY_PACKED for a
+// few values interleaved by the template sort), one of more days keeps
+// DELTA_BINARY_PACKED, and either reads back each row's day.
+func TestDateDictionary(t *testing.T) {
+	tpl := Templates{{1, 1}: "a <*>", {2, 1}: "b <*>"}
+	base := ns("2026-11-01T12:00:00Z")
+	for _, c := range []struct {
+		name string
+		days int
+		dict bool
+	}{{"one day", 1, true}, {"three days", 3, true}, {"maxDictDays", maxDictDays, true}, {"one more", maxDictDays + 1, false}} {
+		var rows []Row
+		for i := range 400 {
+			d := int64(i % c.days)
+			rows = append(rows, Row{WALSeq: 1, Index: uint32(i), TS: base + d*int64(24*time.Hour) + int64(i)*int64(time.Second),
+				TemplateID: uint64(1 + i%2), TemplateVersion: 1, Params: []string{fmt.Sprint(i * 7)}, Source: "s"})
+		}
+		f, err := Encode(rows, tpl, WithDate(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pf, err := parquet.OpenFile(bytes.NewReader(f.Data), int64(len(f.Data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, col := range pf.Metadata().RowGroups[0].Columns {
+			if col.MetaData.PathInSchema[0] != colDate {
+				continue
+			}
+			if dict := slices.Contains(col.MetaData.Encoding, format.RLEDictionary); dict != c.dict {
+				t.Errorf("%s: date encodings %v, dictionary want %v", c.name, col.MetaData.Encoding, c.dict)
+			}
+		}
+		back, err := DecodeRows(f.Data, tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dates := readColumn(t, f.Data, colDate)
+		order := sortRows(rows, true)
+		for x, i := range order {
+			if got, want := dates[x].Int32(), Day(rows[i].TS); got != want {
+				t.Fatalf("%s: row %d date %d, want %d", c.name, i, got, want)
+			}
+		}
+		if len(back) != len(rows) {
+			t.Fatalf("%s: %d rows back", c.name, len(back))
+		}
+	}
 }

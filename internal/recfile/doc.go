@@ -53,7 +53,7 @@
 //	b<k>, k < 32      BYTE_ARRAY, optional         the record's k-th parameter of kind b (not UTF-8)
 //	more              LIST<BYTE_ARRAY>, optional   the exact text of parameters without a column value, in order
 //	attrs             MAP<STRING,STRING>, optional record attributes (CDC), in input order
-//	date              INT32 DATE (DELTA_BINARY_PACKED) the UTC day of ts (WithDate; Day)
+//	date              INT32 DATE (DELTA_BINARY_PACKED; a dictionary when few days: fewDaysOf) the UTC day of ts (WithDate; Day)
 //
 // A file holds only the optional columns some row of it uses; Delta readers
 // read a column a file lacks as null. The partition column tenant is in the

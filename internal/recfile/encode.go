@@ -260,6 +260,9 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	}
 	e.demote(len(rows))
 	e.u.rows = len(rows)
+	if o.date && len(rows) >= o.dictRows && o.dictDays {
+		e.u.fewDays = fewDaysOf(rows)
+	}
 	if o.rawBytes > 0 {
 		// Summed here, not in the map per row: two map writes a row were
 		// 5% of Encode in quarry run.

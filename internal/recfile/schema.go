@@ -3,6 +3,7 @@ package recfile
 import (
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,6 +82,7 @@ func buildSchemaString() string {
 // options are the writer's tunables, fixed by measurement (see the package
 // doc); tests vary them.
 type options struct {
+	dictDays bool // the date column a dictionary when its days are few (fewDays)
 	// rightShare: the rows' string parameters are numbered from the
 	// right when that estimates at most this share of the distinct p
 	// values numbered from the left (strings "auto"); 0: never.
@@ -134,7 +136,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true, colDate: true}
 
 func defaultOptions() options {
-	return options{rightShare: 0.9, level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows}
+	return options{dictDays: true, rightShare: 0.9, level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
@@ -166,6 +168,9 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 	}
 	if o.date {
 		g[colDate] = parquet.Encoded(parquet.Date(), &parquet.DeltaBinaryPacked)
+		if u.fewDays {
+			g[colDate] = parquet.Encoded(parquet.Date(), &parquet.RLEDictionary)
+		}
 	}
 	if u.residue {
 		g[colResidue] = parquet.Optional(bin)
@@ -279,6 +284,39 @@ type usage struct {
 	// file is written so.
 	pr    [MaxSlots]strStats
 	right bool
+	// fewDays: the rows' ts fall on at most maxDictDays UTC days; the
+	// date column is then a dictionary (fewDaysOf).
+	fewDays bool
+}
+
+// maxDictDays is the most distinct dates a file's date column is
+// dictionary-encoded for (from dictRows rows): RLE_DICTIONARY is smaller than
+// DELTA_BINARY_PACKED for a column of a few values however they
+// interleave (rows are sorted by template, not time), DELTA for one of many
+// (Loghub 2k BGL, 166 days; Linux 44; HPC 545 in no order).
+const maxDictDays = 16
+
+// fewDaysOf reports whether rows' ts fall on at most maxDictDays days.
+func fewDaysOf(rows []Row) bool {
+	var days [maxDictDays]int32
+	n := 0
+	last, has := int32(0), false
+	for i := range rows {
+		d := Day(rows[i].TS)
+		if has && d == last {
+			continue
+		}
+		last, has = d, true
+		if slices.Contains(days[:n], d) {
+			continue
+		}
+		if n == maxDictDays {
+			return false
+		}
+		days[n] = d
+		n++
+	}
+	return true
 }
 
 // strStats counts a string column's values and their bytes and, when words
