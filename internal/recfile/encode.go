@@ -151,7 +151,7 @@ type encoder struct {
 	nj       []int32           // parameter index of each number
 	bj       []int32           // parameter index of each bytes value
 	items    []item            // scratch: a row's items of more
-	hashes   []uint64          // scratch: a row's string values' hashes, 0 when not computed
+	hashes   []uint64          // scratch: a row's string values' estimate bits + 1, 0 when not hashed
 	rkinds   map[string]string // kinds -> "r"+kinds (alignRight)
 
 	lastKey   Key
@@ -503,16 +503,16 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 }
 
 // addP counts a row's k-th string value v in its column's estimate
-// (strStats) and, when the file may be aligned right, keeps its hash for
-// addRight: one hash a value for both estimates.
+// (strStats) and, when the file may be aligned right, keeps the bit it set
+// for addRight: one hash and one division a value for both estimates.
 func (e *encoder) addP(k int32, v string) {
-	var h uint64
-	if e.u.p[k].count(v) {
-		h = xxhash.Sum64String(v)
-		e.u.p[k].set(h)
+	var b uint64 // the value's bit + 1; 0: not hashed
+	if st := &e.u.p[k]; st.count(v) {
+		b = st.bit(xxhash.Sum64String(v)) + 1
+		st.setBit(b - 1)
 	}
 	if e.u.pr[0].words > 0 {
-		e.hashes = append(e.hashes[:k], h)
+		e.hashes = append(e.hashes[:k], b)
 	}
 }
 
@@ -530,12 +530,12 @@ func (e *encoder) addRight(s span) {
 		if rightAligned(s.cnt) {
 			k = len(vals) - 1 - i
 		}
-		if e.u.pr[k].count(v) {
-			h := e.hashes[i]
-			if h == 0 {
-				h = xxhash.Sum64String(v)
+		if st := &e.u.pr[k]; st.count(v) {
+			b := e.hashes[i]
+			if b == 0 {
+				b = st.bit(xxhash.Sum64String(v)) + 1
 			}
-			e.u.pr[k].set(h)
+			st.setBit(b - 1)
 		}
 	}
 }

@@ -351,11 +351,18 @@ func (s *strStats) count(v string) bool {
 }
 
 // set sets the bit of a value's hash h.
-func (s *strStats) set(h uint64) {
+func (s *strStats) set(h uint64) { s.setBit(s.bit(h)) }
+
+// bit is the bit a value's hash h sets: the same in every column of a
+// file (all have words words), so one division serves both numberings
+// (encoder.addP, addRight).
+func (s *strStats) bit(h uint64) uint64 { return h % uint64(64*s.words) }
+
+// setBit sets bit i.
+func (s *strStats) setBit(i uint64) {
 	if s.bits == nil {
 		s.bits = make([]uint64, s.words)
 	}
-	i := h % uint64(64*len(s.bits))
 	s.bits[i/64] |= 1 << (i % 64)
 }
 
