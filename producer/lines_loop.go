@@ -67,6 +67,16 @@ func (l *Lines) loop(ctx context.Context, rd *reader) error {
 					return err
 				}
 			}
+			// A batch that ends a request with nothing read behind it:
+			// the request's client waits for this frame, and lingering
+			// would only add to its wait (a receiver's clients, 1,000
+			// lines a request, waited the 50 ms linger on every request).
+			// Requests queued behind each other still share frames.
+			if len(b) > 0 && b[len(b)-1].req != nil && len(rd.batches) == 0 {
+				if err := l.flush(octx); err != nil {
+					return err
+				}
+			}
 			// Hand the batch back: a reader that flushes before every
 			// blocking read (a pipe, a follower) would otherwise allocate
 			// a full batch for every few lines.

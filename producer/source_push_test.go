@@ -105,3 +105,60 @@ func TestPushRestartContinuesOffsets(t *testing.T) {
 		t.Fatalf("WAL %q, want 4 lines", got)
 	}
 }
+
+// A request is published as soon as nothing is queued behind it, not after
+// the linger (an hour here); requests queued behind each other share a
+// frame.
+func TestPushRequestNotLingered(t *testing.T) {
+	js := testJS(t)
+	l, p, err := NewPush(Config{Tenant: "eager", Linger: time.Hour}, Deps{JS: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := make(chan error, 3)
+	done := func(_ Ingested, err error) { res <- err }
+	// Two requests queued before the source runs: one batch, one frame.
+	for _, e := range [][]Entry{{{Text: "a1"}, {Text: "a2"}}, {{Text: "b1"}}} {
+		if err := p.Submit(ctx, e, done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- l.Run(ctx) }()
+	wait := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case err := <-res:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("request not answered: its frame waits for the linger")
+			}
+		}
+	}
+	wait(2)
+	// A request alone, after the first were answered: a frame of its own.
+	if err := p.Submit(ctx, []Entry{{Text: "c1"}}, done); err != nil {
+		t.Fatal(err)
+	}
+	wait(1)
+	var got [][]string
+	for _, f := range walFrames(t, js, streams.LineSubject("eager")) {
+		var texts []string
+		for _, r := range f.Records {
+			texts = append(texts, r.Text)
+		}
+		got = append(got, texts)
+	}
+	if len(got) != 2 || strings.Join(got[0], ",") != "a1,a2,b1" || strings.Join(got[1], ",") != "c1" {
+		t.Fatalf("frames %q, want [a1 a2 b1] [c1]", got)
+	}
+	cancel()
+	if err := <-runErr; err != nil {
+		t.Fatal(err)
+	}
+}
