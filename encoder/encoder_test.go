@@ -839,3 +839,25 @@ func TestFlushKeepsRowArrays(t *testing.T) {
 		t.Errorf("no flush reused the row array the flush before it kept (%d flushes)", len(flushes))
 	}
 }
+
+// TestPartRowsSizedByLastFlush: a new partition's row array is as large
+// as the same partition's was at the last flush when no kept array is,
+// instead of growing from 16 rows again (a kept array is used when one
+// is large enough).
+func TestPartRowsSizedByLastFlush(t *testing.T) {
+	w := &worker{}
+	a, b := partKey{Tenant: "a"}, partKey{Tenant: "b"}
+	w.spareRows(map[partKey]*partition{
+		a: {rows: make([]recfile.Row, maxSpareRows+1)}, // too large to keep
+		b: {rows: make([]recfile.Row, 10, 100)},
+	})
+	if got := cap(w.partRows(a)); got < maxSpareRows+1 {
+		t.Errorf("partition a: array of %d rows, want at least the %d of the last flush", got, maxSpareRows+1)
+	}
+	if got := cap(w.partRows(b)); got != 100 {
+		t.Errorf("partition b: array of %d rows, want the kept array of 100", got)
+	}
+	if got := w.partRows(partKey{Tenant: "c"}); got != nil {
+		t.Errorf("partition c, new, nothing kept: array of %d rows, want none", cap(got))
+	}
+}

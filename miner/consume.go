@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -199,6 +200,10 @@ func tenantOf(subject string) string {
 	return InvalidTenant
 }
 
+// maxKeptRecords bounds the records array the runner keeps for the next
+// batch (process); a frame rarely holds more than a few thousand lines.
+const maxKeptRecords = 1 << 16
+
 // process mines one WAL message and publishes its batch and events.
 func (r *runner) process(ctx context.Context, in *item) error {
 	b := streams.MinedBatch{WALSeq: in.seq, PrevSeq: r.st.PrevSeq, Subject: in.subject}
@@ -230,7 +235,15 @@ func (r *runner) process(ctx context.Context, in *item) error {
 	// Mine every record; from here on the model has changed.
 	r.dirty = true
 	evs := r.events[:0]
-	b.Records = make([]streams.MinedRecord, 0, len(f.Records)-int(b.Quarantined))
+	// The batch is encoded before process returns, so its records array
+	// is the runner's, for every batch.
+	b.Records = slices.Grow(r.records[:0], len(f.Records)-int(b.Quarantined))
+	defer func() {
+		clear(b.Records)
+		if cap(b.Records) <= maxKeptRecords {
+			r.records = b.Records[:0]
+		}
+	}()
 	for i := range f.Records {
 		if in.bad != nil && in.bad[i] != "" {
 			continue

@@ -33,6 +33,9 @@ type runner struct {
 	snapBusy  atomic.Bool
 	lastSnap  atomic.Uint64
 	events    []mining.Event
+	// records is the array a batch's records are built in (process),
+	// cleared once the batch is encoded.
+	records []streams.MinedRecord
 	// acker only
 	pubBackoff *backoff.Backoff // carries over between messages while publishing fails
 	pubWarned  time.Time

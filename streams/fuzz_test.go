@@ -41,6 +41,16 @@ func FuzzDecodeMinedBatch(f *testing.F) {
 	f.Add(mustHex(goldenMinedV2)) // mined/2
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := streams.DecodeMinedBatch(b)
+		// Into an array that holds another batch's records: none of them
+		// may show through.
+		into := streams.MinedBatch{Records: staleRecords()}
+		if ierr := streams.DecodeMinedBatchSharedInto(&into, b); (ierr == nil) != (err == nil) {
+			t.Fatalf("decode into a used batch: %v, decode: %v", ierr, err)
+		} else if err == nil && !reflect.DeepEqual(m, &into) {
+			t.Fatalf("decode into a used batch differs:\n%+v\n%+v", m, &into)
+		} else if err != nil && (!reflect.DeepEqual(into, streams.MinedBatch{Records: into.Records}) || len(into.Records) != 0) {
+			t.Fatalf("a failed decode into a batch left %+v", into)
+		}
 		if err != nil {
 			return
 		}
@@ -52,6 +62,16 @@ func FuzzDecodeMinedBatch(f *testing.F) {
 			t.Fatalf("shared decode differs: %v", err)
 		}
 	})
+}
+
+// staleRecords are records with every field set, in an array with room.
+func staleRecords() []streams.MinedRecord {
+	recs := make([]streams.MinedRecord, 8, 64)
+	for i := range recs {
+		recs[i] = streams.MinedRecord{Index: 9, TS: 9, TSSource: streams.TSEvent, TemplateID: 9, TemplateVersion: 9,
+			Params: []string{"stale"}, Attrs: []streams.Attr{{Key: "stale", Value: "stale"}}}
+	}
+	return recs
 }
 
 func FuzzDecodeJSON(f *testing.F) {

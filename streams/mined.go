@@ -145,19 +145,49 @@ func AppendMinedBatch(b []byte, m *MinedBatch) []byte {
 // DecodeMinedBatch decodes a "mined/3" payload, or a "mined/2" one (written
 // before event time: records TSRead, no kinds) or a "mined/1" one (written
 // before merges existed: no into field either). Errors wrap ErrMalformed.
-func DecodeMinedBatch(b []byte) (*MinedBatch, error) { return decodeMinedBatch(newDec(b)) }
+func DecodeMinedBatch(b []byte) (*MinedBatch, error) {
+	m := &MinedBatch{}
+	if err := decodeMinedBatch(newDec(b), m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
 
 // DecodeMinedBatchShared is DecodeMinedBatch whose strings alias b and
 // whose records' parameter slices are cut from shared arrays, with the
 // terms of DecodeFrameShared: b must not change while the batch or
 // anything taken from it is in use, and what is kept keeps b in memory.
 func DecodeMinedBatchShared(b []byte) (*MinedBatch, error) {
-	return decodeMinedBatch(newSharedDec(b))
+	m := &MinedBatch{}
+	if err := decodeMinedBatch(newSharedDec(b), m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
-func decodeMinedBatch(d dec) (*MinedBatch, error) {
+// DecodeMinedBatchSharedInto is DecodeMinedBatchShared into m, whose
+// Records array it reuses when large enough: a consumer that is done with
+// the records (not with their parameters, which are cut from arrays of
+// their own) decodes the next batch without a new array of them. Every
+// other field of m is replaced. After an error m holds no batch.
+func DecodeMinedBatchSharedInto(m *MinedBatch, b []byte) error {
+	return decodeMinedBatch(newSharedDec(b), m)
+}
+
+func decodeMinedBatch(d dec, m *MinedBatch) error {
+	recs := m.Records[:0]
+	*m = MinedBatch{}
+	err := decodeMinedBatchTo(&d, m, recs)
+	if err != nil {
+		// No batch, and nothing of the payload kept through the array.
+		clear(m.Records)
+		*m = MinedBatch{Records: m.Records[:0]}
+	}
+	return err
+}
+
+func decodeMinedBatchTo(d *dec, m *MinedBatch, recs []MinedRecord) error {
 	version := d.VersionedHeader('Q', 'M', 1, minedVersion, "mined batch")
-	m := &MinedBatch{}
 	m.WALSeq = d.Uvarint("wal seq")
 	m.PrevSeq = d.Uvarint("prev seq")
 	m.Tenant = d.str("tenant")
@@ -171,9 +201,15 @@ func decodeMinedBatch(d dec) (*MinedBatch, error) {
 	}
 	m.Quarantined = uint32(q)
 	if n := d.Count("records", 6); n > 0 {
-		m.Records = make([]MinedRecord, n)
+		// Every field of a record is written: a reused array may hold
+		// the last batch's.
+		if cap(recs) >= n {
+			m.Records = recs[:n]
+		} else {
+			m.Records = make([]MinedRecord, n)
+		}
 		for i := range m.Records {
-			r := &m.Records[i]
+			var r MinedRecord
 			idx := d.Uvarint("index")
 			r.TS = d.Varint("ts")
 			if version >= 3 {
@@ -192,6 +228,7 @@ func decodeMinedBatch(d dec) (*MinedBatch, error) {
 				}
 			}
 			r.Attrs = d.attrs()
+			m.Records[i] = r
 		}
 	}
 	if n := d.Count("templates", 6); n > 0 {
@@ -237,10 +274,10 @@ func decodeMinedBatch(d dec) (*MinedBatch, error) {
 		}
 	}
 	if err := d.End("mined batch"); err != nil {
-		return nil, err
+		return err
 	}
 	if m.WALSeq == 0 || m.PrevSeq >= m.WALSeq {
-		return nil, fmt.Errorf("%w: wal seq %d, prev seq %d", ErrMalformed, m.WALSeq, m.PrevSeq)
+		return fmt.Errorf("%w: wal seq %d, prev seq %d", ErrMalformed, m.WALSeq, m.PrevSeq)
 	}
-	return m, nil
+	return nil
 }
