@@ -258,13 +258,14 @@ func scrape(addr string) map[string]float64 {
 	return out
 }
 
-// sendLines sends lines to a receiver from 4 clients in requests (or
-// writes) of 1000 lines, paced at rate lines/s when rate > 0, and returns
+// sendLines sends lines to a receiver from $QUARRY_INGEST_CLIENTS clients
+// (4 when unset) in requests (or writes) of 1000 lines, paced at rate lines/s when rate > 0, and returns
 // the HTTP requests' latencies (none for syslog, which has no answer). A
 // 429 is retried after a short pause, as a shipper would.
 func sendLines(t *testing.T, src, addr string, lines []string, rate float64) []time.Duration {
 	t.Helper()
-	const per, clients = 1000, 4
+	const per = 1000
+	clients := atoiDefault(os.Getenv("QUARRY_INGEST_CLIENTS"), 4)
 	var bodies [][]byte
 	for i := 0; i < len(lines); i += per {
 		bodies = append(bodies, encodeBody(t, src, lines[i:min(i+per, len(lines))]))
