@@ -31,7 +31,9 @@ type Config struct {
 	FrameMaxBytes int `yaml:"frame_max_bytes"`
 	// FrameMaxRecords cuts a frame at this many lines.
 	FrameMaxRecords int `yaml:"frame_max_records"`
-	// Linger cuts a frame this long after its first line was read.
+	// Linger cuts a frame this long after its first line was read. A frame
+	// that ends a request (a receiver's or the ingest subject's) with
+	// nothing read behind it is cut at once.
 	Linger time.Duration `yaml:"linger"`
 	// MaxRecordBytes is the longest line (without its '\n'); a longer line
 	// is dead-lettered.

@@ -14,7 +14,9 @@
 //   - Lines are split at '\n' and kept byte for byte otherwise ('\r',
 //     invalid UTF-8, empty lines). They are batched into frames by bytes
 //     (FrameMaxBytes), count (FrameMaxRecords) and linger time (Linger after
-//     a frame's first line). A frame's offsets are source positions: byte
+//     a frame's first line); a frame whose last line ends a request (a push
+//     batch, an ingest message) is cut at once when nothing more is read
+//     behind it, since its client waits for the ack. A frame's offsets are source positions: byte
 //     offsets for a file, stdin and the generator, a line counter for the
 //     NATS subject. Frames of a source are contiguous: each starts where the
 //     previous one ended. Its Nats-Msg-Id is streams.FrameMsgID(source,
