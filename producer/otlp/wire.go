@@ -111,23 +111,24 @@ func (d *wireDec) text(p span) (string, bool) {
 	return t, utf8.ValidString(t)
 }
 
-func (d *wireDec) resourceLogs(p span, out []producer.Entry, slab *[]streams.Attr, check func(*producer.Entry)) ([]producer.Entry, bool) {
-	var res span
-	hasRes, hasURL := false, false
-	var scopes []span
-	ok := d.fields(p, func(num protowire.Number, typ protowire.Type, pos int) int {
+// container reads a ResourceLogs or a ScopeLogs, which share a shape: field
+// 1 the one Resource or InstrumentationScope (has when present), field 2
+// the repeated ScopeLogs or LogRecords (items), field 3 the schema URL.
+func (d *wireDec) container(p span) (one span, has bool, items []span, ok bool) {
+	hasURL := false
+	ok = d.fields(p, func(num protowire.Number, typ protowire.Type, pos int) int {
 		v, n := d.lenField(typ, pos)
 		if n < 0 {
 			return -1
 		}
 		switch num {
 		case 1:
-			if hasRes {
+			if has {
 				return -1
 			}
-			res, hasRes = v, true
+			one, has = v, true
 		case 2:
-			scopes = append(scopes, v)
+			items = append(items, v)
 		case 3:
 			if _, ok := d.text(v); !ok || hasURL {
 				return -1
@@ -138,6 +139,11 @@ func (d *wireDec) resourceLogs(p span, out []producer.Entry, slab *[]streams.Att
 		}
 		return n
 	})
+	return one, has, items, ok
+}
+
+func (d *wireDec) resourceLogs(p span, out []producer.Entry, slab *[]streams.Attr, check func(*producer.Entry)) ([]producer.Entry, bool) {
+	res, hasRes, scopes, ok := d.container(p)
 	if !ok {
 		return nil, false
 	}
@@ -179,32 +185,7 @@ func (d *wireDec) resourceLogs(p span, out []producer.Entry, slab *[]streams.Att
 }
 
 func (d *wireDec) scopeLogs(p span, res []streams.Attr, out []producer.Entry, slab *[]streams.Attr, check func(*producer.Entry)) ([]producer.Entry, bool) {
-	var scope span
-	hasScope, hasURL := false, false
-	var recs []span
-	ok := d.fields(p, func(num protowire.Number, typ protowire.Type, pos int) int {
-		v, n := d.lenField(typ, pos)
-		if n < 0 {
-			return -1
-		}
-		switch num {
-		case 1:
-			if hasScope {
-				return -1
-			}
-			scope, hasScope = v, true
-		case 2:
-			recs = append(recs, v)
-		case 3:
-			if _, ok := d.text(v); !ok || hasURL {
-				return -1
-			}
-			hasURL = true
-		default:
-			return -1
-		}
-		return n
-	})
+	scope, hasScope, recs, ok := d.container(p)
 	if !ok {
 		return nil, false
 	}

@@ -9,6 +9,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/quarrylake/quarry/producer"
@@ -116,4 +117,45 @@ func FuzzWireEntriesAgrees(f *testing.F) {
 		checkWire(t, b, nil)
 		checkWire(t, b, badCheck)
 	})
+}
+
+// A Resource or a Scope given twice is merged by proto.Unmarshal (their
+// attributes concatenated): the wire path must not take only one of them.
+func TestWireEntriesRepeatedSingular(t *testing.T) {
+	kv := func(k string) []*commonpb.KeyValue { return []*commonpb.KeyValue{{Key: k, Value: strValue(k)}} }
+	rec := []*logspb.LogRecord{{Body: strValue("line")}}
+	wrap := func(num protowire.Number, msg []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), msg)
+	}
+	marshal := func(m proto.Message) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// Concatenated messages of one type are one merged message.
+	resources := append(
+		marshal(&logspb.ResourceLogs{Resource: &resourcepb.Resource{Attributes: kv("r1")}, ScopeLogs: []*logspb.ScopeLogs{{LogRecords: rec}}}),
+		marshal(&logspb.ResourceLogs{Resource: &resourcepb.Resource{Attributes: kv("r2")}})...)
+	scopes := append(
+		marshal(&logspb.ScopeLogs{Scope: &commonpb.InstrumentationScope{Attributes: kv("s1")}, LogRecords: rec}),
+		marshal(&logspb.ScopeLogs{Scope: &commonpb.InstrumentationScope{Attributes: kv("s2")}})...)
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"resource", wrap(1, resources)},
+		{"scope", wrap(1, wrap(2, scopes))},
+	} {
+		name, b := tc.name, tc.b
+		req := &collogspb.ExportLogsServiceRequest{}
+		if err := proto.Unmarshal(b, req); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if n := len(entries(req, nil)[0].Attrs); n < 2 {
+			t.Fatalf("%s: proto.Unmarshal kept %d attributes, the test wants a merge", name, n)
+		}
+		checkWire(t, b, nil)
+	}
 }
