@@ -177,6 +177,7 @@ type scratch struct {
 	svals  []string
 	nv     []int64
 	sj, nj []int32
+	pos    []int32 // write position of each row
 	vals   []parquet.Value
 }
 
@@ -204,7 +205,7 @@ func (sc *scratch) put(e *encoder) {
 	clear(e.svals)
 	clear(e.vals)
 	sc.arena, sc.svals, sc.nv, sc.sj, sc.nj, sc.vals = e.arena[:0], e.svals[:0], e.nv[:0], e.sj[:0], e.nj[:0], e.vals[:0]
-	sc.enc = sc.enc[:0]
+	sc.enc, sc.pos = sc.enc[:0], sc.pos[:0]
 	scratchPool.Put(sc)
 }
 
@@ -248,8 +249,17 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 			}
 		}
 	}
+	// Rows are classified in the order they are given (WAL order, as
+	// AppendBatch makes them), each into its place in write order: in
+	// write order every row, its parameters and their text were a cache
+	// miss, a third of classify's time on 60,000 generated lines.
+	pos := slices.Grow(sc.pos[:0], len(rows))[:len(rows)]
+	sc.pos = pos
 	for x, i := range order {
-		if err := e.classify(&rows[i], &enc[x]); err != nil {
+		pos[i] = int32(x)
+	}
+	for i := range rows {
+		if err := e.classify(&rows[i], &enc[pos[i]]); err != nil {
 			return File{}, err
 		}
 	}
@@ -371,7 +381,7 @@ func sortRows(rows []Row, byTpl bool) []int32 {
 
 func (e *encoder) info(k Key) (*tplInfo, error) {
 	if e.lastInfo != nil && k == e.lastKey {
-		return e.lastInfo, nil // rows come sorted by template
+		return e.lastInfo, nil // neighbouring rows often share a template
 	}
 	if t, ok := e.infos[k]; ok {
 		e.lastKey, e.lastInfo = k, t
@@ -489,7 +499,8 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 	if len(r.Attrs) > 0 {
 		e.u.attrs = true
 	}
-	// Rows come sorted by template: most have the kinds of the row before.
+	// Neighbouring rows often share a template: most have the kinds of the
+	// row before.
 	if e.lastKinds != string(e.kbuf) {
 		k, ok := e.kinds[string(e.kbuf)]
 		if !ok {
