@@ -40,10 +40,14 @@ import (
 // publish→ack p50/p99 of the run's summary (a frame from publish to its
 // fsync'd JetStream ack); for the HTTP receivers the client's request
 // p50/p99 (an answer comes once the lines are durable); the process's CPU
-// per line and its peak RSS. QUARRY_INGEST_LINES (default 300000) lines,
+// per line and its peak RSS; for the receivers, the CPU per line of the
+// bench's own clients (this process: requests sent and answers read, the
+// bodies being built before the clock starts, as a load generator's are).
+// QUARRY_INGEST_LINES (default 300000) lines,
 // one tenant. QUARRY_INGEST_SOURCES=jsonline,file picks sources and
 // QUARRY_INGEST_UNPACED=1 skips the paced runs (with QUARRY_CPUPROFILE set,
-// the run's profile is the last run's).
+// the run's profile is the last run's); QUARRY_INGEST_TIMELINE=1 logs a
+// receiver run's CPU and counters every 250 ms.
 func TestIngestBench(t *testing.T) {
 	out := os.Getenv("QUARRY_INGEST_BENCH_OUT")
 	if out == "" {
@@ -90,12 +94,16 @@ func TestIngestBench(t *testing.T) {
 			if r.reqP50 > 0 {
 				req = fmt.Sprintf("%s / %s", ms(r.reqP50), ms(r.reqP99))
 			}
-			rows = append(rows, fmt.Sprintf("| %s | %s | %d | %.0f | %s / %s | %s | %.2f | %d |",
-				src, load, len(lines), r.rate, ms(r.ackP50), ms(r.ackP99), req, r.cpuPerLine, r.rssMB))
+			client := "–"
+			if r.clientCPU > 0 {
+				client = fmt.Sprintf("%.2f", r.clientCPU)
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %s | %d | %.0f | %s / %s | %s | %.2f | %s | %d |",
+				src, load, len(lines), r.rate, ms(r.ackP50), ms(r.ackP99), req, r.cpuPerLine, client, r.rssMB))
 		}
 	}
-	table := "| source | load | lines | lines/s (end to end) | publish→ack p50 / p99 | request p50 / p99 | CPU µs/line | peak RSS MiB |\n" +
-		"|---|---|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n"
+	table := "| source | load | lines | lines/s (end to end) | publish→ack p50 / p99 | request p50 / p99 | CPU µs/line | client CPU µs/line | peak RSS MiB |\n" +
+		"|---|---|---:|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n"
 	if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +116,7 @@ type benchResult struct {
 	ackP50, ackP99 time.Duration
 	reqP50, reqP99 time.Duration // HTTP receivers: request to durable answer
 	cpuPerLine     float64       // µs
+	clientCPU      float64       // µs per line of this process (the clients) while the clock runs
 	rssMB          int64
 }
 
@@ -132,6 +141,15 @@ func benchSource(t *testing.T, bin, src, data, file string, lines []string, rate
 		args, ready = append(args, "--follow", "--listen-otlp", recvAddr), "otlp logs over http on"
 	case "bulk", "jsonline":
 		args, ready = append(args, "--follow", "--listen-http", recvAddr), "http ingest on"
+	}
+	// A receiver's requests are built before the process starts, as a load
+	// generator's are: building 1,000-line bodies (json.Marshal per line)
+	// in the clock took this process's CPU from the receiver's.
+	var bodies [][]byte
+	if src != "file" {
+		c0, t0 := selfCPU(), time.Now()
+		bodies = encodeBodies(t, src, lines)
+		t.Logf("%s: %d bodies built in %v (%v CPU), before the clock", src, len(bodies), time.Since(t0).Round(time.Millisecond), (selfCPU() - c0).Round(time.Millisecond))
 	}
 	cmd := exec.Command(bin, args...)
 	var stdout bytes.Buffer
@@ -172,13 +190,20 @@ func benchSource(t *testing.T, bin, src, data, file string, lines []string, rate
 	} else {
 		// The clock starts with the first line sent, after the server is up.
 		start = time.Now()
-		lat := sendLines(t, src, recvAddr, lines, rate)
+		stopTimeline := func() {}
+		if os.Getenv("QUARRY_INGEST_TIMELINE") != "" {
+			stopTimeline = timeline(t, cmd.Process.Pid, metrics)
+		}
+		cpu0 := selfCPU()
+		lat := sendBodies(t, src, recvAddr, bodies, rate)
 		if len(lat) > 0 {
 			slices.Sort(lat)
 			r.reqP50, r.reqP99 = lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)]
 		}
 		waitCommitted(t, metrics, uint64(len(lines)), &errLog)
+		stopTimeline()
 		r.rate = float64(len(lines)) / time.Since(start).Seconds()
+		r.clientCPU = float64(selfCPU()-cpu0) / float64(time.Microsecond) / float64(len(lines))
 		if err := cmd.Process.Signal(os.Interrupt); err != nil {
 			t.Fatal(err)
 		}
@@ -258,18 +283,96 @@ func scrape(addr string) map[string]float64 {
 	return out
 }
 
-// sendLines sends lines to a receiver from $QUARRY_INGEST_CLIENTS clients
-// (4 when unset) in requests (or writes) of 1000 lines, paced at rate lines/s when rate > 0, and returns
-// the HTTP requests' latencies (none for syslog, which has no answer). A
-// 429 is retried after a short pause, as a shipper would.
-func sendLines(t *testing.T, src, addr string, lines []string, rate float64) []time.Duration {
-	t.Helper()
-	const per = 1000
-	clients := atoiDefault(os.Getenv("QUARRY_INGEST_CLIENTS"), 4)
-	var bodies [][]byte
-	for i := 0; i < len(lines); i += per {
-		bodies = append(bodies, encodeBody(t, src, lines[i:min(i+per, len(lines))]))
+// timeline logs, every 250 ms until stop, the CPU of the process pid
+// and of this one (cores) and the pipeline's counters: a run's shape, for
+// finding what holds it back (QUARRY_INGEST_TIMELINE=1).
+func timeline(t *testing.T, pid int, metrics string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t0, lastT := time.Now(), time.Now()
+		lastP, lastS := procCPU(pid), selfCPU()
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			now, p, s := time.Now(), procCPU(pid), selfCPU()
+			dt := now.Sub(lastT).Seconds()
+			m := scrape(metrics)
+			sum := func(prefix string) float64 {
+				v := 0.0
+				for k, x := range m {
+					if k == prefix || strings.HasPrefix(k, prefix+"{") {
+						v += x
+					}
+				}
+				return v
+			}
+			t.Logf("t %5.2fs quarry %.2f client %.2f cores | produced %8.0f mined %8.0f encoded %8.0f | frames %5.0f high-water %5.0f",
+				now.Sub(t0).Seconds(), (p-lastP).Seconds()/dt, (s-lastS).Seconds()/dt,
+				sum("quarry_producer_lines_total"), sum("quarry_miner_records_total"), sum("quarry_encoder_records_total"),
+				sum("quarry_producer_frames_total"), sum("quarry_committer_high_water"))
+			lastT, lastP, lastS = now, p, s
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// procCPU is the user+sys CPU of process pid so far (/proc/pid/stat).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
 	}
+	// The fields after the command's closing parenthesis; utime and stime
+	// are the 14th and 15th of the line, in clock ticks (100 a second).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
+}
+
+// selfCPU is this process's user+sys CPU so far (its children's not
+// included).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// linesPerBody is the lines of one request (or syslog write).
+const linesPerBody = 1000
+
+// encodeBodies cuts lines into the bodies sendBodies sends.
+func encodeBodies(t *testing.T, src string, lines []string) [][]byte {
+	t.Helper()
+	var bodies [][]byte
+	for i := 0; i < len(lines); i += linesPerBody {
+		bodies = append(bodies, encodeBody(t, src, lines[i:min(i+linesPerBody, len(lines))]))
+	}
+	return bodies
+}
+
+// sendBodies sends bodies (encodeBodies's) to a receiver from
+// $QUARRY_INGEST_CLIENTS clients (4 when unset), paced at rate lines/s
+// when rate > 0, and returns the HTTP requests' latencies (none for
+// syslog, which has no answer). A 429 is retried after a short pause, as
+// a shipper would.
+func sendBodies(t *testing.T, src, addr string, bodies [][]byte, rate float64) []time.Duration {
+	t.Helper()
+	const per = linesPerBody
+	clients := atoiDefault(os.Getenv("QUARRY_INGEST_CLIENTS"), 4)
 	url := map[string]string{"otlp-http": "/v1/logs", "bulk": "/acme/_bulk", "jsonline": "/jsonline?tenant=acme"}[src]
 	ctype := map[string]string{"otlp-http": "application/x-protobuf", "bulk": "application/x-ndjson", "jsonline": "application/x-ndjson"}[src]
 	next := make(chan int)

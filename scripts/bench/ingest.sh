@@ -21,7 +21,8 @@ ingest_bench() {
 		echo "client's schedule for the receivers). Lines/s runs from the first line sent to the committer's high-water"
 		echo "covering every frame (for the file, the run's own elapsed, start-up included). Publish→ack is a frame's"
 		echo "publish to its fsync'd JetStream ack (the run's summary); request is an HTTP request to its answer, which"
-		echo "comes once its lines are durable (syslog has no answer). CPU is the process's user+sys per line."
+		echo "comes once its lines are durable (syslog has no answer). CPU is the process's user+sys per line; client CPU"
+		echo "is the bench's own clients' (sending the requests, whose bodies are built before the clock starts)."
 		echo
 		cat "$tmp/ingest-table.md"
 	} >"$tmp/ingest.md"
