@@ -7,7 +7,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"unsafe"
 )
 
 // hugeWatch is a stdout that notes, while the command writes to it, the
@@ -100,5 +102,67 @@ func TestRunHugeHeap(t *testing.T) {
 	}
 	if w.writes == 0 || w.most < runHugeHeapBytes-2<<20 {
 		t.Errorf("while the run wrote (%d writes) the largest read-write mapping advised MADV_HUGEPAGE was %d bytes; want at least %d", w.writes, w.most, runHugeHeapBytes-2<<20)
+	}
+}
+
+// anonHugeAt reads /proc/self/smaps: the AnonHugePages, in bytes, of the
+// mapping that holds addr.
+func anonHugeAt(addr uintptr) (uint64, error) {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		if lo, hi, ok := strings.Cut(fields[0], "-"); ok && !strings.HasSuffix(fields[0], ":") {
+			a, err1 := strconv.ParseUint(lo, 16, 64)
+			b, err2 := strconv.ParseUint(hi, 16, 64)
+			if err1 == nil && err2 == nil {
+				in = uint64(addr) >= a && uint64(addr) < b
+				continue
+			}
+		}
+		if in && fields[0] == "AnonHugePages:" && len(fields) >= 2 {
+			kb, err := strconv.ParseUint(fields[1], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, sc.Err()
+}
+
+// TestCollapse: a 2 MB block of which one 4 KB page is touched (as the
+// block the heap's top falls in when hugeHeap advises the heap) is one
+// huge page after collapse, so its other pages take no fault of their own.
+func TestCollapse(t *testing.T) {
+	if !thpMadvise() {
+		t.Skip("transparent huge pages are not set to madvise here")
+	}
+	const huge = 2 << 20
+	m, err := syscall.Mmap(-1, 0, 2*huge, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(m)
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(m)))
+	lo := (base + huge - 1) &^ (huge - 1)
+	block := m[lo-base : lo-base+huge]
+	block[0] = 1 // the block now has a page table of 4 KB pages
+	if n, err := anonHugeAt(lo); err != nil || n != 0 {
+		t.Fatalf("before collapse: AnonHugePages %d, %v; want 0", n, err)
+	}
+	if err := collapse(lo); err != nil {
+		t.Skipf("the kernel did not collapse (%v): no huge page to be had here", err)
+	}
+	if n, err := anonHugeAt(lo); err != nil || n < huge {
+		t.Errorf("after collapse: AnonHugePages %d, %v; want %d", n, err, huge)
+	}
+	if block[0] != 1 || block[huge-1] != 0 {
+		t.Errorf("collapse changed the block's bytes: %d %d", block[0], block[huge-1])
 	}
 }

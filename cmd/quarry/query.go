@@ -153,6 +153,11 @@ func runQuery(ctx context.Context, e *env, args []string) error {
 		hugeHeap()
 	}
 	opts := lake.SearchOptions{Tenant: *tenant, TemplateID: *tid, Since: s, Until: u, Limit: *limit, LineOnly: *format == "raw"}
+	if !q.Aggregates() && *format == "raw" {
+		// Lines rendered straight into SearchRaw's buffer, written in
+		// chunks of their own: no record per line, no second buffer.
+		return lk.SearchRaw(ctx, q, opts, e.stdout)
+	}
 	bw := bufio.NewWriterSize(e.stdout, 1<<20)
 	if q.Aggregates() {
 		rows, err := lk.Aggregate(ctx, q, opts)
@@ -166,11 +171,6 @@ func runQuery(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		return bw.Flush()
-	}
-	if *format == "raw" {
-		// Lines rendered straight into SearchRaw's buffer, written in
-		// chunks of their own: no record per line, no second buffer.
-		return lk.SearchRaw(ctx, q, opts, e.stdout)
 	}
 	out, err := lake.NewFormatter(bw, *format)
 	if err != nil {

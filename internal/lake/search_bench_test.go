@@ -40,6 +40,18 @@ func BenchmarkSearch(b *testing.B) {
 		}
 		b.ReportMetric(float64(w.lines), "results")
 	})
+	b.Run("term-raw", func(b *testing.B) {
+		// SearchRaw of the term: what quarry query --format raw TERM does.
+		q := quarryql.MustCompile(term)
+		var w countWriter
+		for b.Loop() {
+			w = countWriter{}
+			if err := l.SearchRaw(ctx, q, lake.SearchOptions{}, &w); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(w.lines), "results")
+	})
 	for _, bc := range []struct{ name, q string }{
 		{"all", ""},
 		{"term", `"` + term + `"`},
