@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	_ "github.com/quarrylake/quarry/internal/earlyheap" // huge pages for the heap the inits allocate
 )
 
 // env is what a subcommand may touch of the process.
