@@ -353,11 +353,23 @@ func TestEncodeTemplatesV3Columns(t *testing.T) {
 	}{
 		{"live", rows, []string{"template_id", "tenant", "version", "template", "kind", "wal_seq", "kinds"}},
 		{"with a merge", append(slices.Clone(rows), merge), []string{"template_id", "tenant", "version", "template", "kind", "merged_into", "wal_seq", "kinds"}},
+		// Templates v4: no kinds column when no row has kinds.
+		{"live without kinds", withoutKinds(rows), []string{"template_id", "tenant", "version", "template", "kind", "wal_seq"}},
+		{"with a merge without kinds", withoutKinds(append(slices.Clone(rows), merge)), []string{"template_id", "tenant", "version", "template", "kind", "merged_into", "wal_seq"}},
+		{"one row with kinds", append(withoutKinds(rows), rows[0]), []string{"template_id", "tenant", "version", "template", "kind", "wal_seq", "kinds"}},
 	} {
 		for _, high := range []bool{true, false} {
 			checkTemplatesFile(t, c.name, c.rows, c.cols, high)
 		}
 	}
+}
+
+func withoutKinds(rows []lake.TemplateRow) []lake.TemplateRow {
+	out := slices.Clone(rows)
+	for i := range out {
+		out[i].Kinds = nil
+	}
+	return out
 }
 
 // TestTemplatesBusyFlushAtBetter: a busy flush writes its templates file
@@ -370,7 +382,7 @@ func TestTemplatesBusyFlushAtBetter(t *testing.T) {
 			Template: fmt.Sprintf("session %d of user <*> opened from <*> after %d retries on node-%d", i*7919%1000, i%13, i%17),
 			Kind:     "created", WALSeq: int64(1 + i/10)})
 	}
-	cols := []string{"template_id", "tenant", "version", "template", "kind", "wal_seq", "kinds"}
+	cols := []string{"template_id", "tenant", "version", "template", "kind", "wal_seq"}
 	busy := checkTemplatesFile(t, "busy", rows, cols, false)
 	idle := checkTemplatesFile(t, "idle", rows, cols, true)
 	if bytes.Equal(busy, idle) {

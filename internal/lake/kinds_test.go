@@ -1,6 +1,7 @@
 package lake_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -111,6 +112,47 @@ func TestTemplatesPreviousDerived(t *testing.T) {
 	for k, w := range want {
 		if got[k] != w {
 			t.Errorf("template %d version %d: previous %q, want %q", k[0], k[1], got[k], w)
+		}
+	}
+}
+
+// TestTemplatesV4WithoutKinds: a templates file has a kinds column only
+// when some row of it has kinds (templates v4), and merged_into only when
+// a row is a merge (v3); files of all four layouts read back their rows,
+// a missing kinds as none.
+func TestTemplatesV4WithoutKinds(t *testing.T) {
+	f := newFixture(t)
+	put := func(name string, data []byte) delta.Add {
+		if err := f.store.Put(f.ctx, f.tpl.FileKey(name), data); err != nil {
+			t.Fatal(err)
+		}
+		return delta.Add{Path: name, PartitionValues: map[string]string{}, Size: int64(len(data)), DataChange: true}
+	}
+	row := func(id int64, kind string, into int64, kinds []string) lake.TemplateRow {
+		return lake.TemplateRow{TemplateID: id, Tenant: "acme", Version: 1, Template: "t<*>", Kind: kind, MergedInto: into, WALSeq: id, Kinds: kinds}
+	}
+	adds := []delta.Add{
+		put("live.parquet", encode(t, []lake.TemplateRowLive{row(1, "created", 0, []string{"ipv4"}).Live()})),
+		put("merged.parquet", encode(t, []lake.TemplateRowMerged{row(2, "created", 0, []string{""}).Merged(), row(3, "merged", 2, nil).Merged()})),
+		put("livebare.parquet", encode(t, []lake.TemplateRowLiveBare{{TemplateID: 4, Tenant: "acme", Version: 1, Template: "t<*>", Kind: "created", WALSeq: 4}})),
+		put("mergedbare.parquet", encode(t, []lake.TemplateRowMergedBare{
+			{TemplateID: 5, Tenant: "acme", Version: 1, Template: "t<*>", Kind: "created", WALSeq: 5},
+			{TemplateID: 6, Tenant: "acme", Version: 1, Template: "t<*>", Kind: "merged", MergedInto: 5, WALSeq: 6}})),
+	}
+	f.commit(f.tpl, 6, adds...)
+	f.commit(f.rec, 6)
+	infos, err := lake.Open(f.store).Templates(f.ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[uint64]string{}
+	for _, i := range infos {
+		got[i.TemplateID] = strings.Join(i.Kinds, ",") + fmt.Sprintf("/%v", i.Kinds == nil)
+	}
+	want := map[uint64]string{1: "ipv4/false", 2: "/false", 4: "/true", 5: "/true"}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("template %d: kinds %q, want %q (all: %v)", id, got[id], w, got)
 		}
 	}
 }

@@ -263,9 +263,10 @@ func readRows[T any](ctx context.Context, f *parquet.File, key string) ([]T, err
 	}
 }
 
-// readTemplateRows reads a templates file's rows. A templates v3 file is
-// read through the struct of its columns (TemplateRowLive or
-// TemplateRowMerged): parquet-go converts each row of a file whose columns
+// readTemplateRows reads a templates file's rows. A templates v3 or v4 file is
+// read through the struct of its columns (TemplateRowLive,
+// TemplateRowMerged, or without kinds TemplateRowLiveBare,
+// TemplateRowMergedBare): parquet-go converts each row of a file whose columns
 // are not T's, which cost more than reading it.
 func readTemplateRows(ctx context.Context, t *delta.Table, rel string) ([]TemplateRow, error) {
 	f, key, closeFn, err := openFile(ctx, t, rel)
@@ -273,14 +274,22 @@ func readTemplateRows(ctx context.Context, t *delta.Table, rel string) ([]Templa
 		return nil, err
 	}
 	defer closeFn()
-	has := func(col string) bool { _, ok := f.Schema().Lookup(col); return ok }
+	// A top-level field, leaf or group (kinds is a LIST, which Lookup
+	// does not find by its name alone).
+	has := func(col string) bool {
+		return slices.ContainsFunc(f.Schema().Fields(), func(fld parquet.Field) bool { return fld.Name() == col })
+	}
 	switch {
 	case has("previous"):
 		return readRows[TemplateRow](ctx, f, key)
-	case has("merged_into"):
+	case has("merged_into") && has("kinds"):
 		return readAs(ctx, f, key, TemplateRowMerged.row)
-	default:
+	case has("merged_into"):
+		return readAs(ctx, f, key, TemplateRowMergedBare.row)
+	case has("kinds"):
 		return readAs(ctx, f, key, TemplateRowLive.row)
+	default:
+		return readAs(ctx, f, key, TemplateRowLiveBare.row)
 	}
 }
 

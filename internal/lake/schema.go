@@ -119,6 +119,40 @@ type TemplateRowLive struct {
 	Kinds      []string `parquet:"kinds,optional,list"`
 }
 
+// TemplateRowMergedBare and TemplateRowLiveBare are the columns of a
+// templates v4 file (since 2026-12-05): TemplateRowMerged and
+// TemplateRowLive without kinds, which a file has only when some row of
+// it has kinds. Readers read a missing kinds as nil.
+type TemplateRowMergedBare struct {
+	TemplateID int64  `parquet:"template_id,delta"`
+	Tenant     string `parquet:"tenant"`
+	Version    int32  `parquet:"version,delta"`
+	Template   string `parquet:"template"`
+	Kind       string `parquet:"kind"`
+	MergedInto int64  `parquet:"merged_into,delta"`
+	WALSeq     int64  `parquet:"wal_seq,delta"`
+}
+
+// TemplateRowLiveBare: see TemplateRowMergedBare.
+type TemplateRowLiveBare struct {
+	TemplateID int64  `parquet:"template_id,delta"`
+	Tenant     string `parquet:"tenant"`
+	Version    int32  `parquet:"version,delta"`
+	Template   string `parquet:"template"`
+	Kind       string `parquet:"kind"`
+	WALSeq     int64  `parquet:"wal_seq,delta"`
+}
+
+func (r TemplateRowMergedBare) row() TemplateRow {
+	return TemplateRow{TemplateID: r.TemplateID, Tenant: r.Tenant, Version: r.Version, Template: r.Template, Kind: r.Kind,
+		MergedInto: r.MergedInto, WALSeq: r.WALSeq}
+}
+
+func (r TemplateRowLiveBare) row() TemplateRow {
+	return TemplateRow{TemplateID: r.TemplateID, Tenant: r.Tenant, Version: r.Version, Template: r.Template, Kind: r.Kind,
+		WALSeq: r.WALSeq}
+}
+
 // Merged is r without Previous.
 func (r TemplateRow) Merged() TemplateRowMerged {
 	return TemplateRowMerged{r.TemplateID, r.Tenant, r.Version, r.Template, r.Kind, r.MergedInto, r.WALSeq, r.Kinds}
