@@ -12,7 +12,7 @@ counts=${BENCH_ENCODERS:-1,2,4}
 lines=${BENCH_ENCODER_LINES:-100000}
 bin=${QUARRY_BIN:-}
 if [ -z "$bin" ]; then
-	go build -o bin/quarry ./cmd/quarry
+	CGO_ENABLED=0 go build -o bin/quarry ./cmd/quarry
 	bin=$PWD/bin/quarry
 fi
 out=$(cd e2e && QUARRY_BIN="$bin" go test -v -tags chaos -count=1 -timeout 60m -run '^TestBenchEncoders$' ./chaos/ \

@@ -512,7 +512,7 @@ PROFILE
 
 if [ "${1:-}" = search ]; then
 	# scripts/bench.sh search: only this section, replaced in $OUT in place.
-	go build -o bin/quarry ./cmd/quarry
+	CGO_ENABLED=0 go build -o bin/quarry ./cmd/quarry
 	search_bench
 	[ -s "$tmp/search.md" ] || exit 0
 	awk -v f="$tmp/search.md" '
@@ -526,7 +526,7 @@ if [ "${1:-}" = search ]; then
 	exit 0
 fi
 
-go build -o bin/quarry ./cmd/quarry
+CGO_ENABLED=0 go build -o bin/quarry ./cmd/quarry
 
 echo "== pipeline: quarry run, $LINES lines x ($TENANTS)" >&2
 bin/quarry run --data "$tmp/run" --lines "$LINES" --tenants "$TENANTS" >"$tmp/run.txt" 2>"$tmp/run.err"
