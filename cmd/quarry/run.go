@@ -180,11 +180,16 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	// the miner and the NATS server: a flush encoding on every core held
 	// the WAL's acks back for hundreds of milliseconds (the ack tail in
 	// docs/benchmarks.md). Once every line is in the WAL, they have them all.
+	// With --follow the source runs until interrupted and lines come in
+	// bursts: the slot is lent back while none comes (idleSlot).
 	releaseSlot, err := encoder.ReserveEncodeSlot(ctx)
 	if err != nil {
 		pcancel()
 		wg.Wait()
 		return err
+	}
+	if *follow {
+		releaseSlot = lendSlotWhenIdle(pctx, releaseSlot, func() uint64 { return sourceProgress(src.Stats()) }, slotIdleAfter, slotIdlePoll)
 	}
 	runErr := src.Run(ctx)
 	releaseSlot()
@@ -223,6 +228,68 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	return printSummaryAt(ctx, e.stdout, p, cfg, src, elapsed, cpu, tenantList, reg)
+}
+
+// A following run lends its reserved encode slot back to the encoders
+// once its source has acked nothing for slotIdleAfter (checked every
+// slotIdlePoll): a burst of lines ended, no ack waits, and the encoders'
+// flushes of it (encoder.idle_flush, 100ms after their input stopped) get
+// both cores instead of one. The next acked frame takes the slot again.
+const (
+	slotIdleAfter = 50 * time.Millisecond
+	slotIdlePoll  = 10 * time.Millisecond
+)
+
+// sourceProgress counts what a source has done: it moves with every frame
+// acked and every line dead-lettered.
+func sourceProgress(st producer.Stats) uint64 { return st.Frames + st.DeadLetters }
+
+// lendSlotWhenIdle takes over release, the release of a slot reserved
+// with encoder.ReserveEncodeSlot: it releases the slot once progress has
+// not moved for idleAfter and reserves one again when it moves. The
+// returned func stops it and releases the slot if held; it is what to
+// call instead of release. ctx ending stops it too.
+func lendSlotWhenIdle(ctx context.Context, release func(), progress func() uint64, idleAfter, poll time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		held := true
+		defer func() {
+			if held {
+				release()
+			}
+		}()
+		last, moved := progress(), time.Now()
+		t := time.NewTicker(poll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			cur := progress()
+			switch {
+			case cur != last:
+				last, moved = cur, time.Now()
+				if !held {
+					r, err := encoder.ReserveEncodeSlot(ctx)
+					if err != nil {
+						return // ctx ended
+					}
+					release, held = r, true
+				}
+			case held && time.Since(moved) >= idleAfter:
+				release()
+				held = false
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 func lakeDisplay(cfg pipeline.Config) string { return cfg.LakeURL() }

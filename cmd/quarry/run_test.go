@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -413,5 +414,46 @@ func TestRunReservesEncodeSlot(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "lines in        2 ") {
 		t.Fatalf("summary:\n%s", out.String())
+	}
+}
+
+// TestLendSlotWhenIdle: a following run's reserved encode slot goes back
+// to the encoders once its source acks nothing for a while (a burst of
+// lines ended: their flushes get every core), is taken again when the
+// source moves, and is released when the run stops it.
+func TestLendSlotWhenIdle(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("GOMAXPROCS 1: the encoders keep their one slot")
+	}
+	var progress atomic.Uint64
+	release, err := encoder.ReserveEncodeSlot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := lendSlotWhenIdle(context.Background(), release, progress.Load, 20*time.Millisecond, time.Millisecond)
+	for _, step := range []struct {
+		what  string
+		moves bool // the source keeps acking frames
+		want  int
+	}{
+		{"idle from the start", false, 0},
+		{"frames acked", true, 1},
+		{"idle again", false, 0},
+		{"acked again", true, 1},
+	} {
+		deadline := time.Now().Add(30 * time.Second)
+		for encoder.EncodeSlotsInUse() != step.want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d encode slots in use, want %d", step.what, encoder.EncodeSlotsInUse(), step.want)
+			}
+			if step.moves {
+				progress.Add(1)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	stop()
+	if n := encoder.EncodeSlotsInUse(); n != 0 {
+		t.Fatalf("after stop: %d encode slots in use, want 0", n)
 	}
 }
