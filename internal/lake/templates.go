@@ -41,12 +41,16 @@ type templateSet struct {
 
 // loadTemplates reads every committed templates file (tenant "" = all).
 func (l *Lake) loadTemplates(ctx context.Context, tenant string) (templateSet, error) {
-	set := templateSet{rows: map[tplKey]TemplateRow{}, merges: map[int64]int64{}}
+	set := templateSet{merges: map[int64]int64{}}
 	snap, err := l.templates.Snapshot(ctx)
 	if err != nil {
 		return set, fmt.Errorf("templates snapshot: %w", err)
 	}
-	for _, f := range snap.Files {
+	// Every file's rows first, so that the map is made at its size: grown
+	// row by row, it rehashed its large values about ten times.
+	files := make([][]TemplateRow, len(snap.Files))
+	n := 0
+	for i, f := range snap.Files {
 		ck := cacheKey{l.templates.FileKey(f.Path), f.Size}
 		rows, ok := l.cache.templateRows(ck)
 		if !ok {
@@ -55,7 +59,12 @@ func (l *Lake) loadTemplates(ctx context.Context, tenant string) (templateSet, e
 			}
 			l.cache.putTemplateRows(ck, rows)
 		}
-		for _, r := range rows {
+		files[i] = rows
+		n += len(rows)
+	}
+	set.rows = make(map[tplKey]TemplateRow, n)
+	for i, f := range snap.Files {
+		for _, r := range files[i] {
 			if tenant != "" && r.Tenant != tenant {
 				continue
 			}
