@@ -87,7 +87,12 @@ func TestAdvise(t *testing.T) {
 		t.Errorf("after advise: the mapping is not advised MADV_HUGEPAGE")
 	}
 	if n < huge {
-		t.Errorf("after advise: AnonHugePages %d; want the block of p collapsed (%d) (or the kernel had no huge page free)", n, huge)
+		// The kernel may have had no huge page to give: ask it again, and
+		// skip if it says so.
+		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, b, huge, madvCollapse); errno != 0 {
+			t.Skipf("the kernel does not collapse here (%v)", errno)
+		}
+		t.Errorf("after advise: AnonHugePages %d; want the block of p collapsed (%d)", n, huge)
 	}
 	if m[p-base] != 1 || m[b-base] != 0 {
 		t.Errorf("advise changed the mapping's bytes")
