@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quarrylake/quarry/internal/earlyheap"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/internal/query"
@@ -149,8 +150,11 @@ func runQuery(ctx context.Context, e *env, args []string) error {
 	if !q.Aggregates() {
 		// A search decodes columns into tens of MB; an aggregate mostly
 		// reads footers, and the collection hugeHeap costs would outweigh
-		// its faults.
+		// its faults: the heap mapping it is about to fill is advised
+		// instead.
 		hugeHeap()
+	} else {
+		earlyheap.Advise()
 	}
 	opts := lake.SearchOptions{Tenant: *tenant, TemplateID: *tid, Since: s, Until: u, Limit: *limit, LineOnly: *format == "raw"}
 	if !q.Aggregates() && *format == "raw" {

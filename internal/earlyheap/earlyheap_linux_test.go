@@ -120,3 +120,20 @@ func TestBounds(t *testing.T) {
 		}
 	}
 }
+
+// grown holds the heap TestAdviseTop grows, so that its top lies above the
+// mapping the package's init advised.
+var grown []byte
+
+// TestAdviseTop: Advise advises the heap mapping that holds the top of
+// the heap as it is then (above the first chunk, which the init advised).
+func TestAdviseTop(t *testing.T) {
+	if !thpMadvise() {
+		t.Skip("transparent huge pages are not set to madvise here")
+	}
+	grown = make([]byte, 8<<20)
+	p := adviseTop()
+	if _, _, hg, _ := smapsOf(t, p); !hg {
+		t.Errorf("the mapping of the heap's top (%#x) is not advised MADV_HUGEPAGE after Advise", p)
+	}
+}

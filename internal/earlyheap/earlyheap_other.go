@@ -1,0 +1,6 @@
+//go:build !linux
+
+package earlyheap
+
+// Advise is Linux's transparent huge pages for the heap: nothing here.
+func Advise() {}
