@@ -63,6 +63,10 @@ type Committer struct {
 	// so a quiet term still checks its consumer, maintenance and
 	// progress. Tests set it.
 	idleWait time.Duration
+	// drainWait is how long a term waits for more reports, within a
+	// commit interval and with an advance waiting, before it asks whether
+	// the WAL is drained (term.go): CommitInterval/10 within 5ms..100ms.
+	drainWait time.Duration
 	// now is the clock of tombstone expiry and log cleanup; tests set it.
 	now func() time.Time
 
@@ -107,6 +111,7 @@ func New(cfg Config, deps Deps) (*Committer, error) {
 		progress:  delta.OpenTable(deps.Store, lake.ProgressTable),
 		status:    "starting",
 		idleWait:  min(max(cfg.CommitInterval/2, 10*time.Millisecond), time.Second),
+		drainWait: min(max(cfg.CommitInterval/10, 5*time.Millisecond), 100*time.Millisecond),
 		now:       time.Now,
 	}
 	c.cp = newCheckpointer(c)

@@ -27,7 +27,10 @@ type Config struct {
 	LeaseTTL time.Duration `yaml:"lease_ttl"`
 	// CommitInterval is the least time between two high-water advances, so a
 	// busy lake gets one commit per interval rather than one per report.
-	// Default 1s.
+	// One exception: an advance that covers the WAL's last frame (the
+	// pipeline drained, so no report can come before more lines do) is
+	// committed once no report came for CommitInterval/10 (5ms to 100ms),
+	// without waiting for the interval to end. Default 1s.
 	CommitInterval time.Duration `yaml:"commit_interval"`
 	// PurgeWAL purges streams.WALStream below min(high-water, oldest stored
 	// miner snapshot sequence)+1 after each advance: the miner falls back to

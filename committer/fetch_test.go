@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/quarrylake/quarry/streams"
 )
 
 // TestReportCommittedWithoutFetchWait: a report is committed as soon as a
@@ -30,6 +32,9 @@ func TestReportCommittedWithoutFetchWait(t *testing.T) {
 	const deadline = 20 * time.Second
 	eventually(t, deadline, "the replay of the empty report stream", func() bool { return c.Ready() == nil })
 
+	// WAL frames beyond the reports, so that the WAL is never drained
+	// (TestDrainedWALCommittedAtOnce) and a.2 waits for the interval.
+	e.walFrames(5)
 	e.publish(e.encode("a.1", batch{1, 0}))
 	eventually(t, deadline, "report a.1 committed by an idle committer", func() bool { return c.HighWater() >= 1 })
 	// Within the interval after a.1's commit: committed when it ends.
@@ -39,5 +44,51 @@ func TestReportCommittedWithoutFetchWait(t *testing.T) {
 	e.exactlyOnce(1, 2)
 	if v := e.table("records"); v.version != 2 {
 		t.Errorf("records version %d, want 2 (create, one commit per report)", v.version)
+	}
+}
+
+// walFrames publishes n frames to the WAL (their content is not read).
+func (e *env) walFrames(n int) {
+	e.t.Helper()
+	for i := range n {
+		if _, err := e.js.Publish(context.Background(), streams.LineSubject("acme"), []byte{byte(i)}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// TestDrainedWALCommittedAtOnce: within a commit interval, an advance
+// that covers every frame in the WAL (the pipeline drained: no report can
+// come before more lines do) is committed at once, not when the interval
+// ends; one that does not cover them waits. The interval and the fetches'
+// wait are an hour, so HighWater reaches 3 within the test's deadline only
+// by the drain rule, and a.2 (WAL frame 3 not yet written) cannot be
+// committed alone.
+func TestDrainedWALCommittedAtOnce(t *testing.T) {
+	e := newEnv(t)
+	cfg := testConfig("c1")
+	cfg.CommitInterval = time.Hour
+	c, err := New(cfg, Deps{JS: e.js, Store: e.local, Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.idleWait = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{c: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- c.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	const deadline = 20 * time.Second
+	e.walFrames(3)
+	eventually(t, deadline, "the replay of the empty report stream", func() bool { return c.Ready() == nil })
+
+	e.publish(e.encode("a.1", batch{1, 0}))
+	eventually(t, deadline, "report a.1 committed by an idle committer", func() bool { return c.HighWater() >= 1 })
+	e.publish(e.encode("a.2", batch{2, 1}))
+	e.publish(e.encode("a.3", batch{3, 2}))
+	eventually(t, deadline, "reports a.2 and a.3 committed once the WAL is drained", func() bool { return c.HighWater() >= 3 })
+	r.stop(t)
+	e.exactlyOnce(1, 2, 3)
+	if v := e.table("records"); v.version != 2 {
+		t.Errorf("records version %d, want 2 (a.1's commit, then a.2 and a.3 in one)", v.version)
 	}
 }

@@ -98,7 +98,8 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 		// only, then take what is already there without waiting. Otherwise
 		// nothing is committed before the interval ends: batch up what
 		// arrives until then, and no longer, so a report never waits past
-		// its commit for a fetch to end.
+		// its commit for a fetch to end. Within an interval the advance
+		// is committed early when the WAL is drained (drainCheck below).
 		const (
 			noWait   = iota // what is there, at once
 			first           // block for one report
@@ -106,11 +107,26 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 		)
 		steps := []int{noWait}
 		due := time.Duration(0)
+		// drainCheck: within an interval, with an advance waiting, the
+		// batch of reports is taken for drainWait only; when none came, a
+		// WAL holding nothing beyond the advance (the pipeline drained: no
+		// report can come before more lines do) is committed at once
+		// rather than when the interval ends.
+		// Without an advance waiting, the first report ends the wait, so
+		// that the next round looks at the drain.
+		drainCheck := false
+		firstWait := wait
 		if replayed {
 			due = c.cfg.CommitInterval - time.Since(ts.lastAdv)
 			steps = []int{first, noWait}
 			if due > 0 {
-				steps = []int{untilDue}
+				if ts.arb.advance() > ts.arb.hw {
+					drainCheck = true
+					steps = []int{untilDue}
+					due = min(due, c.drainWait)
+				} else {
+					firstWait = min(due, wait)
+				}
 			}
 		}
 		n, caughtUp := 0, false
@@ -124,7 +140,7 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 			case untilDue:
 				batch, done, err = fetchReports(ctx, cons, c.cfg.FetchBatch, min(due, wait))
 			case first:
-				batch, done, err = fetchReports(ctx, cons, 1, wait)
+				batch, done, err = fetchReports(ctx, cons, 1, firstWait)
 			default:
 				size := c.cfg.FetchBatch
 				if i > 0 {
@@ -208,6 +224,10 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 		if caughtUp && !replayed {
 			replayed, force = true, true
 			c.log.Info("report stream replayed", "high_water", ts.arb.hw, "pending_batches", ts.arb.pendingBatches())
+		}
+		due = 0
+		if replayed && !force && drainCheck && n == 0 && time.Since(ts.lastAdv) < c.cfg.CommitInterval {
+			force = c.walDrained(ctx, ts.arb.advance())
 		}
 		if replayed && (force || time.Since(ts.lastAdv) >= c.cfg.CommitInterval) {
 			if err := c.commit(ctx, ts); err != nil {
@@ -312,17 +332,35 @@ func (w *stuckWatch) idle(ctx context.Context, lastSeq func(context.Context) (ui
 
 // reportsLastSeq is the report stream's last sequence.
 func (c *Committer) reportsLastSeq(ctx context.Context) (uint64, error) {
+	return c.lastSeq(ctx, streams.ReportStream)
+}
+
+// lastSeq is a stream's last sequence.
+func (c *Committer) lastSeq(ctx context.Context, stream string) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 	defer cancel()
-	st, err := c.js.Stream(ctx, streams.ReportStream)
+	st, err := c.js.Stream(ctx, stream)
 	if err != nil {
-		return 0, fmt.Errorf("report stream info: %w", err)
+		return 0, fmt.Errorf("%s stream info: %w", stream, err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("report stream info: %w", err)
+		return 0, fmt.Errorf("%s stream info: %w", stream, err)
 	}
 	return info.State.LastSeq, nil
+}
+
+// walDrained tells whether the WAL holds no frame above w, the high-water
+// an advance would reach: every line in it is then written, and a commit
+// made now leaves nothing behind for the interval's end. An error reads
+// as not drained (the interval's commit follows as before).
+func (c *Committer) walDrained(ctx context.Context, w uint64) bool {
+	last, err := c.lastSeq(ctx, streams.WALStream)
+	if err != nil {
+		c.log.Debug("wal last sequence", "err", err)
+		return false
+	}
+	return last <= w
 }
 
 func (c *Committer) updateGap(ts *termState) {
