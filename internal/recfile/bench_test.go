@@ -33,6 +33,38 @@ func BenchmarkEncodeV3(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(c.rows)), "ns/line")
 }
 
+// BenchmarkEncodeV3Mixed encodes the same rows with the datasets' lines
+// interleaved one by one, renumbered in WAL order: the rows of a template
+// lie apart, as in a pipeline's file of many sources, where the Loghub
+// sets concatenated keep a template's rows near each other.
+func BenchmarkEncodeV3Mixed(b *testing.B) {
+	rows, tpl := mixedRows(benchCorpus(b))
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := Encode(rows, tpl); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/line")
+}
+
+// mixedRows interleaves c's rows in runs of 2,000 (one Loghub set each)
+// line by line and renumbers them in WAL order, frames of frameLines.
+func mixedRows(c *corpus) ([]Row, Templates) {
+	const set = 2000
+	rows := make([]Row, 0, len(c.rows))
+	for i := 0; len(rows) < len(c.rows); i++ {
+		for s := 0; s*set < len(c.rows); s++ {
+			if j := s*set + i; i < set && j < len(c.rows) {
+				r := c.rows[j]
+				r.WALSeq, r.Index = uint64(1+len(rows)/frameLines), uint32(len(rows)%frameLines)
+				rows = append(rows, r)
+			}
+		}
+	}
+	return rows, c.tpl
+}
+
 func BenchmarkEncodeV2(b *testing.B) {
 	c := benchCorpus(b)
 	b.ResetTimer()

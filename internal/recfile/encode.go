@@ -955,13 +955,13 @@ func atoiSlot(s string) int {
 // appendSlot appends the values of slot column c (p, n or b) for the rows
 // part: the hot loop, many cells are null.
 func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, enc []encoded) []parquet.Value {
-	null := parquet.NullValue().Level(0, 0, ci)
+	null := level(parquet.NullValue(), 0, 0, ci)
 	k := int32(c.slot)
 	switch c.kind {
 	case cN:
 		for x := range enc {
 			if en := &enc[x]; k < en.n.cnt {
-				vals = append(vals, parquet.Int64Value(e.nv[en.n.off+k]).Level(0, c.maxDef, ci))
+				vals = append(vals, level(parquet.Int64Value(e.nv[en.n.off+k]), 0, c.maxDef, ci))
 			} else {
 				vals = append(vals, null)
 			}
@@ -978,7 +978,7 @@ func (e *encoder) appendSlot(vals []parquet.Value, c column, ci int, enc []encod
 				sp = en.b
 			}
 			if k < sp.cnt {
-				vals = append(vals, parquet.ByteArrayValue(unsafeBytes(strs[sp.off+k])).Level(0, c.maxDef, ci))
+				vals = append(vals, level(parquet.ByteArrayValue(unsafeBytes(strs[sp.off+k])), 0, c.maxDef, ci))
 			} else {
 				vals = append(vals, null)
 			}
@@ -1092,32 +1092,32 @@ func (e *encoder) appendCell(vals []parquet.Value, c column, ci int, r *Row, en 
 	{
 		switch c.kind {
 		case cWALSeq:
-			vals = append(vals, parquet.Int64Value(int64(r.WALSeq)).Level(0, 0, ci))
+			vals = append(vals, level(parquet.Int64Value(int64(r.WALSeq)), 0, 0, ci))
 		case cIndex:
-			vals = append(vals, parquet.Int32Value(int32(r.Index)).Level(0, 0, ci))
+			vals = append(vals, level(parquet.Int32Value(int32(r.Index)), 0, 0, ci))
 		case cTS:
-			vals = append(vals, parquet.Int64Value(floorDiv(r.TS, 1000)).Level(0, 0, ci))
+			vals = append(vals, level(parquet.Int64Value(floorDiv(r.TS, 1000)), 0, 0, ci))
 		case cTemplateID:
-			vals = append(vals, parquet.Int64Value(int64(r.TemplateID)).Level(0, 0, ci))
+			vals = append(vals, level(parquet.Int64Value(int64(r.TemplateID)), 0, 0, ci))
 		case cVersion:
-			vals = append(vals, parquet.Int32Value(int32(r.TemplateVersion)).Level(0, 0, ci))
+			vals = append(vals, level(parquet.Int32Value(int32(r.TemplateVersion)), 0, 0, ci))
 		case cSource:
 			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(r.Source)))
 		case cKinds:
 			vals = append(vals, parquet.ByteArrayValue(unsafeBytes(en.kinds)))
 		case cResidue:
 			if len(en.residue) > 0 {
-				vals = append(vals, parquet.ByteArrayValue(en.residue).Level(0, c.maxDef, ci))
+				vals = append(vals, level(parquet.ByteArrayValue(en.residue), 0, c.maxDef, ci))
 			} else {
-				vals = append(vals, parquet.NullValue().Level(0, 0, ci))
+				vals = append(vals, level(parquet.NullValue(), 0, 0, ci))
 			}
 		case cMore:
 			items := e.moreItems(r, en)
 			for n, it := range items {
-				vals = append(vals, parquet.ByteArrayValue(unsafeBytes(it.text)).Level(min(n, 1), c.maxDef, ci))
+				vals = append(vals, level(parquet.ByteArrayValue(unsafeBytes(it.text)), min(n, 1), c.maxDef, ci))
 			}
 			if len(items) == 0 {
-				vals = append(vals, parquet.NullValue().Level(0, 0, ci))
+				vals = append(vals, level(parquet.NullValue(), 0, 0, ci))
 			}
 		case cAttrKey, cAttrValue:
 			for n, a := range r.Attrs {
@@ -1125,10 +1125,10 @@ func (e *encoder) appendCell(vals []parquet.Value, c column, ci int, r *Row, en 
 				if c.kind == cAttrValue {
 					s = a.Value
 				}
-				vals = append(vals, parquet.ByteArrayValue(unsafeBytes(s)).Level(min(n, 1), c.maxDef, ci))
+				vals = append(vals, level(parquet.ByteArrayValue(unsafeBytes(s)), min(n, 1), c.maxDef, ci))
 			}
 			if len(r.Attrs) == 0 {
-				vals = append(vals, parquet.NullValue().Level(0, 0, ci))
+				vals = append(vals, level(parquet.NullValue(), 0, 0, ci))
 			}
 		}
 	}
