@@ -629,6 +629,11 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 		all[i] = tp != nil && tp.Decision == query.All
 	}
 	filtered := s.rowsFiltered()
+	// A residual that reads neither source nor attributes is decided on
+	// the line alone: it is rendered into line, reused row after row, and
+	// no Record is built (scanLine).
+	lineOnly := f.plan.residual&(query.ColSource|query.ColAttrs) == 0
+	var line []byte
 	for x := range l.Len() {
 		ki := l.KeyIndex(x)
 		k := keys[ki]
@@ -639,6 +644,15 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 			}
 			seq, idx := l.Pos(x)
 			if s.keepRow(floorDiv(l.TS(x), 1000), int64(k.ID), int64(seq), int32(idx)) {
+				c.sel = append(c.sel, int32(x))
+			}
+			continue
+		}
+		if lineOnly {
+			var ok bool
+			if line, ok, err = s.scanLine(l, x, k, f, lr, &qr, line); err != nil {
+				return nil, err
+			} else if ok {
 				c.sel = append(c.sel, int32(x))
 			}
 			continue
@@ -660,6 +674,41 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 	}
 	lr.done()
 	return c, nil
+}
+
+// scanLine is match for row x of l, a row of version k whose residual
+// reads neither source nor attributes: the line rendered into buf
+// (returned for reuse) and handed to the learner, the row filters, then
+// the residual on the line, with no Record built.
+func (s *search) scanLine(l *recfile.Lines, x int, k recfile.Key, f searchFile, lr *learner, qr *query.Record, buf []byte) ([]byte, bool, error) {
+	buf, err := l.AppendLine(buf[:0], x)
+	if err != nil {
+		return buf, false, fmt.Errorf("records file %s: %w", f.add.Path, err)
+	}
+	lr.add(k, s.texts[k], buf)
+	seq, idx := l.Pos(x)
+	ts := floorDiv(l.TS(x), 1000)
+	if !s.keepRow(ts, int64(k.ID), int64(seq), int32(idx)) {
+		return buf, false, nil
+	}
+	tp := f.plan.plan.Template(k.ID, k.Version)
+	if tp == nil {
+		return buf, false, fmt.Errorf("record (%d,%d) in %s: template %d version %d: %w",
+			seq, idx, f.add.Path, k.ID, k.Version, ErrTemplateMissing)
+	}
+	switch tp.Decision {
+	case query.None:
+		return buf, false, nil
+	case query.All:
+		return buf, true, nil
+	}
+	text := tp.Template.Text
+	*qr = query.Record{Tenant: f.tenant, TS: time.UnixMicro(ts).UTC(), TemplateID: k.ID,
+		TemplateVersion: k.Version, Template: text, Line: buf}
+	if tp.ReadsParams() {
+		qr.Params = splitParams(text, string(buf))
+	}
+	return buf, tp.Match(qr), nil
 }
 
 // learner gathers, while readLines renders a cached file's Scan rows (or
