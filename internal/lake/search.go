@@ -623,10 +623,12 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 	var qr query.Record
 	lr := newLearner(m, tp)
 	keys := l.Keys()
-	all := make([]bool, len(keys)) // by Lines.KeyIndex: the plan takes the version's rows
+	all := make([]bool, len(keys))                  // by Lines.KeyIndex: the plan takes the version's rows
+	plans := make([]*query.TemplatePlan, len(keys)) // by Lines.KeyIndex: the version's plan (nil: missing)
 	for i, k := range keys {
 		tp := f.plan.plan.Template(k.ID, k.Version)
 		all[i] = tp != nil && tp.Decision == query.All
+		plans[i] = tp
 	}
 	filtered := s.rowsFiltered()
 	// A residual that reads neither source nor attributes is decided on
@@ -650,7 +652,7 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 		}
 		if lineOnly {
 			var ok bool
-			if line, ok, err = s.scanLine(l, x, k, f, lr, &qr, line); err != nil {
+			if line, ok, err = s.scanLine(l, x, k, plans[ki], f, lr, &qr, line); err != nil {
 				return nil, err
 			} else if ok {
 				c.sel = append(c.sel, int32(x))
@@ -676,11 +678,12 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 	return c, nil
 }
 
-// scanLine is match for row x of l, a row of version k whose residual
+// scanLine is match for row x of l, a row of version k (tp its plan,
+// nil when the plan lacks it) whose residual
 // reads neither source nor attributes: the line rendered into buf
 // (returned for reuse) and handed to the learner, the row filters, then
 // the residual on the line, with no Record built.
-func (s *search) scanLine(l *recfile.Lines, x int, k recfile.Key, f searchFile, lr *learner, qr *query.Record, buf []byte) ([]byte, bool, error) {
+func (s *search) scanLine(l *recfile.Lines, x int, k recfile.Key, tp *query.TemplatePlan, f searchFile, lr *learner, qr *query.Record, buf []byte) ([]byte, bool, error) {
 	buf, err := l.AppendLine(buf[:0], x)
 	if err != nil {
 		return buf, false, fmt.Errorf("records file %s: %w", f.add.Path, err)
@@ -691,7 +694,6 @@ func (s *search) scanLine(l *recfile.Lines, x int, k recfile.Key, f searchFile, 
 	if !s.keepRow(ts, int64(k.ID), int64(seq), int32(idx)) {
 		return buf, false, nil
 	}
-	tp := f.plan.plan.Template(k.ID, k.Version)
 	if tp == nil {
 		return buf, false, fmt.Errorf("record (%d,%d) in %s: template %d version %d: %w",
 			seq, idx, f.add.Path, k.ID, k.Version, ErrTemplateMissing)
