@@ -116,6 +116,9 @@ type tplInfo struct {
 	// miss for each row and parameter of a large file.
 	rows int64
 	seen [256]bool
+	// kinds is the kinds of the version's last row classified (interned
+	// in encoder.kinds).
+	kinds string
 }
 
 // encoded is the per-row result of classification: the row's values per
@@ -154,15 +157,15 @@ type encoder struct {
 	hashes   []uint64          // scratch: a row's string values' estimate bits + 1, 0 when not hashed
 	rkinds   map[string]string // kinds -> "r"+kinds (alignRight)
 
-	lastKey   Key
-	lastKinds string
-	lastInfo  *tplInfo
-	arena     []byte  // text of string values that are not parameters
-	midx      []int32 // parameter index of each value in more
-	nv        []int64 // numeric values
-	resbuf    []byte
-	vals      []parquet.Value // write's values of a batch of rows
-	u         usage
+	lastKey  Key
+	lastInfo *tplInfo
+	ranked   []*tplInfo // by template rank (sortRanks), when the rows have ranks
+	arena    []byte     // text of string values that are not parameters
+	midx     []int32    // parameter index of each value in more
+	nv       []int64    // numeric values
+	resbuf   []byte
+	vals     []parquet.Value // write's values of a batch of rows
+	u        usage
 	// tail is the number of rows at the end of the write order that are
 	// rare template versions' (rareLast): a row group of their own.
 	tail int
@@ -216,7 +219,7 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	}
 	e := &encoder{o: o, tpl: tpl, infos: map[Key]*tplInfo{}, kinds: map[string]string{}, parser: p}
 
-	order := sortRows(rows, o.sortByTpl)
+	order, ranks, nkeys := sortRanks(rows, o.sortByTpl)
 	if o.sortByTpl && o.groupRows > 0 && len(rows) >= 2*o.groupRows {
 		e.tail = rareLast(rows, order, o.rareRows)
 	}
@@ -258,8 +261,25 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	for x, i := range order {
 		pos[i] = int32(x)
 	}
+	if ranks != nil {
+		e.ranked = make([]*tplInfo, nkeys)
+	}
 	for i := range rows {
-		if err := e.classify(&rows[i], &enc[pos[i]]); err != nil {
+		var t *tplInfo
+		if ranks != nil {
+			t = e.ranked[ranks[i]]
+		}
+		if t == nil {
+			var err error
+			r := &rows[i]
+			if t, err = e.info(Key{r.TemplateID, r.TemplateVersion}); err != nil {
+				return File{}, err
+			}
+			if ranks != nil {
+				e.ranked[ranks[i]] = t
+			}
+		}
+		if err := e.classify(&rows[i], t, &enc[pos[i]]); err != nil {
 			return File{}, err
 		}
 	}
@@ -305,7 +325,16 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 // byTpl) and WAL position. Rows given in WAL order, as AppendBatch makes
 // them, are bucketed by template in linear time.
 func sortRows(rows []Row, byTpl bool) []int32 {
-	order := make([]int32, len(rows))
+	order, _, _ := sortRanks(rows, byTpl)
+	return order
+}
+
+// sortRanks is sortRows, and for rows bucketed by template (WAL order,
+// byTpl) each row's template rank too, 0 to n-1 in template order: an
+// index for classify's per-template state, which a map lookup a row (the
+// Key hashed) found before. ranks is nil for rows sorted otherwise.
+func sortRanks(rows []Row, byTpl bool) (order, ranks []int32, n int) {
+	order = make([]int32, len(rows))
 	walOrdered := true
 	for i := range order {
 		order[i] = int32(i)
@@ -315,7 +344,7 @@ func sortRows(rows []Row, byTpl bool) []int32 {
 		}
 	}
 	if walOrdered && !byTpl {
-		return order
+		return order, nil, 0
 	}
 	if walOrdered {
 		// A counting sort on the templates' ranks keeps WAL order within one.
@@ -343,7 +372,7 @@ func sortRows(rows []Row, byTpl bool) []int32 {
 		for i, k := range keys {
 			rank[k] = int32(i)
 		}
-		ranks := make([]int32, len(rows))
+		ranks = make([]int32, len(rows))
 		var r int32
 		for i := range rows {
 			if k := (Key{rows[i].TemplateID, rows[i].TemplateVersion}); i == 0 || k != last {
@@ -359,7 +388,7 @@ func sortRows(rows []Row, byTpl bool) []int32 {
 			order[start[r]] = int32(i)
 			start[r]++
 		}
-		return order
+		return order, ranks, len(keys)
 	}
 	slices.SortFunc(order, func(a, b int32) int {
 		x, y := &rows[a], &rows[b]
@@ -376,7 +405,7 @@ func sortRows(rows []Row, byTpl bool) []int32 {
 		}
 		return cmp.Compare(x.Index, y.Index)
 	})
-	return order
+	return order, nil, 0
 }
 
 func (e *encoder) info(k Key) (*tplInfo, error) {
@@ -398,12 +427,8 @@ func (e *encoder) info(k Key) (*tplInfo, error) {
 }
 
 // classify decides each parameter's kind and fills the usage of r's
-// columns.
-func (e *encoder) classify(r *Row, out *encoded) error {
-	t, err := e.info(Key{r.TemplateID, r.TemplateVersion})
-	if err != nil {
-		return err
-	}
+// columns; t is r's template.
+func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 	if len(t.pieces)-1 != len(r.Params) {
 		return fmt.Errorf("%w: template %d version %d has %d wildcards, record wal %d index %d has %d params",
 			ErrInput, r.TemplateID, r.TemplateVersion, len(t.pieces)-1, r.WALSeq, r.Index, len(r.Params))
@@ -499,17 +524,18 @@ func (e *encoder) classify(r *Row, out *encoded) error {
 	if len(r.Attrs) > 0 {
 		e.u.attrs = true
 	}
-	// Neighbouring rows often share a template: most have the kinds of the
-	// row before.
-	if e.lastKinds != string(e.kbuf) {
+	// Most rows have the kinds of their template's row before: rows of
+	// many sources interleave templates, and a map lookup a row (hashing
+	// the kinds) was 2.5% of Encode on such rows.
+	if t.kinds != string(e.kbuf) {
 		k, ok := e.kinds[string(e.kbuf)]
 		if !ok {
 			k = string(e.kbuf)
 			e.kinds[k] = k
 		}
-		e.lastKinds = k
+		t.kinds = k
 	}
-	out.kinds = e.lastKinds
+	out.kinds = t.kinds
 	return nil
 }
 
