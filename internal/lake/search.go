@@ -688,7 +688,9 @@ func (s *search) scanLine(l *recfile.Lines, x int, k recfile.Key, tp *query.Temp
 	if err != nil {
 		return buf, false, fmt.Errorf("records file %s: %w", f.add.Path, err)
 	}
-	lr.add(k, s.texts[k], buf)
+	if lr != nil { // s.texts[k] is a map lookup a row
+		lr.add(k, s.texts[k], buf)
+	}
 	seq, idx := l.Pos(x)
 	ts := floorDiv(l.TS(x), 1000)
 	if !s.keepRow(ts, int64(k.ID), int64(seq), int32(idx)) {
