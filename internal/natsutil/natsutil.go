@@ -84,9 +84,14 @@ func (c ServerConfig) Validate() error {
 
 // StartServer starts an embedded nats-server with JetStream and waits until it
 // accepts clients. The caller shuts it down with Shutdown and WaitForShutdown.
+// It first locks the store directory for this process (storelock.go): a
+// directory another process serves is ErrStoreInUse.
 func StartServer(c ServerConfig, log *slog.Logger) (*server.Server, error) {
 	c = c.Defaults()
 	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := lockStore(c.StoreDir); err != nil {
 		return nil, err
 	}
 	opts := &server.Options{}
