@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"os"
 	"runtime"
 	"syscall"
 	"unsafe"
+
+	"github.com/quarrylake/quarry/internal/earlyheap"
 )
 
 // hugeHeap makes the heap a query is about to allocate from eligible for
@@ -39,7 +39,7 @@ func runHugeHeap() { hugeHeapOf(runHugeHeapBytes) }
 // runHugeHeapBytes: its heap peaks at 600-800 MB for 600,000 lines, and its
 // page faults (12 us each on the bench VM) were a fifth of its CPU.
 func hugeHeapOf(n uintptr) {
-	if !thpMadvise() {
+	if !earlyheap.THPMadvise() {
 		return
 	}
 	const arena, huge = 64 << 20, 2 << 20
@@ -55,31 +55,8 @@ func hugeHeapOf(n uintptr) {
 	// 400 in a selective term). Collapsed into one huge page now, they take
 	// none.
 	if lo := p &^ (huge - 1); lo != p {
-		collapse(lo)
+		earlyheap.Collapse(lo)
 	}
 	runtime.KeepAlive(b) // b is dead below: the collection frees it
 	runtime.GC()
-}
-
-// madvCollapse is MADV_COLLAPSE (Linux 6.1), missing from package syscall.
-const madvCollapse = 25
-
-// collapse makes the 2 MB block at lo (aligned) one transparent huge page,
-// copying the pages it holds and backing the rest: a synchronous
-// khugepaged. The error is the kernel's (EINVAL before Linux 6.1, EAGAIN
-// when no huge page is free); callers may ignore it, as the advice is only
-// a hint.
-func collapse(lo uintptr) error {
-	const huge = 2 << 20
-	if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, lo, huge, madvCollapse); errno != 0 {
-		return errno
-	}
-	return nil
-}
-
-// thpMadvise tells whether transparent huge pages are given to the
-// mappings advised MADV_HUGEPAGE only ("always [madvise] never").
-func thpMadvise() bool {
-	b, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	return err == nil && bytes.Contains(b, []byte("[madvise]"))
 }

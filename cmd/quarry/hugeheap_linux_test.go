@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/quarrylake/quarry/internal/earlyheap"
 )
 
 // hugeWatch is a stdout that notes, while the command writes to it, the
@@ -66,7 +68,7 @@ func largestHugeMapping() (uint64, error) {
 // MADV_HUGEPAGE. Without hugeHeap the largest such mapping is the
 // runtime's own metadata (none at all in a trial).
 func TestQueryHugeHeap(t *testing.T) {
-	if !thpMadvise() {
+	if !earlyheap.THPMadvise() {
 		t.Skip("transparent huge pages are not set to madvise here: hugeHeap does nothing")
 	}
 	dir := emptyLake(t)
@@ -88,7 +90,7 @@ func TestQueryHugeHeap(t *testing.T) {
 // process has a read-write mapping of about runHugeHeapBytes advised
 // MADV_HUGEPAGE.
 func TestRunHugeHeap(t *testing.T) {
-	if !thpMadvise() {
+	if !earlyheap.THPMadvise() {
 		t.Skip("transparent huge pages are not set to madvise here: runHugeHeap does nothing")
 	}
 	w := &hugeWatch{}
@@ -140,7 +142,7 @@ func anonHugeAt(addr uintptr) (uint64, error) {
 // block the heap's top falls in when hugeHeap advises the heap) is one
 // huge page after collapse, so its other pages take no fault of their own.
 func TestCollapse(t *testing.T) {
-	if !thpMadvise() {
+	if !earlyheap.THPMadvise() {
 		t.Skip("transparent huge pages are not set to madvise here")
 	}
 	const huge = 2 << 20
@@ -156,7 +158,7 @@ func TestCollapse(t *testing.T) {
 	if n, err := anonHugeAt(lo); err != nil || n != 0 {
 		t.Fatalf("before collapse: AnonHugePages %d, %v; want 0", n, err)
 	}
-	if err := collapse(lo); err != nil {
+	if err := earlyheap.Collapse(lo); err != nil {
 		t.Skipf("the kernel did not collapse (%v): no huge page to be had here", err)
 	}
 	if n, err := anonHugeAt(lo); err != nil || n < huge {

@@ -58,9 +58,26 @@ func advise(p uintptr) {
 	}
 	syscall.Syscall(syscall.SYS_MADVISE, lo, hi-lo, syscall.MADV_HUGEPAGE)
 	if b := p &^ (huge - 1); b >= lo && b+huge <= hi {
-		syscall.Syscall(syscall.SYS_MADVISE, b, huge, madvCollapse)
+		Collapse(b)
 	}
 }
+
+// Collapse makes the 2 MB block at lo (aligned) one transparent huge page,
+// copying the pages it holds and backing the rest: a synchronous
+// khugepaged. The error is the kernel's (EINVAL before Linux 6.1, EAGAIN
+// when no huge page is free); callers may ignore it, as the advice is only
+// a hint.
+func Collapse(lo uintptr) error {
+	if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, lo, huge, madvCollapse); errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+// THPMadvise tells whether transparent huge pages are given to the
+// mappings advised MADV_HUGEPAGE only ("always [madvise] never"): only
+// then does advice change anything.
+func THPMadvise() bool { return thpMadvise() }
 
 // thpMadvise tells whether transparent huge pages are given to the
 // mappings advised MADV_HUGEPAGE only ("always [madvise] never").
