@@ -19,15 +19,8 @@ func TestReportCommittedWithoutFetchWait(t *testing.T) {
 	e := newEnv(t)
 	cfg := testConfig("c1")
 	cfg.CommitInterval = 3 * time.Second
-	c, err := New(cfg, Deps{JS: e.js, Store: e.local, Log: testLog(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.idleWait = time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{c: c, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- c.Run(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
+	r := startIdleHour(t, e, cfg)
+	c := r.c
 	// Far shorter than the hour a fetch may wait.
 	const deadline = 20 * time.Second
 	eventually(t, deadline, "the replay of the empty report stream", func() bool { return c.Ready() == nil })
@@ -68,15 +61,8 @@ func TestDrainedWALCommittedAtOnce(t *testing.T) {
 	e := newEnv(t)
 	cfg := testConfig("c1")
 	cfg.CommitInterval = time.Hour
-	c, err := New(cfg, Deps{JS: e.js, Store: e.local, Log: testLog(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.idleWait = time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{c: c, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- c.Run(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
+	r := startIdleHour(t, e, cfg)
+	c := r.c
 	const deadline = 20 * time.Second
 	e.walFrames(3)
 	eventually(t, deadline, "the replay of the empty report stream", func() bool { return c.Ready() == nil })
@@ -91,4 +77,21 @@ func TestDrainedWALCommittedAtOnce(t *testing.T) {
 	if v := e.table("records"); v.version != 2 {
 		t.Errorf("records version %d, want 2 (a.1's commit, then a.2 and a.3 in one)", v.version)
 	}
+}
+
+// startIdleHour runs a committer of cfg whose fetches may wait an hour
+// for a report (idleWait), so that it commits only when the rule under
+// test says so; it stops with the test.
+func startIdleHour(t *testing.T, e *env, cfg Config) *running {
+	t.Helper()
+	c, err := New(cfg, Deps{JS: e.js, Store: e.local, Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.idleWait = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{c: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- c.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
 }
