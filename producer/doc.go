@@ -15,8 +15,11 @@
 //     invalid UTF-8, empty lines). They are batched into frames by bytes
 //     (FrameMaxBytes), count (FrameMaxRecords) and linger time (Linger after
 //     a frame's first line); a frame whose last line ends a request (a push
-//     batch, an ingest message) is cut at once when nothing more is read
-//     behind it, since its client waits for the ack. A frame's offsets are source positions: byte
+//     batch, an ingest message) is cut, when nothing more is read behind
+//     it, at once if none of the source's frames is in flight, else as soon
+//     as those are resolved, taking the requests that arrived meanwhile
+//     (group commit: its client waits for the ack, and a frame per request
+//     costs the pipeline per-message work). A frame's offsets are source positions: byte
 //     offsets for a file, stdin and the generator, a line counter for the
 //     NATS subject. Frames of a source are contiguous: each starts where the
 //     previous one ended. Its Nats-Msg-Id is streams.FrameMsgID(source,

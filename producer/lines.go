@@ -218,9 +218,11 @@ type Lines struct {
 	cov     []span
 	timer   *time.Timer      // the linger timer of the pending frame
 	lingerC <-chan time.Time // timer.C while it runs for a pending frame
+	holdC   <-chan struct{}  // pub.Resolved() while a frame ending a request waits
 
 	// test hooks
 	hookNoSave bool
+	hookHold   func() // called by the loop when it starts holding a frame
 }
 
 type pendingFrame struct {

@@ -163,6 +163,8 @@ type Publisher struct {
 	tail     chan struct{} // closed when the last published frame's done returned
 	inflight int
 	idle     chan struct{} // closed when inflight drops to 0; nil while idle
+	// resolved gets a token (if it has room) each time inflight drops.
+	resolved chan struct{}
 	// serial counts frames being resolved in order after a failure: while
 	// it is above 0, new frames are not sent ahead of them but published by
 	// their own goroutine once the frames before them are resolved.
@@ -209,8 +211,9 @@ func NewPublisher(js jetstream.JetStream, cfg PublisherConfig, log *slog.Logger,
 	life, kill := context.WithCancel(context.Background())
 	p := &Publisher{
 		js: js, cfg: cfg, log: log, m: m,
-		sem:  make(chan struct{}, cfg.MaxInFlight),
-		life: life, kill: kill, stop: life.Done(),
+		sem:      make(chan struct{}, cfg.MaxInFlight),
+		resolved: make(chan struct{}, 1),
+		life:     life, kill: kill, stop: life.Done(),
 		tail: tail,
 		lat:  NewLatencyHistogram(),
 	}
@@ -386,6 +389,10 @@ func (p *Publisher) dequeue(mine chan struct{}) {
 		p.idle = nil
 	}
 	p.mu.Unlock()
+	select {
+	case p.resolved <- struct{}{}:
+	default:
+	}
 }
 
 func (p *Publisher) awaitFuture(paf jetstream.PubAckFuture) (uint64, error) {
@@ -471,6 +478,11 @@ func (p *Publisher) InFlight() int {
 	defer p.mu.Unlock()
 	return p.inflight
 }
+
+// Resolved gets a token (at most one waits) each time a frame's or a
+// barrier's callback has returned and InFlight dropped: a caller holding
+// work until fewer frames are in flight checks InFlight on each.
+func (p *Publisher) Resolved() <-chan struct{} { return p.resolved }
 
 // LastSeq is the highest WAL sequence acked so far.
 func (p *Publisher) LastSeq() uint64 { return p.lastSeq.Load() }

@@ -162,3 +162,78 @@ func TestPushRequestNotLingered(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A request that ends while a frame of its source is in flight is held
+// until that frame is resolved, and the requests arriving meanwhile share
+// its frame (group commit); with nothing in flight it is cut at once.
+func TestPushRequestsShareFrameWhileOneInFlight(t *testing.T) {
+	js := testJS(t)
+	l, p, err := NewPush(Config{Tenant: "group", Linger: time.Hour}, Deps{JS: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan struct{}, 4)
+	l.hookHold = func() { held <- struct{}{} }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- l.Run(ctx) }()
+	res := make(chan error, 3)
+	done := func(_ Ingested, err error) { res <- err }
+	answered := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case err := <-res:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("request not answered")
+			}
+		}
+	}
+	submit := func(e ...Entry) {
+		t.Helper()
+		if err := p.Submit(ctx, e, done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Nothing in flight: a frame at once.
+	submit(Entry{Text: "a1"})
+	answered(1)
+	// Something of the source in flight (a barrier in the publisher's
+	// callback order that resolves when the test says).
+	release := make(chan struct{})
+	l.pub.AfterResolved(func() { <-release })
+	submit(Entry{Text: "b1"}, Entry{Text: "b2"})
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("request b published while a frame was in flight, not held")
+	}
+	submit(Entry{Text: "c1"})
+	close(release)
+	answered(2)
+	var got [][]string
+	for _, f := range walFrames(t, js, streams.LineSubject("group")) {
+		var texts []string
+		for _, r := range f.Records {
+			texts = append(texts, r.Text)
+		}
+		got = append(got, texts)
+	}
+	// c1 shares b's frame unless the release reached the loop before c1
+	// did (Submit returns once c1 is queued, not framed).
+	var frames []string
+	for _, f := range got {
+		frames = append(frames, strings.Join(f, ","))
+	}
+	if s := strings.Join(frames, " | "); s != "a1 | b1,b2,c1" && s != "a1 | b1,b2 | c1" {
+		t.Fatalf("frames %q, want [a1] [b1 b2 c1]", got)
+	}
+	cancel()
+	if err := <-runErr; err != nil {
+		t.Fatal(err)
+	}
+}
