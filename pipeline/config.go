@@ -95,6 +95,10 @@ type ServerConfig struct {
 	// Encoders (`quarry run`) is the number of encoder instances in the
 	// process.
 	Encoders int `yaml:"encoders"`
+	// ShutdownTimeout (`quarry run`) bounds the embedded server's shutdown
+	// once the stages have stopped; past it the process goes on without
+	// it (every acked write is on disk already). Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 }
 
 // DefaultTenant is the producer's tenant when neither the file nor a flag
@@ -114,6 +118,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.Server.Encoders == 0 {
 		c.Server.Encoders = 1
+	}
+	if c.Server.ShutdownTimeout == 0 {
+		c.Server.ShutdownTimeout = natsutil.DefaultShutdownTimeout
 	}
 	if c.Producer.Tenant == "" {
 		c.Producer.Tenant = DefaultTenant
@@ -140,6 +147,9 @@ func (c Config) Validate() error {
 	case "", "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("server.log_level %q: want debug, info, warn or error", c.Server.LogLevel))
+	}
+	if c.Server.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("server.shutdown_timeout %s: must not be negative", c.Server.ShutdownTimeout))
 	}
 	if c.NATS.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("nats.timeout %s: must not be negative", c.NATS.Timeout))

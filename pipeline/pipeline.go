@@ -60,6 +60,8 @@ type Pipeline struct {
 	reg prometheus.Registerer
 	// Server is the embedded server; nil when Config.NATS.URL is set.
 	Server *server.Server
+	// stopper is what Close shuts down: Server, or a test's wrapper of it.
+	stopper natsutil.Stopper
 	// URL is the NATS URL the stages use.
 	URL   string
 	NC    *nats.Conn
@@ -115,7 +117,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, reg prometheus.Reg
 		if err != nil {
 			return nil, err
 		}
-		p.Server, url = srv, srv.ClientURL()
+		p.Server, p.stopper, url = srv, srv, srv.ClientURL()
 	}
 	p.URL = url
 	cc := cfg.NATS.Conn("quarry-run")
@@ -330,8 +332,10 @@ func (p *Pipeline) WaitCommitted(ctx context.Context, seq uint64, interval time.
 }
 
 // Close stops every stage (miner first, then encoders, then the committer,
-// so that what is in flight drains downstream) and the server. It is safe to
-// call twice.
+// so that what is in flight drains downstream) and the server, waiting for
+// the server's shutdown at most server.shutdown_timeout: past it Close
+// returns an error that is natsutil.ErrShutdownTimeout and leaves the
+// server to finish on its own. It is safe to call twice.
 func (p *Pipeline) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -364,9 +368,10 @@ func (p *Pipeline) Close() error {
 		cancel()
 		p.NC.Close()
 	}
-	if p.Server != nil {
-		p.Server.Shutdown()
-		p.Server.WaitForShutdown()
+	if p.stopper != nil {
+		if err := natsutil.StopServer(p.stopper, p.cfg.Server.ShutdownTimeout); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -369,7 +369,8 @@ func runServer(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "nats server listening on %s\n", s.ClientURL())
 	<-ctx.Done()
-	s.Shutdown()
-	s.WaitForShutdown()
+	if err := natsutil.StopServer(s, natsutil.DefaultShutdownTimeout); err != nil {
+		return fmt.Errorf("quarry server: %w", err)
+	}
 	return nil
 }

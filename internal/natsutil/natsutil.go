@@ -253,3 +253,44 @@ func reconnectBuf(off bool) int {
 	}
 	return nats.DefaultReconnectBufSize
 }
+
+// ErrShutdownTimeout is StopServer's error when the server has not shut down
+// within its timeout.
+var ErrShutdownTimeout = errors.New("nats server shutdown timed out")
+
+// DefaultShutdownTimeout is how long quarry's processes wait for their
+// embedded server's shutdown by default.
+const DefaultShutdownTimeout = 30 * time.Second
+
+// Stopper is what StopServer stops: *server.Server.
+type Stopper interface {
+	Shutdown()
+	WaitForShutdown()
+}
+
+// StopServer shuts s down and waits at most timeout for it (no bound when
+// timeout is 0). A server still shutting down then is left to it, and the
+// error is ErrShutdownTimeout: the caller is on its way out, and with
+// sync_always every write JetStream acked is on disk already, so nothing
+// acked depends on the shutdown finishing. The store lock is the process's
+// and goes with it.
+func StopServer(s Stopper, timeout time.Duration) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Shutdown()
+		s.WaitForShutdown()
+	}()
+	if timeout <= 0 {
+		<-done
+		return nil
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("after %s: %w", timeout, ErrShutdownTimeout)
+	}
+}
