@@ -31,7 +31,9 @@
 // not make smaller (dropChecksums), source, kinds and
 // ts_source are PLAIN below 64 rows (dictionary from 64), a p<k> column is
 // dictionary-encoded when its distinct values (estimated: stringNode) are at
-// most a quarter of its values and PLAIN otherwise, and a slot column
+// most a quarter of its values and DELTA_LENGTH_BYTE_ARRAY otherwise (PLAIN
+// where that compresses smaller, in a file written at zstd's best level:
+// encoder.choosePlain), and a slot column
 // fewer than 16 rows use is left out (its values in more).
 // The footer's key-value metadata holds quarry.records.version = 3 (4 in
 // a file with rows marked r) and

@@ -290,6 +290,9 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	}
 	e.demote(len(rows))
 	e.u.rows = len(rows)
+	if o.hiLevel != 0 && o.plainTrial && o.strings == "auto" {
+		e.choosePlain(enc)
+	}
 	if o.date && len(rows) >= o.dictRows && o.dictDays {
 		e.u.fewDays = fewDaysOf(rows)
 	}
@@ -1214,4 +1217,51 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
+}
+
+// choosePlain picks the encoding of each p<j> column that is not a
+// dictionary, for a file written at zstd's best level (WithHighCompression:
+// a file written once and kept, where the CPU is idle): PLAIN (each value
+// after its 4-byte length) when its values so encoded compress smaller
+// than DELTA_LENGTH_BYTE_ARRAY (every length, delta-packed, then the
+// bytes), parquet-go's default, else that. Every Parquet reader reads
+// both. The lengths bit-packed in a block of their own are noise to zstd;
+// next to their values they repeat with them (a syslog header, a path of
+// one shape), except where values of many lengths had matched across
+// their boundaries. Each candidate column is compressed twice more, at
+// the level the column is written at. docs/benchmarks.md, "Lake size: ...
+// (size10c)".
+func (e *encoder) choosePlain(enc []encoded) {
+	c := codec(e.o.hiLevel)
+	var src, plain, delta, z []byte
+	var offs []uint32
+	for k := range MaxSlots {
+		s := &e.u.p[k]
+		if s.n == 0 || s.dict(e.o) || s.bytes < e.o.rawBytes {
+			continue
+		}
+		src, offs = src[:0], offs[:0]
+		for x := range enc {
+			if en := &enc[x]; int32(k) < en.s.cnt {
+				offs = append(offs, uint32(len(src)))
+				src = append(src, e.svals[en.s.off+int32(k)]...)
+			}
+		}
+		offs = append(offs, uint32(len(src)))
+		var err error
+		if plain, err = parquet.Plain.EncodeByteArray(plain[:0], src, offs); err != nil {
+			continue
+		}
+		if delta, err = parquet.DeltaLengthByteArray.EncodeByteArray(delta[:0], src, offs); err != nil {
+			continue
+		}
+		if z, err = c.Encode(z[:0], plain); err != nil {
+			continue
+		}
+		np := len(z)
+		if z, err = c.Encode(z[:0], delta); err != nil {
+			continue
+		}
+		s.plain = np < len(z)
+	}
 }

@@ -90,6 +90,7 @@ type options struct {
 	level       zstd.Level
 	strings     string  // "auto", "dict", "delta" or "plain" for p<j>
 	dictShare   float64 // strings "auto": a dictionary when distinct values are at most this share of the values
+	plainTrial  bool    // strings "auto" with hiLevel: each p<j> that is no dictionary PLAIN or DELTA_LENGTH_BYTE_ARRAY, whichever compresses smaller (choosePlain)
 	ints        string  // "delta" or "plain" for n<j>
 	pageBuffer  int
 	sortByTpl   bool
@@ -136,7 +137,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true, colDate: true}
 
 func defaultOptions() options {
-	return options{dictDays: true, rightShare: 0.9, level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows}
+	return options{dictDays: true, rightShare: 0.9, level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, plainTrial: true, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
@@ -265,10 +266,19 @@ func stringNode(s *strStats, o *options) parquet.Node {
 	case "plain":
 		return n
 	}
-	if s.words > 0 && s.distinct() <= o.dictShare*float64(s.n) {
+	if s.dict(o) {
 		return parquet.Encoded(n, &parquet.RLEDictionary)
 	}
+	if s.plain {
+		return parquet.Encoded(n, &parquet.Plain)
+	}
 	return n
+}
+
+// dict reports whether strings "auto" writes the column as a dictionary:
+// its distinct values (estimated) are at most o.dictShare of its values.
+func (s *strStats) dict(o *options) bool {
+	return s.words > 0 && s.distinct() <= o.dictShare*float64(s.n)
 }
 
 // usage records which optional columns a file needs.
@@ -330,6 +340,10 @@ type strStats struct {
 	words    int      // bitmap size; 0: no estimate
 	bits     []uint64 // made at the first value
 	last     string   // a run of equal values sets its bit once
+	// plain: the column is PLAIN (each value after its 4-byte length),
+	// not DELTA_LENGTH_BYTE_ARRAY (every length first, then the bytes);
+	// encoder.choosePlain.
+	plain bool
 }
 
 func (s *strStats) add(v string) {

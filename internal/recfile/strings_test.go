@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -106,5 +107,75 @@ func TestDistinctEstimate(t *testing.T) {
 	off.add("x")
 	if off.bits != nil || off.distinct() != 0 {
 		t.Error("no bitmap asked for, one made")
+	}
+}
+
+// TestPlainWhereSmaller: a file written at zstd's best level has a p<j>
+// column that is no dictionary PLAIN where that compresses smaller than
+// DELTA_LENGTH_BYTE_ARRAY (a syslog header with a pid in each: the length
+// repeats with the text around it), the file is smaller for it, and it
+// reads back exactly; the default level's file is as before, every such
+// column DELTA_LENGTH_BYTE_ARRAY.
+func TestPlainWhereSmaller(t *testing.T) {
+	tpl := Templates{{1, 1}: "<*> session opened for user <*> by (uid=<*>)"}
+	rows := make([]Row, 3000)
+	for i := range rows {
+		pid := 10000 + (i*7919)%80000
+		rows[i] = Row{WALSeq: 1, Index: uint32(i), TS: ns("2026-11-29T00:00:00.010Z") + int64(i)*1e9, TemplateID: 1, TemplateVersion: 1, Source: "file:auth.log",
+			Params: []string{fmt.Sprintf("combo sshd(pam_unix)[%d]:", pid), word(i * 104729), "0"}}
+	}
+	encodingOf := func(data []byte, col string) []format.Encoding {
+		pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range pf.Metadata().RowGroups[0].Columns {
+			if c.MetaData.PathInSchema[0] == col {
+				return c.MetaData.Encoding
+			}
+		}
+		t.Fatalf("no column %s", col)
+		return nil
+	}
+	has := func(es []format.Encoding, e format.Encoding) bool { return slices.Contains(es, e) }
+	hi, err := Encode(rows, tpl, WithHighCompression(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es := encodingOf(hi.Data, "p0"); !has(es, format.Plain) || has(es, format.DeltaLengthByteArray) || has(es, format.RLEDictionary) {
+		t.Errorf("p0 at zstd's best level: encodings %v, want PLAIN", es)
+	}
+	o := defaultOptions()
+	WithHighCompression(true)(&o)
+	o.plainTrial = false
+	dlba, err := encode(rows, tpl, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !has(encodingOf(dlba.Data, "p0"), format.DeltaLengthByteArray) {
+		t.Fatal("without the trial p0 is not DELTA_LENGTH_BYTE_ARRAY")
+	}
+	if len(hi.Data) >= len(dlba.Data) {
+		t.Errorf("with the choice %d bytes, every column DELTA_LENGTH_BYTE_ARRAY %d", len(hi.Data), len(dlba.Data))
+	}
+	busy, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, col := range []string{"p0", "p1"} {
+		if es := encodingOf(busy.Data, col); !has(es, format.DeltaLengthByteArray) {
+			t.Errorf("%s at zstd's default level: encodings %v, want DELTA_LENGTH_BYTE_ARRAY", col, es)
+		}
+	}
+	for _, data := range [][]byte{hi.Data, busy.Data} {
+		recs, err := Decode(data, tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range recs {
+			if want := renderRow(t, tpl, rows[i]); string(r.Line) != want {
+				t.Fatalf("line %d = %q, want %q", i, r.Line, want)
+			}
+		}
 	}
 }
