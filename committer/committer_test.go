@@ -1032,7 +1032,10 @@ func TestTransientStatIsNoVerdict(t *testing.T) {
 	faults := objstore.NewFaults(1)
 	a := e.start(testConfig("a"), objstore.NewFaulty(e.local, faults))
 	eventually(t, 30*time.Second, "active", func() bool { return a.c.Ready() == nil })
-	id := faults.Add(objstore.Rule{Op: objstore.OpStat})
+	// Only the reported file's stat fails: a rule on every stat also fails
+	// the progress table's snapshot, whose retry then holds the term (and
+	// Ready says "retrying snapshot progress") before the report is read.
+	id := faults.Add(objstore.Rule{Op: objstore.OpStat, KeyPrefix: "records/tenant="})
 	r := e.encode("st.1", batch{1, 0})
 	e.publish(r)
 	eventually(t, 30*time.Second, "Ready to report the retry", func() bool {
