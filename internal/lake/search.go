@@ -93,9 +93,10 @@ func (l *Lake) Search(ctx context.Context, q *query.Query, opts SearchOptions, f
 // newline, to w in the order Search calls fn (raw output: Search with
 // LineOnly and WriteRaw, byte for byte). A records v3 file's rows are
 // decoded to their columns (recfile.Lines) and the lines of the rows the
-// query selects are rendered from them straight into the output buffer, in
-// WAL order, with no Record per line; a Scan template's rows are matched as
-// Search matches them. w sees writes of about rawChunk bytes.
+// query selects are rendered from them straight into output buffers, with
+// no Record per line, by renderers in parallel and written in WAL order
+// (rawOut); a Scan template's rows are matched as Search matches them. w
+// sees writes of about rawRows lines.
 func (l *Lake) SearchRaw(ctx context.Context, q *query.Query, opts SearchOptions, w io.Writer) error {
 	if q.Aggregates() {
 		return fmt.Errorf("search %q: %w: the query counts; use Aggregate", q.Source(), ErrAggregate)
@@ -105,57 +106,200 @@ func (l *Lake) SearchRaw(ctx context.Context, q *query.Query, opts SearchOptions
 	if err != nil || s == nil {
 		return err
 	}
-	out := rawOut{w: w, buf: make([]byte, 0, rawChunk+64<<10)}
+	out := newRawOut(w, s.workers)
+	defer out.stop()
 	if err := s.merge(ctx, s.readLines, out.emit); err != nil {
 		return err
 	}
-	_, err = w.Write(out.buf)
-	return err
+	return out.flush()
 }
 
-// rawChunk is how many bytes of lines SearchRaw renders before it writes
-// them: a buffer that stays in the cache.
-const rawChunk = 256 << 10
+// rawRows is how many rows a render job of SearchRaw holds: about 200 KB
+// of lines, a buffer that stays in the cache.
+const rawRows = 2048
 
-// rawOut renders lines into buf and writes it to w when it holds rawChunk
-// bytes.
+// rawOut renders the rows the merge hands it in parallel and writes their
+// lines in the merge's order. The merge only puts rows in order: emit cuts
+// them into jobs of rawRows rows (runs of one cursor's rows), renderers
+// (one a worker, each with a recfile.LineRenderer of its own) render each
+// job into a buffer of its own, and the jobs' buffers are written to w in
+// the order they were cut, at most depth jobs in flight. A file's Lines
+// are released once the job that holds its last row is written (the next
+// file decodes into its pages), so nothing renders from them after.
 type rawOut struct {
-	w   io.Writer
-	buf []byte
+	w     io.Writer
+	jobs  chan *rawJob // to the renderers
+	queue []*rawJob    // cut, in output order, not yet written
+	cur   *rawJob      // being filled
+	free  []*rawJob
+	depth int
+	wg    sync.WaitGroup
+	once  sync.Once
 }
 
-// emit renders c's rows below b, at most left of them (left < 0: no
-// limit), and at least one.
+// rawJob is a run of rows to render: segs, rows of them, rendered into buf.
+type rawJob struct {
+	segs    []rawSeg
+	rows    int
+	release []*recfile.Lines // drained by this job: released once it is written
+	buf     []byte
+	err     error
+	done    chan struct{} // one send per render
+}
+
+// rawSeg is a run of one cursor's rows: sel of lines, or recs (a records
+// v2 file's).
+type rawSeg struct {
+	lines *recfile.Lines
+	sel   []int32
+	recs  []Record
+}
+
+func newRawOut(w io.Writer, renderers int) *rawOut {
+	renderers = max(renderers, 1)
+	o := &rawOut{w: w, depth: 2 * renderers}
+	o.jobs = make(chan *rawJob, o.depth)
+	for range renderers {
+		o.wg.Add(1)
+		go func() {
+			defer o.wg.Done()
+			var r recfile.LineRenderer
+			for j := range o.jobs {
+				j.render(&r)
+				j.done <- struct{}{}
+			}
+		}()
+	}
+	return o
+}
+
+// render renders j's rows into j.buf, each line and a newline.
+func (j *rawJob) render(r *recfile.LineRenderer) {
+	buf := j.buf[:0]
+	for _, sg := range j.segs {
+		for _, x := range sg.sel {
+			var err error
+			if buf, err = r.AppendLine(buf, sg.lines, int(x)); err != nil {
+				j.buf, j.err = buf, err
+				return
+			}
+			buf = append(buf, '\n')
+		}
+		for i := range sg.recs {
+			buf = append(buf, sg.recs[i].Line...)
+			buf = append(buf, '\n')
+		}
+	}
+	j.buf = buf
+}
+
+// emit takes c's rows below b, at most left of them (left < 0: no limit),
+// and at least one, into jobs; a full job goes to the renderers.
 func (o *rawOut) emit(c *hitCursor, b bound, left int) (int, error) {
 	n := 0
 	for !c.empty() && n != left {
 		if n > 0 && !b.after(c.head()) {
 			break
 		}
+		if o.cur == nil {
+			o.cur = o.newJob()
+		}
+		j := o.cur
+		most := c.len()
+		if left >= 0 {
+			most = min(most, left-n)
+		}
+		most = min(most, rawRows-j.rows)
+		k := 1
+		for k < most && b.after(c.pos(k)) {
+			k++
+		}
 		if c.lines != nil {
-			var err error
-			if o.buf, err = c.lines.AppendLine(o.buf, int(c.sel[0])); err != nil {
-				return n, err
+			j.segs = append(j.segs, rawSeg{lines: c.lines, sel: c.sel[:k:k]})
+			c.sel = c.sel[k:]
+			if c.empty() {
+				j.release = append(j.release, c.lines)
 			}
-			c.sel = c.sel[1:]
 		} else {
-			o.buf = append(o.buf, c.recs[0].Line...)
-			c.recs[0] = Record{}
-			c.recs = c.recs[1:]
+			j.segs = append(j.segs, rawSeg{recs: c.recs[:k:k]})
+			c.recs = c.recs[k:]
 		}
-		o.buf = append(o.buf, '\n')
-		n++
-		if c.lines != nil && c.empty() {
-			c.lines.Release() // its rows are written: the next file reuses its pages
-		}
-		if len(o.buf) >= rawChunk {
-			if _, err := o.w.Write(o.buf); err != nil {
+		j.rows += k
+		n += k
+		if j.rows >= rawRows {
+			if err := o.send(); err != nil {
 				return n, err
 			}
-			o.buf = o.buf[:0]
 		}
 	}
 	return n, nil
+}
+
+func (o *rawOut) newJob() *rawJob {
+	if k := len(o.free); k > 0 {
+		j := o.free[k-1]
+		o.free = o.free[:k-1]
+		return j
+	}
+	return &rawJob{buf: make([]byte, 0, rawRows*128), done: make(chan struct{}, 1)}
+}
+
+// send hands the job being filled to the renderers and, with depth jobs
+// in flight, writes the oldest.
+func (o *rawOut) send() error {
+	j := o.cur
+	o.cur = nil
+	o.queue = append(o.queue, j)
+	o.jobs <- j // never blocks: at most depth jobs are queued
+	if len(o.queue) >= o.depth {
+		return o.writeOldest()
+	}
+	return nil
+}
+
+// writeOldest waits for the oldest job in flight, writes its lines and
+// releases the Lines it drained.
+func (o *rawOut) writeOldest() error {
+	j := o.queue[0]
+	<-j.done
+	o.queue = o.queue[1:]
+	if j.err != nil {
+		return j.err
+	}
+	if _, err := o.w.Write(j.buf); err != nil {
+		return err
+	}
+	for _, l := range j.release {
+		l.Release() // its rows are written: the next file reuses its pages
+	}
+	clear(j.segs)
+	clear(j.release)
+	j.segs, j.release, j.rows = j.segs[:0], j.release[:0], 0
+	o.free = append(o.free, j)
+	return nil
+}
+
+// flush renders and writes what is left.
+func (o *rawOut) flush() error {
+	if o.cur != nil && o.cur.rows > 0 {
+		if err := o.send(); err != nil {
+			return err
+		}
+	}
+	for len(o.queue) > 0 {
+		if err := o.writeOldest(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stop ends the renderers once the jobs handed to them are rendered.
+func (o *rawOut) stop() {
+	o.once.Do(func() {
+		close(o.jobs)
+		o.wg.Wait()
+	})
 }
 
 // limit is the smaller of the query's | limit and opts.Limit; 0: none.
@@ -415,6 +559,22 @@ func (c *hitCursor) empty() bool {
 		return len(c.sel) == 0
 	}
 	return len(c.recs) == 0
+}
+
+// len is how many rows c has left.
+func (c *hitCursor) len() int {
+	if c.lines != nil {
+		return len(c.sel)
+	}
+	return len(c.recs)
+}
+
+// pos is the place in the WAL of c's k-th next row (head is pos(0)).
+func (c *hitCursor) pos(k int) (uint64, uint32) {
+	if c.lines != nil {
+		return c.lines.Pos(int(c.sel[k]))
+	}
+	return c.recs[k].WALSeq, c.recs[k].Index
 }
 
 // head is the place in the WAL of c's next row.

@@ -357,3 +357,73 @@ func TestSearchDecodesEveryColumn(t *testing.T) {
 		t.Fatalf("raw\n%q\nwant\n%q", raw.String(), w)
 	}
 }
+
+// TestSearchRawManyJobs: SearchRaw's renderers render jobs of rows from
+// several files whose WAL ranges interleave row by row (each job a run of
+// short runs of every file), and the lines come out in WAL order as
+// Search returns them, for the whole lake, a limit that ends inside a job,
+// and a time range; a writer that fails stops the search with its error.
+func TestSearchRawManyJobs(t *testing.T) {
+	f := newFixture(t)
+	texts := recfile.Templates{
+		{ID: 1, Version: 1}: "GET <*> status=<*> took <*>ms",
+		{ID: 2, Version: 1}: "user <*> logged in from <*>",
+		{ID: 3, Version: 1}: "<*>",
+	}
+	var trows []lake.TemplateRow
+	for k, text := range texts {
+		trows = append(trows, lake.TemplateRow{TemplateID: int64(k.ID), Tenant: "acme", Version: int32(k.Version), Template: text, Kind: "created", WALSeq: 1})
+	}
+	f.commit(f.tpl, 1, f.templatesFile("w1", trows))
+	const files, perFile = 3, 4000
+	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	var adds []delta.Add
+	for k := range files {
+		var rows []recfile.Row
+		for i := range perFile {
+			n := i*files + k // file k holds every files-th row of the WAL
+			r := recfile.Row{WALSeq: uint64(n/7 + 1), Index: uint32(n % 7), TS: at.Add(time.Duration(n) * time.Second).UnixNano(), Source: "web"}
+			switch n % 3 {
+			case 0:
+				r.TemplateID, r.Params = 1, []string{fmt.Sprint("/p", n%97), fmt.Sprint(200 + n%5), fmt.Sprint(n % 1000)}
+			case 1:
+				r.TemplateID, r.Params = 2, []string{fmt.Sprint("u", n%13), fmt.Sprintf("10.0.%d.%d", n%7, n%251)}
+			default:
+				r.TemplateID, r.Params = 3, []string{fmt.Sprintf("%s error %d", at.Add(time.Duration(n)*time.Second).Format(time.RFC3339), n)}
+			}
+			r.TemplateVersion = 1
+			rows = append(rows, r)
+		}
+		adds = append(adds, f.v3File("acme", "2026-01-02", fmt.Sprint("w", k), rows, texts))
+	}
+	f.commit(f.rec, files*perFile, adds...)
+	l := lake.Open(f.store)
+	all := searchLines(t, l, quarryql.MustCompile(""), lake.SearchOptions{})
+	if len(all) != files*perFile {
+		t.Fatalf("%d lines, want %d", len(all), files*perFile)
+	}
+	for _, opts := range []lake.SearchOptions{{Limit: 5000}, {Since: at.Add(1000 * time.Second), Until: at.Add(9000 * time.Second)}} {
+		got := searchLines(t, l, quarryql.MustCompile(""), opts)
+		if len(got) == 0 || len(got) >= len(all) {
+			t.Fatalf("%+v: %d lines of %d", opts, len(got), len(all))
+		}
+	}
+	w := &failingWriter{left: 3}
+	err := l.SearchRaw(f.ctx, quarryql.MustCompile(""), lake.SearchOptions{}, w)
+	if !errors.Is(err, errWriter) || w.left != -1 {
+		t.Fatalf("SearchRaw to a failing writer: %v after %d writes left", err, w.left)
+	}
+}
+
+var errWriter = errors.New("writer closed")
+
+// failingWriter takes left writes, then fails every one.
+type failingWriter struct{ left int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.left--; w.left < 0 {
+		w.left = -1
+		return 0, errWriter
+	}
+	return len(p), nil
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/quarrylake/quarry/internal/eventtime"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -19,10 +20,12 @@ type group struct {
 	kept  []int32             // the kept rows, ascending; nil: every row
 	// With lines: the slot columns read, by kind (0 p, 1 n, 2 b) and slot;
 	// each kept row's template (an index into decoder.pieces); the parsed
-	// kinds of each entry of a dictionary kinds column (nil until used).
-	slots [3][MaxSlots]*colVals
-	tpl   []int32
-	kinds [][]slot
+	// kinds of each entry of a dictionary kinds column (and the error of
+	// each that does not parse).
+	slots    [3][MaxSlots]*colVals
+	tpl      []int32
+	kinds    [][]slot
+	kindsErr []error // nil: every entry of kinds parsed
 }
 
 // rows is how many rows g keeps; row(x) is the x-th.
@@ -103,29 +106,45 @@ func (d *decoder) prepareLines(g *group) error {
 		g.tpl[i] = ix
 	}
 	if kc := g.base[cKinds]; kc.dict != nil {
+		// Every entry parsed here, so rendering only reads g.kinds and
+		// LineRenderers may render g's rows at once; an entry that does
+		// not parse is an error only for the rows that use it.
 		g.kinds = make([][]slot, len(kc.dict))
+		for e, v := range kc.dict {
+			s, err := parsedKinds(d.kinds, v)
+			if err != nil {
+				if g.kindsErr == nil {
+					g.kindsErr = make([]error, len(kc.dict))
+				}
+				g.kindsErr[e] = err
+			}
+			g.kinds[e] = s
+		}
 	}
 	return nil
 }
 
 // slotsOf is row i's kinds, parsed.
-func (d *decoder) slotsOf(g *group, i int) ([]slot, error) {
+func (d *decoder) slotsOf(g *group, i int) ([]slot, error) { return slotsIn(g, i, d.kinds) }
+
+// slotsIn is row i's kinds, parsed: a dictionary column's from g.kinds, a
+// plain column's through the cache kinds.
+func slotsIn(g *group, i int, kinds map[string][]slot) ([]slot, error) {
 	kc := g.base[cKinds]
 	if kc.dict == nil {
-		return d.parsedKinds(kc.str(i))
+		return parsedKinds(kinds, kc.str(i))
 	}
 	e := kc.idx[i]
-	if s := g.kinds[e]; s != nil {
-		return s, nil
+	if g.kindsErr != nil && g.kindsErr[e] != nil {
+		return nil, g.kindsErr[e]
 	}
-	s, err := d.parsedKinds(kc.dict[e])
-	g.kinds[e] = s
-	return s, err
+	return g.kinds[e], nil
 }
 
-// parsedKinds parses a kinds value, once per distinct value.
-func (d *decoder) parsedKinds(kinds []byte) ([]slot, error) {
-	if s, ok := d.kinds[string(kinds)]; ok {
+// parsedKinds parses a kinds value, once per distinct value (cache holds
+// those parsed).
+func parsedKinds(cache map[string][]slot, kinds []byte) ([]slot, error) {
+	if s, ok := cache[string(kinds)]; ok {
 		return s, nil
 	}
 	s, err := parseKinds(nil, string(kinds))
@@ -135,7 +154,7 @@ func (d *decoder) parsedKinds(kinds []byte) ([]slot, error) {
 	if s == nil {
 		s = []slot{} // a template without wildcards: not nil, so it is kept
 	}
-	d.kinds[string(kinds)] = s
+	cache[string(kinds)] = s
 	return s, nil
 }
 
@@ -148,8 +167,17 @@ func (d *decoder) parsedKinds(kinds []byte) ([]slot, error) {
 // starts. tpl is g.tpl[i], which a caller going through rows in WAL order
 // has in its lineRef (g.tpl read at random is a cache miss a row).
 func (d *decoder) appendLine(dst []byte, g *group, i int, tpl int32) ([]byte, error) {
+	return d.appendLineWith(dst, g, i, tpl, &d.times, d.kinds)
+}
+
+// appendLineWith is appendLine with the caches of a renderer: times
+// renders the timestamps, kinds holds a plain kinds column's values
+// parsed. It writes nothing of d or g but d.bounds (when set), so
+// renderers with caches of their own may render rows of one decoder at
+// once (LineRenderer).
+func (d *decoder) appendLineWith(dst []byte, g *group, i int, tpl int32, times *eventtime.Renderer, kinds map[string][]slot) ([]byte, error) {
 	pieces := d.pieces[tpl]
-	slots, err := d.slotsOf(g, i)
+	slots, err := slotsIn(g, i, kinds)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +202,7 @@ func (d *decoder) appendLine(dst []byte, g *group, i int, tpl int32) ([]byte, er
 		var cv *colVals
 		switch s.kind {
 		case kindTime:
-			dst = d.times.Render(dst, ts, s.layout, g.residue(i))
+			dst = times.Render(dst, ts, s.layout, g.residue(i))
 			continue
 		case kindString, kindInner:
 			if s.col < MaxSlots {
@@ -219,7 +247,7 @@ func (d *decoder) appendLine(dst []byte, g *group, i int, tpl int32) ([]byte, er
 				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: time offset %d past its text", ErrCorrupt, seq, idx, j, s.offset)
 			}
 			dst = append(dst, text[:s.offset]...)
-			dst = d.times.Render(dst, ts, s.layout, g.residue(i))
+			dst = times.Render(dst, ts, s.layout, g.residue(i))
 			dst = append(dst, text[s.offset:]...)
 			continue
 		}
@@ -338,6 +366,27 @@ func (l *Lines) KeyIndex(x int) int { return int(l.refs[x].tpl) }
 func (l *Lines) AppendLine(dst []byte, x int) ([]byte, error) {
 	r := l.refs[x]
 	return l.d.appendLine(dst, l.groups[r.g], int(r.row), r.tpl)
+}
+
+// A LineRenderer renders lines of Lines as AppendLine does, with caches of
+// its own (the timestamps' text, a plain kinds column's values parsed):
+// LineRenderers in several goroutines may render rows of the same Lines at
+// once, so long as nothing else uses those Lines meanwhile (AppendLine,
+// Record and Release write their decoder's caches). The zero value is
+// ready to use; one LineRenderer is one goroutine's.
+type LineRenderer struct {
+	times eventtime.Renderer
+	kinds map[string][]slot
+}
+
+// AppendLine appends row x of l's line to dst (without a newline), byte
+// for byte as l.AppendLine does. It needs the projection's Lines.
+func (r *LineRenderer) AppendLine(dst []byte, l *Lines, x int) ([]byte, error) {
+	if r.kinds == nil {
+		r.kinds = map[string][]slot{}
+	}
+	ref := l.refs[x]
+	return l.d.appendLineWith(dst, l.groups[ref.g], int(ref.row), ref.tpl, &r.times, r.kinds)
 }
 
 // Record fills rec with row x as DecodeProjected returns it.

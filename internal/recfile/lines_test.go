@@ -3,6 +3,7 @@ package recfile
 import (
 	"bytes"
 	"fmt"
+	"sync"
 	"testing"
 )
 
@@ -264,5 +265,61 @@ func TestLinesKeys(t *testing.T) {
 			}
 		}
 		l.Release()
+	}
+}
+
+// TestLineRenderersShareLines: LineRenderers in several goroutines render
+// rows of the same Lines at once (SearchRaw's renderers), each line as
+// the rows render it; under -race nothing they read is written (a
+// dictionary kinds column's entries are parsed when the row group is read,
+// not on first use), and a plain kinds column (under 64 rows) is parsed
+// into each renderer's own cache.
+func TestLineRenderersShareLines(t *testing.T) {
+	for _, n := range []int{3000, 40} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			rows, tpl := pinRows(t, n, 5) // in WAL order
+			f, err := Encode(rows, tpl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := OpenAt(bytes.NewReader(f.Data), int64(len(f.Data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := r.DecodeLines(tpl, Projection{Lines: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []byte
+			for _, row := range rows {
+				want = append(append(want, renderRow(t, tpl, row)...), '\n')
+			}
+			const renderers = 4
+			got := make([][]byte, renderers)
+			errs := make([]error, renderers)
+			var wg sync.WaitGroup
+			for w := range renderers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var lr LineRenderer
+					for x := range l.Len() {
+						if got[w], errs[w] = lr.AppendLine(got[w], l, x); errs[w] != nil {
+							return
+						}
+						got[w] = append(got[w], '\n')
+					}
+				}()
+			}
+			wg.Wait()
+			for w := range renderers {
+				if errs[w] != nil {
+					t.Fatal(errs[w])
+				}
+				if !bytes.Equal(got[w], want) {
+					t.Fatalf("renderer %d rendered\n%.300q\nwant\n%.300q", w, got[w], want)
+				}
+			}
+		})
 	}
 }
