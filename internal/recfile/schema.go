@@ -90,6 +90,7 @@ type options struct {
 	level       zstd.Level
 	strings     string  // "auto", "dict", "delta" or "plain" for p<j>
 	dictShare   float64 // strings "auto": a dictionary when distinct values are at most this share of the values
+	intTrial    bool    // with hiLevel: date, ts and n<j> PLAIN or DELTA_BINARY_PACKED, whichever compresses smaller (chooseDelta)
 	plainTrial  bool    // strings "auto" with hiLevel: each p<j> that is no dictionary PLAIN or DELTA_LENGTH_BYTE_ARRAY, whichever compresses smaller (choosePlain)
 	ints        string  // "delta" or "plain" for n<j>
 	pageBuffer  int
@@ -137,7 +138,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true, colDate: true}
 
 func defaultOptions() options {
-	return options{dictDays: true, rightShare: 0.9, level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, plainTrial: true, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows}
+	return options{dictDays: true, rightShare: 0.9, level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, plainTrial: true, intTrial: true, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
@@ -161,7 +162,7 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 	if u.tsMillis {
 		g[colTS] = parquet.Timestamp(parquet.Millisecond)
 	}
-	if o.tsDelta {
+	if o.tsDelta || u.tsDelta {
 		g[colTS] = parquet.Encoded(g[colTS], &parquet.DeltaBinaryPacked)
 	}
 	if o.walDelta {
@@ -171,6 +172,8 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		g[colDate] = parquet.Encoded(parquet.Date(), &parquet.DeltaBinaryPacked)
 		if u.fewDays {
 			g[colDate] = parquet.Encoded(parquet.Date(), &parquet.RLEDictionary)
+		} else if u.datePlain {
+			g[colDate] = parquet.Encoded(parquet.Date(), &parquet.Plain)
 		}
 	}
 	if u.residue {
@@ -191,7 +194,7 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		}
 		if u.n[j] > 0 {
 			n := parquet.Leaf(parquet.Int64Type)
-			if o.ints == "delta" {
+			if o.ints == "delta" || u.nDelta[j] {
 				n = parquet.Encoded(n, &parquet.DeltaBinaryPacked)
 			}
 			g[slotName('n', j)] = parquet.Optional(n)
@@ -205,11 +208,7 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		case size < o.rawBytes:
 			g[name] = parquet.Compressed(n, &parquet.Uncompressed)
 		case o.hiLevel != 0 && size >= o.hiBytes && size < 1<<30: // not residue, more, attrs
-			c := compress.Codec(codec(o.hiLevel))
-			if o.hiLevel == zstd.SpeedBestCompression {
-				c = highCodec
-			}
-			g[name] = parquet.Compressed(n, c)
+			g[name] = parquet.Compressed(n, o.highCodec())
 		}
 	}
 	return parquet.NewSchema("records", g)
@@ -297,6 +296,11 @@ type usage struct {
 	// fewDays: the rows' ts fall on at most maxDictDays UTC days; the
 	// date column is then a dictionary (fewDaysOf).
 	fewDays bool
+	// Written at zstd's best level (encoder.chooseDelta): date PLAIN
+	// instead of DELTA_BINARY_PACKED, ts and n<j> DELTA_BINARY_PACKED
+	// instead of PLAIN, where that compresses smaller.
+	datePlain, tsDelta bool
+	nDelta             [MaxSlots]bool
 }
 
 // maxDictDays is the most distinct dates a file's date column is
@@ -412,4 +416,13 @@ func (s *strStats) distinct() float64 {
 // up to every row distinct.
 func distinctWords(rows int) int {
 	return max(16, (2*rows+63)/64)
+}
+
+// highCodec is the codec a column of at least o.hiBytes is written with:
+// highCodec (the smaller of best and default) for zstd's best level.
+func (o *options) highCodec() compress.Codec {
+	if o.hiLevel == zstd.SpeedBestCompression {
+		return highCodec
+	}
+	return codec(o.hiLevel)
 }
