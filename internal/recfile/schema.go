@@ -180,7 +180,15 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		g[colResidue] = parquet.Optional(bin)
 	}
 	if u.more {
-		g[colMore] = parquet.Optional(parquet.List(bin))
+		// A list's codec is its leaf's (parquet.Compressed takes only a
+		// leaf): at zstd's best level too (since 2026-12-05 late evening;
+		// the default level before), where the small logs keep much of
+		// their text (alternatives.log's more 1,425 to 1,310 bytes).
+		item := bin
+		if o.hiLevel != 0 {
+			item = parquet.Compressed(bin, o.highCodec())
+		}
+		g[colMore] = parquet.Optional(parquet.List(item))
 	}
 	if u.attrs {
 		g[colAttrs] = parquet.Optional(parquet.Map(parquet.String(), parquet.String()))
@@ -207,7 +215,7 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		switch size := u.rawSize(name); {
 		case size < o.rawBytes:
 			g[name] = parquet.Compressed(n, &parquet.Uncompressed)
-		case o.hiLevel != 0 && size >= o.hiBytes && size < 1<<30: // not residue, more, attrs
+		case o.hiLevel != 0 && size >= o.hiBytes && size < 1<<30: // not residue, more (its leaf above), attrs
 			g[name] = parquet.Compressed(n, o.highCodec())
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -227,6 +228,57 @@ func TestDeltaWhereSmaller(t *testing.T) {
 	}
 	if es := encodingOf(busy.Data, "n0"); slices.Contains(es, format.DeltaBinaryPacked) {
 		t.Errorf("n0 at zstd's default level: encodings %v, want PLAIN", es)
+	}
+	for _, data := range [][]byte{hi.Data, busy.Data} {
+		recs, err := Decode(data, tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range recs {
+			if want := renderRow(t, tpl, rows[i]); string(r.Line) != want {
+				t.Fatalf("line %d = %q, want %q", i, r.Line, want)
+			}
+		}
+	}
+}
+
+// TestMoreAtBestLevel: the more column (here the 33rd and later string
+// parameters of each row) is compressed at zstd's best level in a file
+// written so, smaller than the default level's, and reads back exactly.
+func TestMoreAtBestLevel(t *testing.T) {
+	const n = 40
+	tpl := Templates{{1, 1}: strings.Repeat("<*> ", n) + "done"}
+	rows := make([]Row, 2000)
+	for i := range rows {
+		params := make([]string, n)
+		for j := range params {
+			params[j] = "lib" + word((i*7919+j*104729)%1500) + "-common:amd64 (" + fmt.Sprint((i*j)%97) + ".2-1)"
+		}
+		rows[i] = Row{WALSeq: 1, Index: uint32(i), TS: ns("2026-11-29T00:00:00.010Z") + int64(i)*1e9, TemplateID: 1, TemplateVersion: 1, Source: "file:apt.log", Params: params}
+	}
+	moreBytes := func(data []byte) int64 {
+		pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range pf.Metadata().RowGroups[0].Columns {
+			if c.MetaData.PathInSchema[0] == "more" {
+				return c.MetaData.TotalCompressedSize
+			}
+		}
+		t.Fatal("no more column")
+		return 0
+	}
+	hi, err := Encode(rows, tpl, WithHighCompression(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, b := moreBytes(hi.Data), moreBytes(busy.Data); h >= b {
+		t.Errorf("more at zstd's best level %d bytes, at its default %d", h, b)
 	}
 	for _, data := range [][]byte{hi.Data, busy.Data} {
 		recs, err := Decode(data, tpl)
