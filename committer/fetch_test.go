@@ -2,8 +2,11 @@ package committer
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarrylake/quarry/streams"
 )
@@ -94,4 +97,43 @@ func startIdleHour(t *testing.T, e *env, cfg Config) *running {
 	go func() { r.done <- c.Run(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
 	return r
+}
+
+// slowWAL is a fault-injecting JetStream whose lookups of the WAL stream
+// answer only when their context ends, as a cluster electing the WAL's
+// leader does; everything else is the real server's.
+type slowWAL struct{ jetstream.JetStream }
+
+func (s slowWAL) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	if name == streams.WALStream {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.JetStream.Stream(ctx, name)
+}
+
+// TestSlowWALNoDrainStall: the drain check asks the WAL within an interval;
+// a WAL that does not answer costs the check at most that interval, not
+// op_timeout per round: reports keep being committed at the interval.
+func TestSlowWALNoDrainStall(t *testing.T) {
+	e := newEnv(t)
+	cfg := testConfig("c1")
+	cfg.CommitInterval = 200 * time.Millisecond
+	cfg.OpTimeout = 5 * time.Minute
+	c, err := New(cfg, Deps{JS: slowWAL{e.js}, Store: e.local, Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{c: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- c.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	const deadline = 30 * time.Second
+	eventually(t, deadline, "the replay of the empty report stream", func() bool { return c.Ready() == nil })
+	for i := uint64(1); i <= 4; i++ {
+		e.publish(e.encode(fmt.Sprintf("s.%d", i), batch{i, i - 1}))
+		eventually(t, deadline, fmt.Sprintf("report s.%d committed", i), func() bool { return c.HighWater() >= i })
+	}
+	r.stop(t)
+	e.exactlyOnce(1, 2, 3, 4)
 }

@@ -353,14 +353,20 @@ func (c *Committer) lastSeq(ctx context.Context, stream string) (uint64, error) 
 // walDrained tells whether the WAL holds no frame above w, the high-water
 // an advance would reach: every line in it is then written, and a commit
 // made now leaves nothing behind for the interval's end. An error reads
-// as not drained (the interval's commit follows as before).
+// as not drained (the interval's commit follows as before). It asks once
+// (the stream's info as the lookup fetched it) and waits at most one
+// commit interval: the check can only save what is left of one, and a WAL
+// slow to answer (a cluster electing leaders) held the term for
+// op_timeout at every round, a report per 10s (TestSlowWALNoDrainStall).
 func (c *Committer) walDrained(ctx context.Context, w uint64) bool {
-	last, err := c.lastSeq(ctx, streams.WALStream)
+	ctx, cancel := context.WithTimeout(ctx, max(c.cfg.CommitInterval, 10*time.Millisecond))
+	defer cancel()
+	st, err := c.js.Stream(ctx, streams.WALStream)
 	if err != nil {
 		c.log.Debug("wal last sequence", "err", err)
 		return false
 	}
-	return last <= w
+	return st.CachedInfo().State.LastSeq <= w
 }
 
 func (c *Committer) updateGap(ts *termState) {
