@@ -87,10 +87,15 @@ func (e *env) start(cfg Config, store objstore.Store) *running {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return runCommitter(e.t, c)
+}
+
+// runCommitter runs c in the background until the test ends (or stop).
+func runCommitter(t *testing.T, c *Committer) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{c: c, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- c.Run(ctx) }()
-	e.t.Cleanup(func() { r.stop(e.t) })
+	t.Cleanup(func() { r.stop(t) })
 	return r
 }
 

@@ -92,11 +92,7 @@ func startIdleHour(t *testing.T, e *env, cfg Config) *running {
 		t.Fatal(err)
 	}
 	c.idleWait = time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{c: c, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- c.Run(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
-	return r
+	return runCommitter(t, c)
 }
 
 // slowWAL is a fault-injecting JetStream whose lookups of the WAL stream
@@ -124,10 +120,7 @@ func TestSlowWALNoDrainStall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{c: c, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- c.Run(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
+	r := runCommitter(t, c)
 	const deadline = 30 * time.Second
 	eventually(t, deadline, "the replay of the empty report stream", func() bool { return c.Ready() == nil })
 	for i := uint64(1); i <= 4; i++ {

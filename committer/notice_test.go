@@ -182,10 +182,7 @@ func TestNoticesRebuiltAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a := &running{c: c, cancel: cancel, done: make(chan error, 1)}
-	go func() { a.done <- c.Run(ctx) }()
-	t.Cleanup(func() { a.stop(t) })
+	a := runCommitter(t, c)
 
 	e.publish(e.encode("r.1", batch{1, 0}))
 	e.waitHW(a.c, 1)

@@ -129,16 +129,7 @@ func TestPushRequestNotLingered(t *testing.T) {
 	go func() { runErr <- l.Run(ctx) }()
 	wait := func(n int) {
 		t.Helper()
-		for range n {
-			select {
-			case err := <-res:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("request not answered: its frame waits for the linger")
-			}
-		}
+		awaitAnswers(t, res, n, "request not answered: its frame waits for the linger")
 	}
 	wait(2)
 	// A request alone, after the first were answered: a frame of its own.
@@ -182,16 +173,7 @@ func TestPushRequestsShareFrameWhileOneInFlight(t *testing.T) {
 	done := func(_ Ingested, err error) { res <- err }
 	answered := func(n int) {
 		t.Helper()
-		for range n {
-			select {
-			case err := <-res:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("request not answered")
-			}
-		}
+		awaitAnswers(t, res, n, "request not answered")
 	}
 	submit := func(e ...Entry) {
 		t.Helper()
@@ -235,5 +217,21 @@ func TestPushRequestsShareFrameWhileOneInFlight(t *testing.T) {
 	cancel()
 	if err := <-runErr; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// awaitAnswers takes n answers from res, failing on an error or, with why,
+// on an answer that has not come after 30s.
+func awaitAnswers(t *testing.T, res <-chan error, n int, why string) {
+	t.Helper()
+	for range n {
+		select {
+		case err := <-res:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal(why)
+		}
 	}
 }

@@ -75,17 +75,7 @@ func TestStringColumnsDictionaryWhereValuesRepeat(t *testing.T) {
 	if len(f.Data) >= len(plain.Data) {
 		t.Errorf("auto %d bytes, all PLAIN %d: the dictionary did not pay", len(f.Data), len(plain.Data))
 	}
-	for _, data := range [][]byte{f.Data, plain.Data} {
-		recs, err := Decode(data, tpl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range recs {
-			if want := renderRow(t, tpl, rows[i]); string(r.Line) != want {
-				t.Fatalf("line %d = %q, want %q", i, r.Line, want)
-			}
-		}
-	}
+	readsBack(t, tpl, rows, f.Data, plain.Data)
 }
 
 // TestDistinctEstimate: linear counting stays within 5% of the true count
@@ -168,17 +158,7 @@ func TestPlainWhereSmaller(t *testing.T) {
 			t.Errorf("%s at zstd's default level: encodings %v, want DELTA_LENGTH_BYTE_ARRAY", col, es)
 		}
 	}
-	for _, data := range [][]byte{hi.Data, busy.Data} {
-		recs, err := Decode(data, tpl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range recs {
-			if want := renderRow(t, tpl, rows[i]); string(r.Line) != want {
-				t.Fatalf("line %d = %q, want %q", i, r.Line, want)
-			}
-		}
-	}
+	readsBack(t, tpl, rows, hi.Data, busy.Data)
 }
 
 // TestDeltaWhereSmaller: a file written at zstd's best level has an n<j>
@@ -229,17 +209,7 @@ func TestDeltaWhereSmaller(t *testing.T) {
 	if es := encodingOf(busy.Data, "n0"); slices.Contains(es, format.DeltaBinaryPacked) {
 		t.Errorf("n0 at zstd's default level: encodings %v, want PLAIN", es)
 	}
-	for _, data := range [][]byte{hi.Data, busy.Data} {
-		recs, err := Decode(data, tpl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, r := range recs {
-			if want := renderRow(t, tpl, rows[i]); string(r.Line) != want {
-				t.Fatalf("line %d = %q, want %q", i, r.Line, want)
-			}
-		}
-	}
+	readsBack(t, tpl, rows, hi.Data, busy.Data)
 }
 
 // TestMoreAtBestLevel: the more column (here the 33rd and later string
@@ -280,14 +250,24 @@ func TestMoreAtBestLevel(t *testing.T) {
 	if h, b := moreBytes(hi.Data), moreBytes(busy.Data); h >= b {
 		t.Errorf("more at zstd's best level %d bytes, at its default %d", h, b)
 	}
-	for _, data := range [][]byte{hi.Data, busy.Data} {
+	readsBack(t, tpl, rows, hi.Data, busy.Data)
+}
+
+// readsBack checks that each file decodes to rows, every line rendered as
+// renderRow renders it, and no row missing or extra.
+func readsBack(t *testing.T, tpl Templates, rows []Row, files ...[]byte) {
+	t.Helper()
+	for f, data := range files {
 		recs, err := Decode(data, tpl)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(recs) != len(rows) {
+			t.Fatalf("file %d: decoded %d rows, want %d", f, len(recs), len(rows))
+		}
 		for i, r := range recs {
 			if want := renderRow(t, tpl, rows[i]); string(r.Line) != want {
-				t.Fatalf("line %d = %q, want %q", i, r.Line, want)
+				t.Fatalf("file %d: line %d = %q, want %q", f, i, r.Line, want)
 			}
 		}
 	}
