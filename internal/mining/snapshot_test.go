@@ -53,6 +53,7 @@ func TestRestoreOlderEngine(t *testing.T) {
 	}{
 		{"current engine", snapshotVersion, false, false},
 		{"version 1: before header detection and lists", 1, false, true},
+		{"version 2: before the host/IPv4 split", 2, false, true},
 		{"newer engine", snapshotVersion + 1, true, false},
 		{"version 0", 0, true, false},
 	} {

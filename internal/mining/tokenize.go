@@ -402,6 +402,15 @@ func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64)
 					listFrom = len(dst)
 				}
 			}
+			if s := slashIPv4(w, k, flags); s > 0 {
+				// "host/10.0.0.1": the host and the address are two values.
+				dst = addTok(dst, i, i+s, chunkKind(w[:s]))
+				dst = addTok(dst, i+s, i+s+1, kPunct)
+				i += s + 1
+				k = kVar
+				key = shapeMix(key, shapeOther)
+				key = shapeMix(key, shapePunct('/', 1))
+			}
 			dst = addTok(dst, i, e, k)
 			if k == kPunct {
 				key = shapeMix(key, shapePunct(w[0], len(w)))
@@ -440,6 +449,40 @@ func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64)
 		key = shapeHash(line, dst)
 	}
 	return dst, raw, false, shapeFinish(line, dst, key)
+}
+
+// slashIPv4 returns the index of the '/' in a variable chunk w of the form
+// HOST/IPV4 (how Java prints a resolved socket address: "node-1/10.0.0.1",
+// with ":port" after it as tokens of their own), or 0. HOST is one
+// non-empty segment without '/', so paths stay one value.
+func slashIPv4(w string, k tokKind, flags uint8) int {
+	if k != kVar || flags&bDigit == 0 || len(w) < 9 {
+		return 0
+	}
+	s := strings.IndexByte(w, '/')
+	if s <= 0 || !isIPv4(w[s+1:]) {
+		return 0
+	}
+	return s
+}
+
+// isIPv4 reports whether w is four dot-separated runs of 1-3 digits.
+func isIPv4(w string) bool {
+	parts, digits := 0, 0
+	for i := 0; i < len(w); i++ {
+		switch c := w[i]; {
+		case isDigit(c):
+			if digits++; digits > 3 {
+				return false
+			}
+		case c == '.' && digits > 0 && parts < 3:
+			parts++
+			digits = 0
+		default:
+			return false
+		}
+	}
+	return parts == 3 && digits > 0
 }
 
 // Character flags for chunkKind.

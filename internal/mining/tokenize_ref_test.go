@@ -209,6 +209,11 @@ func tokenizeRef(dst []token, line string, max int) ([]token, int, bool) {
 			} else if w[0]|0x20 >= 'a' && w[0]|0x20 <= 'z' {
 				lists = true // maybe an id list ("blk_1 blk_2")
 			}
+			if s := strings.IndexByte(w, '/'); k == kVar && s > 0 && isIPv4Ref(w[s+1:]) {
+				dst = append(dst, token{int32(i), int32(i + s), chunkKind(w[:s]), false, 0},
+					token{int32(i + s), int32(i + s + 1), kPunct, false, 0})
+				i += s + 1
+			}
 			dst = append(dst, token{int32(i), int32(e), k, false, 0})
 			for p := e; p < j; p++ {
 				if len(dst) >= max {
@@ -304,3 +309,7 @@ func shapeKeyRef(line string, toks []token) uint64 {
 	}
 	return h
 }
+
+var ipv4Ref = regexp.MustCompile(`^[0-9]{1,3}(\.[0-9]{1,3}){3}$`)
+
+func isIPv4Ref(w string) bool { return ipv4Ref.MatchString(w) }

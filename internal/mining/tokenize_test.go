@@ -39,6 +39,15 @@ func TestTokenizeClasses(t *testing.T) {
 		{"illegal instruction......0", "wswpv"},
 		{"<*> literal", "vsw"},
 		{"is true", "wsv"},
+		// Java's resolved socket address, host/IPv4: two values.
+		{"Old: msra-sa-41/10.190.173.170:9000 New", "wpsvpvpvsw"},
+		{"at localhost/127.0.0.1:8020", "wswpvpv"},
+		{"at MININT-FNANLI5.fareast.corp.microsoft.com/10.86.169.121", "wswpv"}, // a capitalised name stays a word
+		// Not host/IPv4: paths, a CIDR block, a short address.
+		{"from /10.250.19.102:50010", "wsvpv"},
+		{"in a/b/10.0.0.1 x", "wsvsw"},
+		{"net 10.0.0.0/24 up", "wsvsw"},
+		{"get x9/1.2.3 now", "wsvsw"},
 	}
 	kinds := "spwv"
 	for _, tt := range tests {
