@@ -18,7 +18,7 @@ import (
 //	1: before header detection, separated lists and masks
 //	2: header detection, ","/";" lists, masks (issue 13)
 //	3: a host/IPv4 chunk ("node-1/10.0.0.1", Java's socket address) is
-//	   two values, not one
+//	   two values, not one; a key's quoted word (tag="x") is a value
 //
 // Restore re-learns the templates of an older engine's snapshot (see
 // Restore); it rejects newer versions.

@@ -200,6 +200,9 @@ func tokenizeRef(dst []token, line string, max int) ([]token, int, bool) {
 					k = kPunct // "****", "->": structure, not a value
 				}
 			}
+			if k == kWord && strings.HasSuffix(line[:i], "=\"") && strings.HasPrefix(line[j:], "\"") {
+				k = kVar
+			}
 			if k == kWord {
 				if len(w) == 3 && w[0] >= 'A' && w[0] <= 'Z' && isMonthOrDay(w) {
 					dates = true

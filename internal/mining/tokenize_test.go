@@ -48,6 +48,9 @@ func TestTokenizeClasses(t *testing.T) {
 		{"in a/b/10.0.0.1 x", "wsvsw"},
 		{"net 10.0.0.0/24 up", "wsvsw"},
 		{"get x9/1.2.3 now", "wsvsw"},
+		// A quoted value of a key is data; an unquoted word is not.
+		{`tag="AudioMix", name=audioserver`, "wppvppswpw"},
+		{`say "hello" x=""`, "wspwpswppp"},
 	}
 	kinds := "spwv"
 	for _, tt := range tests {
