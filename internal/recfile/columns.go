@@ -546,13 +546,27 @@ func (d *decoder) narrowSlots(rg parquet.RowGroup, cols []column, need []bool, v
 	}
 	var ns, nn, nb int
 	timed := false
-	seen := map[string]bool{}
-	for _, i := range kept {
-		k := d.internAt(kinds, int(i))
-		if seen[k] {
-			continue
+	// The kept rows' distinct kinds values: by dictionary entry (no string
+	// hashed per row), or through a set of the values.
+	var distinct []string
+	if kinds.dict != nil {
+		seen := make([]bool, len(kinds.dict))
+		for _, i := range kept {
+			if e := kinds.idx[i]; !seen[e] {
+				seen[e] = true
+				distinct = append(distinct, d.internAt(kinds, int(i)))
+			}
 		}
-		seen[k] = true
+	} else {
+		seen := map[string]bool{}
+		for _, i := range kept {
+			if k := d.internAt(kinds, int(i)); !seen[k] {
+				seen[k] = true
+				distinct = append(distinct, k)
+			}
+		}
+	}
+	for _, k := range distinct {
 		slots, ok := d.kinds[k]
 		if !ok {
 			var err error
@@ -598,7 +612,7 @@ func (d *decoder) narrowSlots(rg parquet.RowGroup, cols []column, need []bool, v
 }
 
 // keep returns the rows of a row group d.proj keeps, ascending, or nil for
-// every row. Keep is asked once per template version. A kept version whose
+// every row (also when the filter keeps every one). Keep is asked once per template version. A kept version whose
 // text d.tpl lacks is a MissingTemplateError when lines are not rendered
 // (rendering reports it otherwise, at the row).
 func (d *decoder) keep(ids, vers *colVals, lines bool) ([]int32, error) {
@@ -633,6 +647,9 @@ func (d *decoder) keep(ids, vers *colVals, lines bool) ([]int32, error) {
 		if filter && lastOK {
 			out = append(out, int32(i))
 		}
+	}
+	if filter && len(out) > 0 && len(out) == ids.nints() {
+		return nil, nil // every row, as without a filter: no list to follow
 	}
 	return out, nil
 }
