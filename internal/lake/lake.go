@@ -131,12 +131,13 @@ func readerOf[T any](f *parquet.File, key string) (r *parquet.GenericReader[T], 
 	return parquet.NewGenericReader[T](f), nil
 }
 
-// recordsVersionKey is the Parquet key-value metadata key a records v3 or
-// v4 file carries ("3", "4"); a file without it is told by its columns.
+// recordsVersionKey is the Parquet key-value metadata key a records v3,
+// v4 or v5 file carries ("3", "4", "5"); a file without it is told by its
+// columns.
 const recordsVersionKey = "quarry.records.version"
 
 // RecordsFileVersion is the records format of a Parquet file: what its
-// key-value metadata says (3 or 4, both read by recfile), else 3 when it has
+// key-value metadata says (3 to recfile.Version, all read by recfile), else 3 when it has
 // a kinds column, 2 when it has a params column, else an error.
 func RecordsFileVersion(f *parquet.File) (int, error) {
 	if v, ok := f.Lookup(recordsVersionKey); ok {

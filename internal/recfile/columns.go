@@ -575,7 +575,7 @@ func (d *decoder) narrowSlots(rg parquet.RowGroup, cols []column, need []bool, v
 			}
 			d.kinds[k] = slots
 		}
-		var s, n, b int
+		var s, n, b, runs int // runs: past the last n column of a d item's runs
 		for _, sl := range slots {
 			switch sl.kind {
 			case kindCovered:
@@ -586,13 +586,20 @@ func (d *decoder) narrowSlots(rg parquet.RowGroup, cols []column, need []bool, v
 				s++
 			case kindString:
 				s++
+			case kindInnerD:
+				timed = true
+				s++
+				runs = max(runs, sl.nrun+sl.runs)
+			case kindDigits:
+				s++
+				runs = max(runs, sl.nrun+sl.runs)
 			case kindBytes:
 				b++
 			default:
 				n++
 			}
 		}
-		ns, nn, nb = max(ns, s), max(nn, n), max(nb, b)
+		ns, nn, nb = max(ns, s), max(nn, n, runs), max(nb, b)
 	}
 	for i, c := range cols {
 		switch c.kind {

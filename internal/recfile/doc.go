@@ -1,5 +1,6 @@
 // Package recfile writes and reads records data files in format records v3
-// (and v4: v3 with the kinds marker r below, written when it is smaller):
+// (and v4: v3 with the kinds marker r below, written when it is smaller;
+// v5: with kinds items d, below):
 // one Parquet file per (tenant, date, WAL range), as today, but with each
 // record's parameters split by kind into typed columns, the timestamp kept
 // once (in ts) and every byte of every line kept, UTF-8 or not. It is a
@@ -36,7 +37,7 @@
 // encoder.choosePlain), and a slot column
 // fewer than 16 rows use is left out (its values in more).
 // The footer's key-value metadata holds quarry.records.version = 3 (4 in
-// a file with rows marked r) and
+// a file with rows marked r, 5 in one with d items) and
 // the file's template summary (SummaryKey, Summary: per template version
 // its row count and the bytes its parameters use), which readers
 // use to skip templates and files and to count without reading rows.
@@ -50,8 +51,8 @@
 //	source            STRING (dictionary)          the line source
 //	kinds             STRING (dictionary)          one item per parameter, see below
 //	ts_residue        BYTE_ARRAY, optional         eventtime residue of the timestamp parameter
-//	p<k>, k < 32      STRING, optional             the record's k-th parameter of kind s (dictionary where values repeat)
-//	n<k>, k < 32      INT64, optional              the record's k-th parameter of kind i, f, a or x
+//	p<k>, k < 32      STRING, optional             the record's k-th parameter of kind s, u or d (dictionary where values repeat)
+//	n<k>, k < 32      INT64, optional              the record's k-th parameter of kind i, f, a or x, then its d items' runs
 //	b<k>, k < 32      BYTE_ARRAY, optional         the record's k-th parameter of kind b (not UTF-8)
 //	more              LIST<BYTE_ARRAY>, optional   the exact text of parameters without a column value, in order
 //	attrs             MAP<STRING,STRING>, optional record attributes (CDC), in input order
@@ -99,6 +100,22 @@
 //	        trailing parameters, as dpkg.log's "status installed
 //	        libfoo:amd64 1.2-3" and "configure libfoo:amd64 1.2-3 <none>".
 //
+//	d<k>    UTF-8 text split at k = 1..9 digit runs (records v5): each
+//	        run that is a canonical decimal integer ("0" or [1-9][0-9]*,
+//	        fitting int64; "007" and a 20-digit run stay text) up to the
+//	        9th is replaced by the byte 0x11 (runMarker) in the text, which
+//	        goes to the next p<k> like an s; the runs, in order, go to the
+//	        n columns after the row's numeric (i, f, a, x) parameters, the
+//	        row's first d item's first run in n<m> where m counts those,
+//	        so they keep their columns whatever a row's strings split
+//	        into. A value containing 0x11 is never split. The text is the
+//	        p value with each 0x11 replaced by the next run's decimal. The
+//	        encoder splits only in a file written at zstd's best level
+//	        (WithHighCompression), and only when the file comes out
+//	        smaller so (it writes both): "134681 node-246 unix.hw
+//	        state_change.unavailable" is d2 with "\x11 node-\x11 unix.hw
+//	        state_change.unavailable", a value of a small dictionary.
+//
 // A parameter is t only when the line's timestamp (eventtime.Parser, auto,
 // UTC) starts exactly at a parameter and ends exactly at one, u when it lies
 // inside one UTF-8 parameter, and either only when the timestamp renders
@@ -113,12 +130,16 @@
 // and each column its page header and footer entry); those parameters, and
 // the 33rd and later of a kind, are in more: their exact text (for u, the
 // text without the timestamp), in parameter order. So a parameter whose
-// column value is null (or absent) is the next item of more.
+// column value is null (or absent) is the next item of more; a d item's
+// exact text is there when its p value or any of its runs' n values is.
+// A row's d runs and numeric parameters together take at most 32 n
+// columns: a string past that is not split, a number is s.
 //
 // To reconstruct a line without this package: split the template text on
 // "<*>"; for each item j of kinds (after a leading r) write piece j (unless
 // the item is c), then the parameter as its kind says (skip c), taking the
-// next p (s, u; counted from the right after r), n or b column, or, when that column's value is null, the next item of more as
+// next p (s, u, d; counted from the right after r), n or b column (d: its
+// runs' n columns, after the row's numeric ones), or, when that column's value is null, the next item of more as
 // the parameter's text; then the last piece.
 //
 // # Measurements
@@ -155,6 +176,9 @@
 //	  1, 2, 8, 32 runs at most           326,835 .. 346,188, all worse
 //	  (a line's fields repeat each other, "R02-M1-N0-C:J12-U11 ...
 //	  R02-M1-N0-C:J12-U11"; zstd finds that in text, not across columns)
+//	  (2026-12-06, with dictionaries and at zstd's best level, the
+//	  file written both ways and the smaller kept: taken, kind d; see
+//	  docs/benchmarks.md "Digit runs split out of string parameters")
 //	every parameter s (no typed ints)    330,374      312,618  rejected
 //	timestamp inside a parameter cut     273,284      255,455  chosen
 //	  out (kind u)

@@ -119,6 +119,9 @@ type tplInfo struct {
 	// kinds is the kinds of the version's last row classified (interned
 	// in encoder.kinds).
 	kinds string
+	// split, when not nil, says which parameters are split at their digit
+	// runs (pickSplits); nil: all, when the encoder splits.
+	split []bool
 }
 
 // encoded is the per-row result of classification: the row's values per
@@ -128,6 +131,17 @@ type encoded struct {
 	residue []byte
 	s, n, b span // the row's string, number and bytes values in encoder.sidx, nv, bidx
 	m       span // the row's parameters in more, in encoder.midx
+	d       span // the row's d items, in encoder.dits
+}
+
+// dItem is a parameter split at its digit runs (kind d or v): its index, its
+// place among the row's string values (numbered from the left) and how
+// many runs it has, in the n columns after the row's numeric parameters.
+type dItem struct {
+	j    int32
+	s    int32
+	runs int8
+	text string // its text in more (v: without the timestamp)
 }
 
 // span is a range of an encoder array.
@@ -156,6 +170,16 @@ type encoder struct {
 	items    []item            // scratch: a row's items of more
 	hashes   []uint64          // scratch: a row's string values' estimate bits + 1, 0 when not hashed
 	rkinds   map[string]string // kinds -> "r"+kinds (alignRight)
+	// split: string parameters are split at their digit runs (kind d);
+	// runs is a row's runs, dits every row's d items.
+	split bool
+	runs  []int64
+	dits  []dItem
+	// picks: the parameters split (splitPicked); counts: what pickSplits
+	// decides by (splitCounted); skel is countRuns' scratch.
+	picks  map[Key][]bool
+	counts map[Key][]runCount
+	skel   []byte
 
 	lastKey  Key
 	lastInfo *tplInfo
@@ -212,13 +236,51 @@ func (sc *scratch) put(e *encoder) {
 	scratchPool.Put(sc)
 }
 
+// encode writes rows as one file. With o.digits "trial" and zstd's best
+// level it also writes the file with the string parameters pickSplits
+// picks (from what the first write counted) split at their digit runs
+// (kind d, v) and keeps the smaller.
 func encode(rows []Row, tpl Templates, o *options) (File, error) {
+	if o.digits == "on" {
+		f, _, err := encodeOnce(rows, tpl, o, splitAll, nil)
+		return f, err
+	}
+	if o.digits != "trial" || o.hiLevel == 0 {
+		f, _, err := encodeOnce(rows, tpl, o, splitNone, nil)
+		return f, err
+	}
+	f, picks, err := encodeOnce(rows, tpl, o, splitCounted, nil)
+	if err != nil || picks == nil {
+		return f, err
+	}
+	g, _, err := encodeOnce(rows, tpl, o, splitPicked, picks)
+	if err != nil || len(g.Data) >= len(f.Data) {
+		return f, nil // an error here would have been one in f
+	}
+	return g, nil
+}
+
+// What encodeOnce splits at the digit runs (kind d, v).
+const (
+	splitNone    = iota
+	splitCounted // none, and count the string parameters' runs for pickSplits
+	splitPicked  // the parameters picks says
+	splitAll     // every string parameter with a run (tests)
+)
+
+// encodeOnce writes rows as one file, its string parameters split at their
+// digit runs as how says. With splitCounted it returns the parameters
+// pickSplits picks, nil for none.
+func encodeOnce(rows []Row, tpl Templates, o *options, how int, picks map[Key][]bool) (f File, picked map[Key][]bool, err error) {
 	p, err := eventtime.New(eventtime.Defaults())
 	if err != nil {
-		return File{}, fmt.Errorf("timestamp parser: %w", err)
+		return File{}, nil, fmt.Errorf("timestamp parser: %w", err)
 	}
-	e := &encoder{o: o, tpl: tpl, infos: map[Key]*tplInfo{}, kinds: map[string]string{}, parser: p}
-
+	e := &encoder{o: o, tpl: tpl, infos: map[Key]*tplInfo{}, kinds: map[string]string{}, parser: p,
+		split: how == splitPicked || how == splitAll, picks: picks}
+	if how == splitCounted {
+		e.counts = map[Key][]runCount{}
+	}
 	order, ranks, nkeys := sortRanks(rows, o.sortByTpl)
 	if o.sortByTpl && o.groupRows > 0 && len(rows) >= 2*o.groupRows {
 		e.tail = rareLast(rows, order, o.rareRows)
@@ -273,14 +335,14 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 			var err error
 			r := &rows[i]
 			if t, err = e.info(Key{r.TemplateID, r.TemplateVersion}); err != nil {
-				return File{}, err
+				return File{}, nil, err
 			}
 			if ranks != nil {
 				e.ranked[ranks[i]] = t
 			}
 		}
 		if err := e.classify(&rows[i], t, &enc[pos[i]]); err != nil {
-			return File{}, err
+			return File{}, nil, err
 		}
 	}
 	if o.rightShare > 0 && e.u.pr[0].words > 0 {
@@ -322,9 +384,71 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	}
 	data, err := e.write(rows, order, enc)
 	if err != nil {
-		return File{}, err
+		return File{}, nil, err
 	}
-	return File{Data: data, Stats: stats(rows, o.date), Rows: len(rows)}, nil
+	return File{Data: data, Stats: stats(rows, o.date), Rows: len(rows)}, pickSplits(e.counts), nil
+}
+
+// splitCap bounds the distinct texts countRuns counts of a parameter.
+const splitCap = 1 << 12
+
+// runCount is what an encode counts of a template version's parameter
+// for pickSplits: the rows whose text (for u, without the timestamp) has a
+// digit run to split, and the distinct texts and skeletons among them.
+type runCount struct {
+	rows        int
+	vals, skels map[uint64]struct{}
+}
+
+// countRuns counts string parameter j of version k, text v, for pickSplits.
+func (e *encoder) countRuns(k Key, nparams, j int, v string) {
+	var n int
+	if e.skel, e.runs, n = splitRuns(e.skel[:0], e.runs[:0], v, maxRuns); n == 0 {
+		return
+	}
+	cs := e.counts[k]
+	if cs == nil {
+		cs = make([]runCount, nparams)
+		e.counts[k] = cs
+	}
+	c := &cs[j]
+	if c.vals == nil {
+		c.vals, c.skels = map[uint64]struct{}{}, map[uint64]struct{}{}
+	}
+	c.rows++
+	if len(c.vals) < splitCap {
+		c.vals[xxhash.Sum64String(v)] = struct{}{}
+	}
+	if len(c.skels) < splitCap {
+		c.skels[xxhash.Sum64(e.skel)] = struct{}{}
+	}
+}
+
+// pickSplits picks, per template version and parameter, the string
+// parameters split at their digit runs (kind d, v): those of at least 16
+// rows with a run whose texts without the runs (skeletons) would be a
+// dictionary (distinct at most a quarter of the rows) and whose texts are
+// at least four times as many, so that the runs are what varies, as HPC's
+// "134681 node-246 unix.hw state_change.unavailable" (29 skeletons in
+// 2,000 lines). Splitting every string parameter made the Loghub lakes
+// of Linux and Android larger: a value whose fields repeat each other, or
+// one that repeats whole, is smaller as text. nil: none picked.
+func pickSplits(counts map[Key][]runCount) map[Key][]bool {
+	var picks map[Key][]bool
+	for k, cs := range counts {
+		for j, c := range cs {
+			if c.rows >= 16 && 4*len(c.skels) <= c.rows && len(c.vals) >= 4*len(c.skels) {
+				if picks == nil {
+					picks = map[Key][]bool{}
+				}
+				if picks[k] == nil {
+					picks[k] = make([]bool, len(cs))
+				}
+				picks[k][j] = true
+			}
+		}
+	}
+	return picks
 }
 
 // sortRows returns the order rows are written in: by template (when
@@ -427,6 +551,11 @@ func (e *encoder) info(k Key) (*tplInfo, error) {
 		return nil, fmt.Errorf("%w: template %d version %d not given", ErrInput, k.ID, k.Version)
 	}
 	t := &tplInfo{pieces: strings.Split(text, Wildcard)}
+	if e.picks != nil {
+		if t.split = e.picks[k]; t.split == nil {
+			t.split = make([]bool, len(t.pieces)-1)
+		}
+	}
 	e.infos[k] = t
 	e.lastKey, e.lastInfo = k, t
 	return t, nil
@@ -449,7 +578,9 @@ func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 	out.n = span{off: int32(len(e.nv))}
 	out.b = span{off: int32(len(e.bvals))}
 	out.m = span{off: int32(len(e.midx))}
+	out.d = span{off: int32(len(e.dits))}
 	e.kbuf = e.kbuf[:0]
+	e.runs = e.runs[:0]
 	tsFirst, tsLast, layout, res, inner := e.findTime(r, t)
 	if len(res) > 0 {
 		out.residue = res
@@ -460,13 +591,29 @@ func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 		case j == tsFirst && inner[1] > 0:
 			// The text around the timestamp, in the next p column.
 			if k := out.s.cnt; k < MaxSlots && utf8.ValidString(p) {
-				e.kbuf = append(e.kbuf, kindInner, 'A'+byte(layout), '0'+byte(inner[0]))
 				start := len(e.arena)
 				e.arena = append(e.arena, p[:inner[0]]...)
 				e.arena = append(e.arena, p[inner[0]+inner[1]:]...)
 				cut := unsafeString(e.arena[start:])
-				e.addP(k, cut)
-				e.svals = append(e.svals, cut)
+				nr := 0
+				if e.counts != nil {
+					e.countRuns(Key{r.TemplateID, r.TemplateVersion}, len(r.Params), j, cut)
+				}
+				if e.split && (t.split == nil || t.split[j]) {
+					// The text around the timestamp split at its digit runs (v).
+					e.arena, e.runs, nr = splitRuns(e.arena, e.runs, cut, min(maxRuns, MaxSlots-int(out.n.cnt)-len(e.runs)))
+				}
+				v := cut
+				if nr > 0 {
+					e.kbuf = append(e.kbuf, kindInnerD, 'A'+byte(layout), '0'+byte(inner[0]), '0'+byte(nr))
+					v = unsafeString(e.arena[start+len(cut):])
+					e.dits = append(e.dits, dItem{j: int32(j), s: k, runs: int8(nr), text: cut})
+					out.d.cnt++
+				} else {
+					e.kbuf = append(e.kbuf, kindInner, 'A'+byte(layout), '0'+byte(inner[0]))
+				}
+				e.addP(k, v)
+				e.svals = append(e.svals, v)
 				e.sj = append(e.sj, int32(j))
 				out.s.cnt++
 				continue
@@ -481,7 +628,7 @@ func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 		var kind byte
 		var digits uint8
 		var v int64
-		if out.n.cnt < MaxSlots && !e.o.untyped {
+		if out.n.cnt+int32(len(e.runs)) < MaxSlots && !e.o.untyped {
 			if e.o.classify != nil {
 				kind, digits, v = e.o.classify(p)
 			} else {
@@ -489,6 +636,25 @@ func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 			}
 		} else if kind = kindString; !utf8.ValidString(p) {
 			kind = kindBytes
+		}
+		if kind == kindString && e.counts != nil && out.s.cnt < MaxSlots {
+			e.countRuns(Key{r.TemplateID, r.TemplateVersion}, len(r.Params), j, p)
+		}
+		if kind == kindString && e.split && (t.split == nil || t.split[j]) && out.s.cnt < MaxSlots {
+			start, nr := len(e.arena), 0
+			e.arena, e.runs, nr = splitRuns(e.arena, e.runs, p, min(maxRuns, MaxSlots-int(out.n.cnt)-len(e.runs)))
+			if nr > 0 {
+				e.kbuf = append(e.kbuf, kindDigits, '0'+byte(nr))
+				skel := unsafeString(e.arena[start:])
+				k := out.s.cnt
+				e.addP(k, skel)
+				e.svals = append(e.svals, skel)
+				e.sj = append(e.sj, int32(j))
+				e.dits = append(e.dits, dItem{j: int32(j), s: k, runs: int8(nr), text: p})
+				out.s.cnt++
+				out.d.cnt++
+				continue
+			}
 		}
 		e.kbuf = append(e.kbuf, kind)
 		switch kind {
@@ -523,6 +689,22 @@ func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 			e.nj = append(e.nj, int32(j))
 			out.n.cnt++
 		}
+	}
+	if len(e.runs) > 0 {
+		// The runs take the n columns after the row's numeric parameters
+		// (parseKinds), so those keep their columns on every row of a
+		// template whatever its strings split into.
+		x := 0
+		for _, d := range e.dits[out.d.off : out.d.off+out.d.cnt] {
+			for range d.runs {
+				e.u.n[out.n.cnt]++
+				e.nv = append(e.nv, e.runs[x])
+				e.nj = append(e.nj, d.j)
+				out.n.cnt++
+				x++
+			}
+		}
+		e.u.digits = true
 	}
 	if e.u.pr[0].words > 0 {
 		e.addRight(out.s)
@@ -684,7 +866,10 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	schema := schemaFor(&e.u, e.o)
 	cols := columnsOf(schema)
 	version := "3"
-	if e.u.right {
+	switch {
+	case e.u.digits:
+		version = "5"
+	case e.u.right:
 		version = "4"
 	}
 	var buf bytes.Buffer
@@ -1033,12 +1218,34 @@ func (e *encoder) moreItems(r *Row, en *encoded) []item {
 	for _, j := range e.midx[en.m.off : en.m.off+en.m.cnt] {
 		its = append(its, item{j, r.Params[j]})
 	}
+	// A d item without its p column or one of its runs' n columns is
+	// all in more, as its exact text.
+	dits := e.dits[en.d.off : en.d.off+en.d.cnt]
+	nn := en.n.cnt // the row's numeric parameters: its n values before the runs
+	for _, d := range dits {
+		nn -= int32(d.runs)
+	}
+	run := nn
+	for _, d := range dits {
+		col := d.s
+		if e.u.right && rightAligned(en.s.cnt) {
+			col = en.s.cnt - 1 - col
+		}
+		whole := e.u.p[col].n == 0
+		for k := run; k < run+int32(d.runs); k++ {
+			whole = whole || e.u.n[k] == 0
+		}
+		run += int32(d.runs)
+		if whole {
+			its = append(its, item{d.j, d.text})
+		}
+	}
 	for k := int32(0); k < en.s.cnt; k++ {
-		if e.u.p[k].n == 0 {
+		if e.u.p[k].n == 0 && !isDigits(dits, e.sj[en.s.off+k]) {
 			its = append(its, item{e.sj[en.s.off+k], e.svals[en.s.off+k]})
 		}
 	}
-	for k := int32(0); k < en.n.cnt; k++ {
+	for k := int32(0); k < nn; k++ {
 		if e.u.n[k] == 0 {
 			j := e.nj[en.n.off+k]
 			its = append(its, item{j, r.Params[j]})
@@ -1052,6 +1259,16 @@ func (e *encoder) moreItems(r *Row, en *encoded) []item {
 	slices.SortFunc(its, func(a, b item) int { return cmp.Compare(a.j, b.j) })
 	e.items = its
 	return its
+}
+
+// isDigits reports whether parameter j is one of the d items dits.
+func isDigits(dits []dItem, j int32) bool {
+	for _, d := range dits {
+		if d.j == j {
+			return true
+		}
+	}
+	return false
 }
 
 // demote leaves out the slot columns fewer than o.slotMin of the rows use:

@@ -2,6 +2,7 @@ package recfile
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,7 +11,7 @@ import (
 // FuzzKinds checks the kinds-string decoder never panics and accepts only
 // what the encoder could write.
 func FuzzKinds(f *testing.F) {
-	for _, s := range []string{"", "s", "tBcci", "f2axb", "tZ", "c", "f0", "t", "f", "q", "uB0", "uB~s", "uB", "uZ0", "uB\x7f", "rss", "rs", "rtBsuB0", "rr"} {
+	for _, s := range []string{"", "s", "tBcci", "f2axb", "tZ", "c", "f0", "t", "f", "q", "uB0", "uB~s", "uB", "uZ0", "uB\x7f", "rss", "rs", "rtBsuB0", "rr", "d1", "d0", "d:", "id9s", "rsd2", "vB01", "vB0", "vB00", "svB2d1", strings.Repeat("d9", 4)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, kinds string) {
@@ -20,17 +21,21 @@ func FuzzKinds(f *testing.F) {
 		}
 		var b []byte
 		for _, s := range slots {
-			if (s.kind == kindString || s.kind == kindInner) && s.col != 0 && !bytes.ContainsAny(b, "su") {
+			if (s.kind == kindString || s.kind == kindInner || s.kind == kindDigits || s.kind == kindInnerD) && s.col != 0 && !bytes.ContainsAny(b, "sudv") {
 				b = append(b, kindRight) // the first s or u is not p0: numbered from the right
 			}
 			b = append(b, s.kind)
 			switch s.kind {
 			case kindDecimal:
 				b = append(b, '0'+s.digits)
+			case kindDigits:
+				b = append(b, '0'+byte(s.runs))
 			case kindTime:
 				b = append(b, 'A'+byte(s.layout))
 			case kindInner:
 				b = append(b, 'A'+byte(s.layout), '0'+byte(s.offset))
+			case kindInnerD:
+				b = append(b, 'A'+byte(s.layout), '0'+byte(s.offset), '0'+byte(s.runs))
 			}
 		}
 		if i := bytes.IndexByte(b, kindRight); i > 0 {
@@ -105,6 +110,17 @@ func FuzzDecode(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(tailed.Data)
+	// A file whose parameters are split at their digit runs (kind d).
+	o = defaultOptions()
+	o.digits = "on"
+	digitRows := append(slices.Clone(rows), Row{WALSeq: 2, TS: ns("2026-11-29T00:00:02Z"), TemplateID: 2, TemplateVersion: 1, Source: "s",
+		Params: []string{"node-246 of 1024", "1.5"}}, Row{WALSeq: 2, Index: 1, TS: ns("2026-11-29T00:00:00.010Z"), TemplateID: 1, TemplateVersion: 1,
+		Source: "s", Params: []string{"- 2026-11-29T00:00:00.010Z a7", "42", "\xff"}})
+	split, err := encode(digitRows, tpl, &o)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(split.Data)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		recs, err := Decode(data, tpl)
 		for _, r := range recs {

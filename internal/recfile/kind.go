@@ -1,7 +1,9 @@
 package recfile
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -21,7 +23,16 @@ const (
 	kindCovered = 'c' // part of the timestamp the previous 't' began: nothing stored
 	kindInner   = 'u' // followed by 'A'+layout and '0'+offset: p<k> with the record's ts rendered at offset
 	kindRight   = 'r' // first, not an item (records v4): the row's p<k> are numbered from its last s or u
+	kindDigits  = 'd' // followed by '1'..'9', the runs (records v5): p<j> with each run a marker, the runs in n<j>
+	kindInnerD  = 'v' // u's 'A'+layout and '0'+offset, then d's '1'..'9' (records v5): u whose p<k> is split as d's
 )
+
+// runMarker stands for a split digit run in the text of a d item's
+// parameter (its skeleton); a parameter that contains it is never split.
+const runMarker = '\x11'
+
+// maxRuns is the most digit runs a parameter is split at (d1 to d9).
+const maxRuns = 9
 
 // maxInner is the largest offset of a timestamp inside a parameter (kind
 // u): '0'+maxInner is '~'.
@@ -31,9 +42,11 @@ const maxInner = '~' - '0'
 type slot struct {
 	kind   byte
 	digits uint8              // kindDecimal
-	layout eventtime.LayoutID // kindTime, kindInner
-	offset int                // kindInner
-	col    int                // kindString, kindInner: the p<col> column (MaxSlots and past: none)
+	layout eventtime.LayoutID // kindTime, kindInner, kindInnerD
+	offset int                // kindInner, kindInnerD
+	col    int                // kindString, kindInner, kindDigits, kindInnerD: the p<col> column (MaxSlots and past: none)
+	runs   int                // kindDigits, kindInnerD: how many runs, in n<nrun> to n<nrun+runs-1>
+	nrun   int                // kindDigits, kindInnerD: the n column of its first run
 }
 
 // parseKinds decodes a kinds string into slots, appended to dst. It checks
@@ -49,19 +62,33 @@ func parseKinds(dst []slot, kinds string) ([]slot, error) {
 		return dst, err
 	}
 	// Number the p columns: from the left, or from the right after 'r'.
-	ns := 0
+	// The runs of d items take the n columns after the row's numeric
+	// parameters, in order.
+	ns, nn := 0, 0
 	for i := start; i < len(dst); i++ {
-		if k := dst[i].kind; k == kindString || k == kindInner {
+		switch dst[i].kind {
+		case kindString, kindInner, kindDigits, kindInnerD:
 			dst[i].col = ns
 			ns++
+		case kindInt, kindDecimal, kindIPv4, kindHex:
+			nn++
 		}
+	}
+	for i := start; i < len(dst); i++ {
+		if k := dst[i].kind; k == kindDigits || k == kindInnerD {
+			dst[i].nrun = nn
+			nn += dst[i].runs
+		}
+	}
+	if nn > MaxSlots {
+		return dst, fmt.Errorf("kinds %q: %d numeric columns", kinds, nn)
 	}
 	if right {
 		if !rightAligned(int32(ns)) {
 			return dst, fmt.Errorf("kinds %q: numbered from the right with %d string parameters", kinds, ns)
 		}
 		for i := start; i < len(dst); i++ {
-			if k := dst[i].kind; k == kindString || k == kindInner {
+			if k := dst[i].kind; k == kindString || k == kindInner || k == kindDigits || k == kindInnerD {
 				dst[i].col = ns - 1 - dst[i].col
 			}
 		}
@@ -82,6 +109,12 @@ func parseItems(dst []slot, kinds string) ([]slot, error) {
 			}
 			i++
 			dst = append(dst, slot{kind: c, digits: kinds[i] - '0'})
+		case kindDigits:
+			if i+1 >= len(kinds) || kinds[i+1] < '1' || kinds[i+1] > '0'+maxRuns {
+				return dst, fmt.Errorf("kinds %q: digit runs at %d without a count", kinds, i)
+			}
+			i++
+			dst = append(dst, slot{kind: c, runs: int(kinds[i] - '0')})
 		case kindTime:
 			if i+1 >= len(kinds) {
 				return dst, fmt.Errorf("kinds %q: time at %d without layout", kinds, i)
@@ -92,7 +125,7 @@ func parseItems(dst []slot, kinds string) ([]slot, error) {
 				return dst, fmt.Errorf("kinds %q: time at %d with layout %q", kinds, i, kinds[i])
 			}
 			dst = append(dst, slot{kind: c, layout: l})
-		case kindInner:
+		case kindInner, kindInnerD:
 			if i+2 >= len(kinds) {
 				return dst, fmt.Errorf("kinds %q: inner time at %d without layout and offset", kinds, i)
 			}
@@ -105,7 +138,15 @@ func parseItems(dst []slot, kinds string) ([]slot, error) {
 				return dst, fmt.Errorf("kinds %q: inner time at %d with offset %q", kinds, i, o)
 			}
 			i += 2
-			dst = append(dst, slot{kind: c, layout: l, offset: int(o - '0')})
+			runs := 0
+			if c == kindInnerD {
+				if i+1 >= len(kinds) || kinds[i+1] < '1' || kinds[i+1] > '0'+maxRuns {
+					return dst, fmt.Errorf("kinds %q: digit runs at %d without a count", kinds, i)
+				}
+				i++
+				runs = int(kinds[i] - '0')
+			}
+			dst = append(dst, slot{kind: c, layout: l, offset: int(o - '0'), runs: runs})
 		case kindCovered:
 			if len(dst) == 0 || (dst[len(dst)-1].kind != kindTime && dst[len(dst)-1].kind != kindCovered) {
 				return dst, fmt.Errorf("kinds %q: covered slot at %d not after a time", kinds, i)
@@ -389,3 +430,68 @@ func appendValue(dst []byte, s slot, v int64) []byte {
 }
 
 var pow10 = [10]uint64{1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000}
+
+// splitRuns cuts p, UTF-8 text, at its digit runs that are canonical
+// integers ("0", or [1-9][0-9]* fitting int64), at most most of them: it
+// appends p with each such run replaced by runMarker to skel and the runs'
+// values to runs, and returns how many it split. A run with a leading zero
+// or too large stays in the text; p with runMarker in it, or without such
+// a run, is not split (0, and skel as it was).
+func splitRuns(skel []byte, runs []int64, p string, most int) ([]byte, []int64, int) {
+	if most <= 0 {
+		return skel, runs, 0
+	}
+	start, n := len(skel), 0
+	last := 0 // p[last:] is not in skel yet
+	for i := 0; i < len(p); {
+		c := p[i]
+		if c == runMarker {
+			return skel[:start], runs[:len(runs)-n], 0
+		}
+		if c-'0' > 9 {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(p) && p[j]-'0' <= 9 {
+			j++
+		}
+		if n < most && (j-i == 1 || (c != '0' && j-i <= 19)) {
+			if v, ok := canonicalInt(p[i:j]); ok {
+				if n == 0 {
+					skel = slices.Grow(skel, len(p))
+				}
+				skel = append(skel, p[last:i]...)
+				skel = append(skel, runMarker)
+				runs = append(runs, v)
+				last = j
+				n++
+			}
+		}
+		i = j
+	}
+	if n == 0 {
+		return skel, runs, 0
+	}
+	return append(skel, p[last:]...), runs, n
+}
+
+// appendRuns renders a d item's skeleton with its runs in place of the
+// markers; false when the markers are not exactly len(runs).
+func appendRuns(dst, skel []byte, runs []int64) ([]byte, bool) {
+	r := 0
+	for {
+		i := bytes.IndexByte(skel, runMarker)
+		if i < 0 {
+			break
+		}
+		if r == len(runs) {
+			return dst, false
+		}
+		dst = append(dst, skel[:i]...)
+		dst = strconv.AppendInt(dst, runs[r], 10)
+		r++
+		skel = skel[i+1:]
+	}
+	return append(dst, skel...), r == len(runs)
+}

@@ -2,6 +2,7 @@ package recfile
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -124,6 +125,23 @@ func (d *decoder) prepareLines(g *group) error {
 	return nil
 }
 
+// runs appends the values of row i's digit runs of d item s to dst; false
+// when one has no value.
+func (g *group) runs(dst []int64, i int, s slot) ([]int64, bool) {
+	for k := s.nrun; k < s.nrun+s.runs; k++ {
+		cv := g.slots[1][k]
+		if cv == nil {
+			return dst, false
+		}
+		v := cv.valueAt(i)
+		if v < 0 {
+			return dst, false
+		}
+		dst = append(dst, cv.int(v))
+	}
+	return dst, true
+}
+
 // slotsOf is row i's kinds, parsed.
 func (d *decoder) slotsOf(g *group, i int) ([]slot, error) { return slotsIn(g, i, d.kinds) }
 
@@ -191,6 +209,7 @@ func (d *decoder) appendLineWith(dst []byte, g *group, i int, tpl int32, times *
 	}
 	ts := time.UnixMicro(g.ts(i) / 1000)
 	var kn, kb int // the next n and b column (p: the slot's col)
+	var runs []int64
 	for j, s := range slots {
 		if s.kind == kindCovered {
 			continue
@@ -204,6 +223,38 @@ func (d *decoder) appendLineWith(dst []byte, g *group, i int, tpl int32, times *
 		case kindTime:
 			dst = times.Render(dst, ts, s.layout, g.residue(i))
 			continue
+		case kindDigits, kindInnerD:
+			// The skeleton in p<col> and every run in its n column, or
+			// the parameter's text in more.
+			if s.col < MaxSlots {
+				cv = g.slots[0][s.col]
+			}
+			if v := -1; cv != nil {
+				if v = cv.valueAt(i); v >= 0 {
+					var ok bool
+					if runs, ok = g.runs(runs[:0], i, s); ok {
+						start := len(dst)
+						if dst, ok = appendRuns(dst, cv.str(v), runs); !ok {
+							seq, idx := g.pos(i)
+							return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: %d runs do not match its text", ErrCorrupt, seq, idx, j, s.runs)
+						}
+						if s.kind == kindInnerD {
+							if start+s.offset > len(dst) {
+								seq, idx := g.pos(i)
+								return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: time offset %d past its text", ErrCorrupt, seq, idx, j, s.offset)
+							}
+							// The timestamp after the text, then turned into place.
+							at, end := start+s.offset, len(dst)
+							dst = times.Render(dst, ts, s.layout, g.residue(i))
+							slices.Reverse(dst[at:end])
+							slices.Reverse(dst[end:])
+							slices.Reverse(dst[at:])
+						}
+						continue
+					}
+				}
+			}
+			cv = nil
 		case kindString, kindInner:
 			if s.col < MaxSlots {
 				cv = g.slots[0][s.col]
@@ -234,14 +285,14 @@ func (d *decoder) appendLineWith(dst []byte, g *group, i int, tpl int32, times *
 			// No column value: the parameter's exact text is the next
 			// item of more.
 			text, more = more[0], more[1:]
-		case s.kind == kindInner:
+		case s.kind == kindInner || s.kind == kindInnerD:
 			seq, idx := g.pos(i)
 			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind u has no text", ErrCorrupt, seq, idx, j)
 		default:
 			seq, idx := g.pos(i)
 			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind %c has no value", ErrCorrupt, seq, idx, j, s.kind)
 		}
-		if s.kind == kindInner {
+		if s.kind == kindInner || s.kind == kindInnerD {
 			if s.offset > len(text) {
 				seq, idx := g.pos(i)
 				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: time offset %d past its text", ErrCorrupt, seq, idx, j, s.offset)

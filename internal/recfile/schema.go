@@ -15,11 +15,13 @@ import (
 )
 
 // Version is the newest records file format this package writes and
-// reads: records v4, which is v3 with rows whose p<k> columns are numbered
-// from the record's last string parameter (kinds item 'r', alignRight). A
-// file without such rows is written as v3. Version 2 is lake.RecordRow
+// reads: records v5, which is v3 with kinds items 'd' (string parameters
+// split at their digit runs). v4 is v3 with rows whose p<k> columns are
+// numbered from the record's last string parameter (kinds item 'r',
+// alignRight); a file with d items is v5 whether or not it has such rows,
+// one with neither v3. Version 2 is lake.RecordRow
 // (params as list<string>, one row per record in WAL order).
-const Version = 4
+const Version = 5
 
 // MaxSlots is how many parameters of a record have columns of their own
 // (p<j>, n<j>, b<j> for j < MaxSlots); the rest go to more.
@@ -122,6 +124,11 @@ type options struct {
 	// highCodec (the smaller of best and default).
 	hiLevel zstd.Level
 	hiBytes int
+	// digits: "trial" splits the string parameters at their digit runs
+	// (kind d) in a file written at zstd's best level (hiLevel) when that
+	// makes the file smaller (encode writes it both ways), "on" always,
+	// anything else never.
+	digits string
 }
 
 // statsColumns keep their chunk statistics in a trimmed footer of a file
@@ -138,7 +145,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true, colDate: true}
 
 func defaultOptions() options {
-	return options{dictDays: true, rightShare: 0.9, level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, plainTrial: true, intTrial: true, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows}
+	return options{dictDays: true, rightShare: 0.9, level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, plainTrial: true, intTrial: true, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows, digits: "trial"}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
@@ -301,6 +308,9 @@ type usage struct {
 	// file is written so.
 	pr    [MaxSlots]strStats
 	right bool
+	// digits: some row has a parameter split at its digit runs (kind d,
+	// records v5).
+	digits bool
 	// fewDays: the rows' ts fall on at most maxDictDays UTC days; the
 	// date column is then a dictionary (fewDaysOf).
 	fewDays bool
