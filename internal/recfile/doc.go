@@ -115,6 +115,11 @@
 //	        smaller so (it writes both): "134681 node-246 unix.hw
 //	        state_change.unavailable" is d2 with "\x11 node-\x11 unix.hw
 //	        state_change.unavailable", a value of a small dictionary.
+//	v<L><O><k> a u parameter whose p<k> text (without the timestamp) is
+//	        split as d's: the text is p<k> with its runs in place, then the
+//	        timestamp inserted at offset O as for u. HPC's, Linux's and
+//	        HDFS's header parameters are u: " 148 INFO dfs.DataNode:" is
+//	        vF01 with " \x11 INFO dfs.DataNode:".
 //
 // A parameter is t only when the line's timestamp (eventtime.Parser, auto,
 // UTC) starts exactly at a parameter and ends exactly at one, u when it lies
@@ -138,7 +143,7 @@
 // To reconstruct a line without this package: split the template text on
 // "<*>"; for each item j of kinds (after a leading r) write piece j (unless
 // the item is c), then the parameter as its kind says (skip c), taking the
-// next p (s, u, d; counted from the right after r), n or b column (d: its
+// next p (s, u, d, v; counted from the right after r), n or b column (d, v: its
 // runs' n columns, after the row's numeric ones), or, when that column's value is null, the next item of more as
 // the parameter's text; then the last piece.
 //
