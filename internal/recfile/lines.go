@@ -176,16 +176,17 @@ func parsedKinds(cache map[string][]slot, kinds []byte) ([]slot, error) {
 	return s, nil
 }
 
-// appendLine appends the line of row i of g to dst, byte for byte as it
+// appendLine appends the line of row r of g to dst, byte for byte as it
 // was read: the template's pieces and the row's parameters, each as its
 // kind says (the package doc's reconstruction). It is the one renderer of
 // records v3 lines: records (DecodeProjected, DecodeRows) and Lines use it.
 // With d.bounds set it records where each parameter item's text starts in
 // dst (one entry per item that is not covered) and where the last piece
-// starts. tpl is g.tpl[i], which a caller going through rows in WAL order
-// has in its lineRef (g.tpl read at random is a cache miss a row).
-func (d *decoder) appendLine(dst []byte, g *group, i int, tpl int32) ([]byte, error) {
-	return d.appendLineWith(dst, g, i, tpl, &d.times, d.kinds)
+// starts. r carries the row's template (g.tpl read at random is a cache
+// miss a row) and its place in the WAL (g's wal_seq and record_index are
+// gone: dropKeys).
+func (d *decoder) appendLine(dst []byte, g *group, r lineRef) ([]byte, error) {
+	return d.appendLineWith(dst, g, r, &d.times, d.kinds)
 }
 
 // appendLineWith is appendLine with the caches of a renderer: times
@@ -193,15 +194,15 @@ func (d *decoder) appendLine(dst []byte, g *group, i int, tpl int32) ([]byte, er
 // parsed. It writes nothing of d or g but d.bounds (when set), so
 // renderers with caches of their own may render rows of one decoder at
 // once (LineRenderer).
-func (d *decoder) appendLineWith(dst []byte, g *group, i int, tpl int32, times *eventtime.Renderer, kinds map[string][]slot) ([]byte, error) {
-	pieces := d.pieces[tpl]
+func (d *decoder) appendLineWith(dst []byte, g *group, r lineRef, times *eventtime.Renderer, kinds map[string][]slot) ([]byte, error) {
+	i := int(r.row)
+	pieces := d.pieces[r.tpl]
 	slots, err := slotsIn(g, i, kinds)
 	if err != nil {
 		return nil, err
 	}
 	if len(slots) != len(pieces)-1 {
-		seq, idx := g.pos(i)
-		return nil, fmt.Errorf("%w: record wal %d index %d: %d kinds for %d wildcards", ErrCorrupt, seq, idx, len(slots), len(pieces)-1)
+		return nil, fmt.Errorf("%w: record wal %d index %d: %d kinds for %d wildcards", ErrCorrupt, r.seq, r.idx, len(slots), len(pieces)-1)
 	}
 	var more [][]byte
 	if c := g.base[cMore]; c != nil {
@@ -235,13 +236,11 @@ func (d *decoder) appendLineWith(dst []byte, g *group, i int, tpl int32, times *
 					if runs, ok = g.runs(runs[:0], i, s); ok {
 						start := len(dst)
 						if dst, ok = appendRuns(dst, cv.str(v), runs); !ok {
-							seq, idx := g.pos(i)
-							return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: %d runs do not match its text", ErrCorrupt, seq, idx, j, s.runs)
+							return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: %d runs do not match its text", ErrCorrupt, r.seq, r.idx, j, s.runs)
 						}
 						if s.kind == kindInnerD {
 							if start+s.offset > len(dst) {
-								seq, idx := g.pos(i)
-								return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: time offset %d past its text", ErrCorrupt, seq, idx, j, s.offset)
+								return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: time offset %d past its text", ErrCorrupt, r.seq, r.idx, j, s.offset)
 							}
 							// The timestamp after the text, then turned into place.
 							at, end := start+s.offset, len(dst)
@@ -286,16 +285,13 @@ func (d *decoder) appendLineWith(dst []byte, g *group, i int, tpl int32, times *
 			// item of more.
 			text, more = more[0], more[1:]
 		case s.kind == kindInner || s.kind == kindInnerD:
-			seq, idx := g.pos(i)
-			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind u has no text", ErrCorrupt, seq, idx, j)
+			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind u has no text", ErrCorrupt, r.seq, r.idx, j)
 		default:
-			seq, idx := g.pos(i)
-			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind %c has no value", ErrCorrupt, seq, idx, j, s.kind)
+			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind %c has no value", ErrCorrupt, r.seq, r.idx, j, s.kind)
 		}
 		if s.kind == kindInner || s.kind == kindInnerD {
 			if s.offset > len(text) {
-				seq, idx := g.pos(i)
-				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: time offset %d past its text", ErrCorrupt, seq, idx, j, s.offset)
+				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: time offset %d past its text", ErrCorrupt, r.seq, r.idx, j, s.offset)
 			}
 			dst = append(dst, text[:s.offset]...)
 			dst = times.Render(dst, ts, s.layout, g.residue(i))
@@ -305,8 +301,7 @@ func (d *decoder) appendLineWith(dst []byte, g *group, i int, tpl int32, times *
 		dst = append(dst, text...)
 	}
 	if len(more) != 0 {
-		seq, idx := g.pos(i)
-		return nil, fmt.Errorf("%w: record wal %d index %d: %d values left in more", ErrCorrupt, seq, idx, len(more))
+		return nil, fmt.Errorf("%w: record wal %d index %d: %d values left in more", ErrCorrupt, r.seq, r.idx, len(more))
 	}
 	if d.bounds != nil {
 		d.bounds = append(d.bounds, len(dst))
@@ -314,13 +309,14 @@ func (d *decoder) appendLineWith(dst []byte, g *group, i int, tpl int32, times *
 	return append(dst, pieces[len(pieces)-1]...), nil
 }
 
-// record fills rec with row i of g: the fields d.proj asks for, the line
+// record fills rec with row r of g: the fields d.proj asks for, the line
 // cut from the decoder's arena.
-func (d *decoder) record(rec *Record, g *group, i int) error {
+func (d *decoder) record(rec *Record, g *group, r lineRef) error {
 	p := d.proj
 	b := &g.base
-	*rec = Record{TemplateID: uint64(b[cTemplateID].int(i)), TemplateVersion: uint32(b[cVersion].int(i)), TS: g.ts(i)}
-	rec.WALSeq, rec.Index = g.pos(i)
+	i := int(r.row)
+	key := d.key(g, r)
+	*rec = Record{TemplateID: key.ID, TemplateVersion: key.Version, TS: g.ts(i), WALSeq: r.seq, Index: r.idx}
 	if c := b[cTSSource]; c != nil && c.read {
 		rec.TSSource = streams.TSSource(c.int(i))
 	}
@@ -345,7 +341,7 @@ func (d *decoder) record(rec *Record, g *group, i int) error {
 	if cap(d.line)-len(d.line) < 4<<10 {
 		d.line = make([]byte, 0, 256<<10)
 	}
-	line, err := d.appendLine(d.line[len(d.line):], g, i, g.tpl[i])
+	line, err := d.appendLine(d.line[len(d.line):], g, r)
 	if err != nil {
 		return err
 	}
@@ -397,10 +393,16 @@ func (l *Lines) TS(x int) int64 {
 // Key is row x's template version.
 func (l *Lines) Key(x int) Key {
 	r := l.refs[x]
+	return l.d.key(l.groups[r.g], r)
+}
+
+// key is row r of g's template version: from its template index (with
+// the projection's Lines), else from g's columns.
+func (d *decoder) key(g *group, r lineRef) Key {
 	if r.tpl >= 0 {
-		return l.d.keys[r.tpl]
+		return d.keys[r.tpl]
 	}
-	b := &l.groups[r.g].base
+	b := &g.base
 	return Key{uint64(b[cTemplateID].int(int(r.row))), uint32(b[cVersion].int(int(r.row)))}
 }
 
@@ -416,7 +418,7 @@ func (l *Lines) KeyIndex(x int) int { return int(l.refs[x].tpl) }
 // projection's Lines.
 func (l *Lines) AppendLine(dst []byte, x int) ([]byte, error) {
 	r := l.refs[x]
-	return l.d.appendLine(dst, l.groups[r.g], int(r.row), r.tpl)
+	return l.d.appendLine(dst, l.groups[r.g], r)
 }
 
 // A LineRenderer renders lines of Lines as AppendLine does, with caches of
@@ -437,13 +439,29 @@ func (r *LineRenderer) AppendLine(dst []byte, l *Lines, x int) ([]byte, error) {
 		r.kinds = map[string][]slot{}
 	}
 	ref := l.refs[x]
-	return l.d.appendLineWith(dst, l.groups[ref.g], int(ref.row), ref.tpl, &r.times, r.kinds)
+	return l.d.appendLineWith(dst, l.groups[ref.g], ref, &r.times, r.kinds)
 }
 
 // Record fills rec with row x as DecodeProjected returns it.
 func (l *Lines) Record(rec *Record, x int) error {
 	r := l.refs[x]
-	return l.d.record(rec, l.groups[r.g], int(r.row))
+	return l.d.record(rec, l.groups[r.g], r)
+}
+
+// dropKeys gives the pages of g's wal_seq, record_index, template_id and
+// template_version columns back to parquet-go's pools once its rows'
+// lineRefs (which carry their place in the WAL and template) are built, so
+// the next row group decodes into them: a full render's four largest
+// integer columns are not all held until its end (about 20 of 85 MB of
+// page memory, for 500,000 rows). Nothing reads those columns after.
+func (g *group) dropKeys() {
+	for _, k := range []int{cWALSeq, cIndex, cTemplateID, cVersion} {
+		cv := g.base[k]
+		for _, p := range cv.pages {
+			parquet.Release(p)
+		}
+		*cv = colVals{c: cv.c}
+	}
 }
 
 // Release gives the buffers of the pages l's columns point into back to
@@ -536,6 +554,9 @@ func decodeLinesOf(f *parquet.File, r *Reader, tpl Templates, p Projection, tsSo
 				tpl = g.tpl[i]
 			}
 			l.refs = append(l.refs, lineRef{seq, idx, gi, int32(i), tpl})
+		}
+		if g.tpl != nil {
+			g.dropKeys()
 		}
 	}
 	if !p.FileOrder {

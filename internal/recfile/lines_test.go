@@ -323,3 +323,57 @@ func TestLineRenderersShareLines(t *testing.T) {
 		})
 	}
 }
+
+// TestLinesDropKeys: decoding Lines gives each row group's wal_seq,
+// record_index, template_id and template_version pages back to parquet-go's
+// pools once the rows' refs carry what they hold (dropKeys), so the next
+// row groups decode into those buffers; every row's record (place in the
+// WAL, template) and line is still its own, and no column left to read is
+// a dropped one.
+func TestLinesDropKeys(t *testing.T) {
+	rows, tpl := pinRows(t, 3000, 7) // in WAL order
+	o := defaultOptions()
+	o.groupRows = 64
+	f, err := encode(rows, tpl, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []Projection{{Lines: true}, {Lines: true, Source: true, Attrs: true}} {
+		r, err := OpenAt(bytes.NewReader(f.Data), int64(len(f.Data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := r.DecodeLines(tpl, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.groups) < 4 || l.Len() != len(rows) {
+			t.Fatalf("%d row groups, %d rows of %d: want several groups, every row", len(l.groups), l.Len(), len(rows))
+		}
+		for gi, g := range l.groups {
+			for _, k := range []int{cWALSeq, cIndex, cTemplateID, cVersion} {
+				if cv := g.base[k]; cv.nints() != 0 || cv.pages != nil {
+					t.Fatalf("row group %d: column kind %d kept %d values, %d pages", gi, k, cv.nints(), len(cv.pages))
+				}
+			}
+		}
+		var rec Record
+		var line []byte
+		for x, row := range rows {
+			want := renderRow(t, tpl, row)
+			if err := l.Record(&rec, x); err != nil {
+				t.Fatal(err)
+			}
+			if line, err = l.AppendLine(line[:0], x); err != nil {
+				t.Fatal(err)
+			}
+			k := Key{row.TemplateID, row.TemplateVersion}
+			if rec.WALSeq != row.WALSeq || rec.Index != row.Index || (Key{rec.TemplateID, rec.TemplateVersion}) != k || l.Key(x) != k ||
+				string(rec.Line) != want || string(line) != want {
+				t.Fatalf("row %d: wal %d.%d template %d.%d (Key %v) %q / %q, want wal %d.%d %v %q",
+					x, rec.WALSeq, rec.Index, rec.TemplateID, rec.TemplateVersion, l.Key(x), rec.Line, line, row.WALSeq, row.Index, k, want)
+			}
+		}
+		l.Release()
+	}
+}

@@ -30,7 +30,7 @@ func DecodeRows(data []byte, tpl Templates) ([]Row, error) {
 	for x, ref := range l.refs {
 		g, i := l.groups[ref.g], int(ref.row)
 		d.bounds = d.bounds[:0]
-		if err := d.record(&rec, g, i); err != nil {
+		if err := d.record(&rec, g, ref); err != nil {
 			return nil, err
 		}
 		slots, err := d.slotsOf(g, i)
