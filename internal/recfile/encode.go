@@ -176,10 +176,12 @@ type encoder struct {
 	runs  []int64
 	dits  []dItem
 	// picks: the parameters split (splitPicked); counts: what pickSplits
-	// decides by (splitCounted); skel is countRuns' scratch.
-	picks  map[Key][]bool
-	counts map[Key][]runCount
-	skel   []byte
+	// decides by (splitCounted); skel and skelRuns are countRuns' scratch
+	// (runs is the row's).
+	picks    map[Key][]bool
+	counts   map[Key][]runCount
+	skel     []byte
+	skelRuns []int64
 
 	lastKey  Key
 	lastInfo *tplInfo
@@ -239,7 +241,7 @@ func (sc *scratch) put(e *encoder) {
 // encode writes rows as one file. With o.digits "trial" and zstd's best
 // level it also writes the file with the string parameters pickSplits
 // picks (from what the first write counted) split at their digit runs
-// (kind d, v) and keeps the smaller.
+// (kind d, v) and keeps that when it is splitGain smaller.
 func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	if o.digits == "on" {
 		f, _, err := encodeOnce(rows, tpl, o, splitAll, nil)
@@ -254,11 +256,19 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 		return f, err
 	}
 	g, _, err := encodeOnce(rows, tpl, o, splitPicked, picks)
-	if err != nil || len(g.Data) >= len(f.Data) {
+	if err != nil || float64(len(g.Data)) > (1-splitGain)*float64(len(f.Data)) {
 		return f, nil // an error here would have been one in f
 	}
 	return g, nil
 }
+
+// splitGain is the share of a file's bytes a split at the digit runs must
+// save to be kept: each run is a value a reader decodes and renders
+// (the Loghub files split render 34-49% slower, docs/benchmarks.md
+// "Digit runs split out of string parameters"), so a split of Linux's
+// (0.8% smaller) or Hadoop's (0.3%) is not worth it, HPC's (6.5%) or
+// HDFS's (5.0%) is.
+const splitGain = 0.03
 
 // What encodeOnce splits at the digit runs (kind d, v).
 const (
@@ -403,7 +413,7 @@ type runCount struct {
 // countRuns counts string parameter j of version k, text v, for pickSplits.
 func (e *encoder) countRuns(k Key, nparams, j int, v string) {
 	var n int
-	if e.skel, e.runs, n = splitRuns(e.skel[:0], e.runs[:0], v, maxRuns); n == 0 {
+	if e.skel, e.skelRuns, n = splitRuns(e.skel[:0], e.skelRuns[:0], v, maxRuns); n == 0 {
 		return
 	}
 	cs := e.counts[k]
