@@ -111,8 +111,10 @@
 //	        into. A value containing 0x11 is never split. The text is the
 //	        p value with each 0x11 replaced by the next run's decimal. The
 //	        encoder splits only in a file written at zstd's best level
-//	        (WithHighCompression), and only when the file comes out
-//	        smaller so (it writes both): "134681 node-246 unix.hw
+//	        (WithHighCompression), only the parameters pickSplits picks
+//	        from the first write's counts, and only when the file comes
+//	        out splitGain (3%) smaller so (it writes both; a split file
+//	        renders slower): "134681 node-246 unix.hw
 //	        state_change.unavailable" is d2 with "\x11 node-\x11 unix.hw
 //	        state_change.unavailable", a value of a small dictionary.
 //	v<L><O><k> a u parameter whose p<k> text (without the timestamp) is
