@@ -2,6 +2,7 @@ package recfile
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -293,8 +294,27 @@ func readTyped(pages parquet.Pages, c column, cv *colVals, nrows int) error {
 		if words := (rows + len(defs) + 63) >> 6; words > len(cv.present) {
 			cv.present = append(cv.present, make([]uint64, words-len(cv.present))...)
 		}
-		vals := 0
-		for _, d := range defs {
+		vals, k := 0, 0
+		if c.maxDef == 1 {
+			// Eight levels a step while they are 0 or 1 (a top-level
+			// optional column's): the low bit of each byte gathered into
+			// one by a multiplication, written at rows (and into the
+			// next word when it crosses one).
+			for ; k+8 <= len(defs); k += 8 {
+				x := binary.LittleEndian.Uint64(defs[k:])
+				if x&^0x0101010101010101 != 0 {
+					break // another level: byte by byte
+				}
+				b, w, sh := (x*0x0102040810204080)>>56, rows>>6, uint(rows)&63
+				cv.present[w] |= b << sh
+				if sh > 56 {
+					cv.present[w+1] |= b >> (64 - sh)
+				}
+				vals += bits.OnesCount64(x)
+				rows += 8
+			}
+		}
+		for _, d := range defs[k:] {
 			if int(d) == c.maxDef {
 				cv.present[rows>>6] |= 1 << (uint(rows) & 63)
 				vals++

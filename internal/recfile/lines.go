@@ -27,6 +27,11 @@ type group struct {
 	tpl      []int32
 	kinds    [][]slot
 	kindsErr []error // nil: every entry of kinds parsed
+	// kind8, when not nil, is each row's entry of a dictionary kinds
+	// column of at most 256 entries, one byte a row: the kinds column's
+	// pages are given back (rendering reads a row's entry at random, a
+	// cache line holds 64 of these against 16 int32 indexes).
+	kind8 []uint8
 }
 
 // rows is how many rows g keeps; row(x) is the x-th.
@@ -121,6 +126,16 @@ func (d *decoder) prepareLines(g *group) error {
 			}
 			g.kinds[e] = s
 		}
+		if len(kc.dict) <= 256 {
+			g.kind8 = make([]uint8, len(kc.idx))
+			for i, e := range kc.idx {
+				g.kind8[i] = uint8(e)
+			}
+			for _, p := range kc.pages {
+				parquet.Release(p)
+			}
+			kc.idx, kc.pages = nil, nil
+		}
 	}
 	return nil
 }
@@ -148,11 +163,14 @@ func (d *decoder) slotsOf(g *group, i int) ([]slot, error) { return slotsIn(g, i
 // slotsIn is row i's kinds, parsed: a dictionary column's from g.kinds, a
 // plain column's through the cache kinds.
 func slotsIn(g *group, i int, kinds map[string][]slot) ([]slot, error) {
-	kc := g.base[cKinds]
-	if kc.dict == nil {
+	var e int32
+	if g.kind8 != nil {
+		e = int32(g.kind8[i])
+	} else if kc := g.base[cKinds]; kc.dict == nil {
 		return parsedKinds(kinds, kc.str(i))
+	} else {
+		e = kc.idx[i]
 	}
-	e := kc.idx[i]
 	if g.kindsErr != nil && g.kindsErr[e] != nil {
 		return nil, g.kindsErr[e]
 	}

@@ -326,19 +326,25 @@ func TestLineRenderersShareLines(t *testing.T) {
 
 // TestLinesDropKeys: decoding Lines gives each row group's wal_seq,
 // record_index, template_id and template_version pages back to parquet-go's
-// pools once the rows' refs carry what they hold (dropKeys), so the next
-// row groups decode into those buffers; every row's record (place in the
+// pools once the rows' refs carry what they hold (dropKeys), and the kinds
+// column's once its dictionary indexes are a byte a row (kind8), so the
+// next row groups decode into those buffers; every row's record (place in the
 // WAL, template) and line is still its own, and no column left to read is
 // a dropped one.
 func TestLinesDropKeys(t *testing.T) {
-	rows, tpl := pinRows(t, 3000, 7) // in WAL order
-	o := defaultOptions()
-	o.groupRows = 64
-	f, err := encode(rows, tpl, &o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range []Projection{{Lines: true}, {Lines: true, Source: true, Attrs: true}} {
+	kind8 := 0 // row groups read with kind8
+	for _, tc := range []struct {
+		n int
+		p Projection
+	}{{3000, Projection{Lines: true}}, {3000, Projection{Lines: true, Source: true, Attrs: true}}, {400, Projection{Lines: true}}} {
+		rows, tpl := pinRows(t, tc.n, 7) // in WAL order
+		o := defaultOptions()
+		o.groupRows = 64
+		f, err := encode(rows, tpl, &o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := tc.p
 		r, err := OpenAt(bytes.NewReader(f.Data), int64(len(f.Data)))
 		if err != nil {
 			t.Fatal(err)
@@ -347,7 +353,7 @@ func TestLinesDropKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(l.groups) < 4 || l.Len() != len(rows) {
+		if len(l.groups) < 2 || l.Len() != len(rows) {
 			t.Fatalf("%d row groups, %d rows of %d: want several groups, every row", len(l.groups), l.Len(), len(rows))
 		}
 		for gi, g := range l.groups {
@@ -355,6 +361,15 @@ func TestLinesDropKeys(t *testing.T) {
 				if cv := g.base[k]; cv.nints() != 0 || cv.pages != nil {
 					t.Fatalf("row group %d: column kind %d kept %d values, %d pages", gi, k, cv.nints(), len(cv.pages))
 				}
+			}
+			// A kinds dictionary of at most 256 entries is a byte a row
+			// (kind8), its pages given back too.
+			kc := g.base[cKinds]
+			if small := len(kc.dict) <= 256; small != (g.kind8 != nil) || small && (kc.idx != nil || kc.pages != nil) {
+				t.Fatalf("row group %d: a dictionary of %d kinds as %d bytes, %d indexes, %d pages", gi, len(kc.dict), len(g.kind8), len(kc.idx), len(kc.pages))
+			}
+			if g.kind8 != nil {
+				kind8++
 			}
 		}
 		var rec Record
@@ -375,5 +390,8 @@ func TestLinesDropKeys(t *testing.T) {
 			}
 		}
 		l.Release()
+	}
+	if kind8 == 0 {
+		t.Fatal("no row group read with kind8")
 	}
 }
