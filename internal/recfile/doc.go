@@ -134,7 +134,10 @@
 // parameters. A record's 33rd and later numeric parameters are typed s or b.
 // A file leaves out a slot column fewer than 1/16 of its rows, or fewer
 // than 16 rows, would use (each row costs a column a value, null or not,
-// and each column its page header and footer entry); those parameters, and
+// and each column its page header and footer entry), and a file written at
+// zstd's best level also one fewer than a quarter of its rows, or fewer
+// than 128, would use, where that file is smaller (encode writes it both
+// ways when such a column exists); those parameters, and
 // the 33rd and later of a kind, are in more: their exact text (for u, the
 // text without the timestamp), in parameter order. So a parameter whose
 // column value is null (or absent) is the next item of more; a d item's

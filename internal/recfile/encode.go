@@ -178,8 +178,11 @@ type encoder struct {
 	// picks: the parameters split (splitPicked); counts: what pickSplits
 	// decides by (splitCounted); skel and skelRuns are countRuns' scratch
 	// (runs is the row's).
-	picks    map[Key][]bool
-	counts   map[Key][]runCount
+	picks  map[Key][]bool
+	counts map[Key][]runCount
+	// sparse: demote saw a slot column the sparse thresholds (encode's
+	// trial) would leave out and o's do not.
+	sparse   bool
 	skel     []byte
 	skelRuns []int64
 
@@ -238,28 +241,67 @@ func (sc *scratch) put(e *encoder) {
 	scratchPool.Put(sc)
 }
 
-// encode writes rows as one file. With o.digits "trial" and zstd's best
-// level it also writes the file with the string parameters pickSplits
-// picks (from what the first write counted) split at their digit runs
-// (kind d, v) and keeps that when it is splitGain smaller.
+// encode writes rows as one file. With zstd's best level (o.hiLevel) it
+// writes the file more than once and keeps the smallest: with o.digits
+// "trial", also with the string parameters pickSplits picks (from what the
+// first write counted) split at their digit runs (kind d, v), kept when it
+// is splitGain smaller; then, when some slot column is used by fewer rows
+// than the sparse thresholds (slotMinSparse, slotRowsSparse), also with
+// those columns left out (their values in more), kept when smaller.
 func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	if o.digits == "on" {
 		f, _, err := encodeOnce(rows, tpl, o, splitAll, nil)
 		return f, err
 	}
-	if o.digits != "trial" || o.hiLevel == 0 {
+	if o.hiLevel == 0 {
 		f, _, err := encodeOnce(rows, tpl, o, splitNone, nil)
 		return f, err
 	}
-	f, picks, err := encodeOnce(rows, tpl, o, splitCounted, nil)
-	if err != nil || picks == nil {
+	how := splitNone
+	if o.digits == "trial" {
+		how = splitCounted
+	}
+	f, w, err := encodeOnce(rows, tpl, o, how, nil)
+	if err != nil {
 		return f, err
 	}
-	g, _, err := encodeOnce(rows, tpl, o, splitPicked, picks)
-	if err != nil || float64(len(g.Data)) > (1-splitGain)*float64(len(f.Data)) {
-		return f, nil // an error here would have been one in f
+	how = splitNone
+	if w.picks != nil {
+		g, gw, err := encodeOnce(rows, tpl, o, splitPicked, w.picks)
+		if err == nil && float64(len(g.Data)) <= (1-splitGain)*float64(len(f.Data)) {
+			f, w, how = g, gw, splitPicked
+		} // an error here would have been one in f
 	}
-	return g, nil
+	if !w.sparse {
+		return f, nil
+	}
+	so := *o
+	so.slotMin, so.slotRows = max(o.slotMin, slotMinSparse), max(o.slotRows, slotRowsSparse)
+	if g, _, err := encodeOnce(rows, tpl, &so, how, w.picks); err == nil && len(g.Data) < len(f.Data) {
+		return g, nil
+	}
+	return f, nil
+}
+
+// The sparse thresholds of encode's trial at zstd's best level: a slot
+// column used by fewer than a quarter of a file's rows, or by fewer than
+// 128 rows, costs its own chunk, page and footer entry and a zstd frame
+// that shares no context with the others; in more, its values sit beside
+// the rest. Which is smaller depends on the file (Android's 24 slot
+// columns: 17,701 bytes against 15,753 in more; HPC's: 23,364 against
+// 23,873), so the trial decides. Measured on the Loghub and apt/dpkg logs
+// (docs/benchmarks.md, "Lake size: sparse slot columns by trial").
+const (
+	slotMinSparse  = 0.25
+	slotRowsSparse = 128
+)
+
+// onceInfo is what encodeOnce learnt besides the file: the parameters
+// pickSplits picks (splitCounted; nil for none), and whether the sparse
+// thresholds would leave out a slot column the file has.
+type onceInfo struct {
+	picks  map[Key][]bool
+	sparse bool
 }
 
 // splitGain is the share of a file's bytes a split at the digit runs must
@@ -281,10 +323,10 @@ const (
 // encodeOnce writes rows as one file, its string parameters split at their
 // digit runs as how says. With splitCounted it returns the parameters
 // pickSplits picks, nil for none.
-func encodeOnce(rows []Row, tpl Templates, o *options, how int, picks map[Key][]bool) (f File, picked map[Key][]bool, err error) {
+func encodeOnce(rows []Row, tpl Templates, o *options, how int, picks map[Key][]bool) (f File, info onceInfo, err error) {
 	p, err := eventtime.New(eventtime.Defaults())
 	if err != nil {
-		return File{}, nil, fmt.Errorf("timestamp parser: %w", err)
+		return File{}, onceInfo{}, fmt.Errorf("timestamp parser: %w", err)
 	}
 	e := &encoder{o: o, tpl: tpl, infos: map[Key]*tplInfo{}, kinds: map[string]string{}, parser: p,
 		split: how == splitPicked || how == splitAll, picks: picks}
@@ -345,14 +387,14 @@ func encodeOnce(rows []Row, tpl Templates, o *options, how int, picks map[Key][]
 			var err error
 			r := &rows[i]
 			if t, err = e.info(Key{r.TemplateID, r.TemplateVersion}); err != nil {
-				return File{}, nil, err
+				return File{}, onceInfo{}, err
 			}
 			if ranks != nil {
 				e.ranked[ranks[i]] = t
 			}
 		}
 		if err := e.classify(&rows[i], t, &enc[pos[i]]); err != nil {
-			return File{}, nil, err
+			return File{}, onceInfo{}, err
 		}
 	}
 	if o.rightShare > 0 && e.u.pr[0].words > 0 {
@@ -394,9 +436,9 @@ func encodeOnce(rows []Row, tpl Templates, o *options, how int, picks map[Key][]
 	}
 	data, err := e.write(rows, order, enc)
 	if err != nil {
-		return File{}, nil, err
+		return File{}, onceInfo{}, err
 	}
-	return File{Data: data, Stats: stats(rows, o.date), Rows: len(rows)}, pickSplits(e.counts), nil
+	return File{Data: data, Stats: stats(rows, o.date), Rows: len(rows)}, onceInfo{pickSplits(e.counts), e.sparse}, nil
 }
 
 // splitCap bounds the distinct texts countRuns counts of a parameter.
@@ -1289,7 +1331,10 @@ func (e *encoder) demote(rows int) {
 		return
 	}
 	min := max(1, e.o.slotRows, int(float64(rows)*e.o.slotMin))
+	sparse := max(min, slotRowsSparse, int(float64(rows)*slotMinSparse))
 	for k := range MaxSlots {
+		e.sparse = e.sparse || e.u.p[k].n >= min && e.u.p[k].n < sparse ||
+			e.u.n[k] >= min && e.u.n[k] < sparse || e.u.b[k] >= min && e.u.b[k] < sparse
 		if n := e.u.p[k].n; n > 0 && n < min {
 			e.u.p[k] = strStats{}
 			e.u.more = true

@@ -1,0 +1,68 @@
+package recfile
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestSparseSlotsByTrial: at zstd's best level a file whose slot columns
+// are each used by a few of its rows is also written with those columns
+// left out (their values in more), and the smaller file is kept; the busy
+// path writes the columns.
+func TestSparseSlotsByTrial(t *testing.T) {
+	// 20 templates of 20 rows each, template k with k+1 parameters: slot
+	// column j is used by the rows of templates j..19, so p14..p18 are
+	// each used by fewer than 128 of the 400 rows, but by 25 or more (1/16).
+	tpl := Templates{}
+	var rows []Row
+	words := []string{"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"}
+	for k := range 20 {
+		text := "event"
+		for range k + 1 {
+			text += " <*>"
+		}
+		tpl[Key{uint64(k + 1), 1}] = text
+	}
+	for i := range 400 {
+		k := (i * 7) % 20
+		params := make([]string, k+1)
+		for j := range params {
+			params[j] = fmt.Sprintf("%s-%d", words[(i+j)%len(words)], i%3)
+		}
+		rows = append(rows, Row{WALSeq: 1, Index: uint32(i), TS: ns("2026-11-29T00:00:00.010Z") + int64(i)*1e9,
+			TemplateID: uint64(k + 1), TemplateVersion: 1, Source: "s", Params: params})
+	}
+	hi, err := Encode(rows, tpl, WithHighCompression(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := defaultOptions()
+	WithHighCompression(true)(&o)
+	dense, _, err := encodeOnce(rows, tpl, &o, splitNone, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.slotMin, o.slotRows = slotMinSparse, slotRowsSparse
+	sparse, _, err := encodeOnce(rows, tpl, &o, splitNone, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sparse.Data) >= len(dense.Data) {
+		t.Fatalf("the data no longer favours more: sparse %d bytes, dense %d", len(sparse.Data), len(dense.Data))
+	}
+	if len(hi.Data) != len(sparse.Data) {
+		t.Errorf("best level wrote %d bytes; the trial's smaller file is %d (with every used slot column: %d)", len(hi.Data), len(sparse.Data), len(dense.Data))
+	}
+	cols := columnSizes(t, hi.Data)
+	if _, ok := cols["p15"]; ok {
+		t.Errorf("best level kept p15 (used by 100 of 400 rows): %v", cols)
+	}
+	busy, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := columnSizes(t, busy.Data)["p15"]; !ok {
+		t.Errorf("default level left out p15: the trial is for the best level only")
+	}
+	readsBack(t, tpl, rows, hi.Data, busy.Data)
+}
