@@ -180,8 +180,8 @@ type encoder struct {
 	// (runs is the row's).
 	picks  map[Key][]bool
 	counts map[Key][]runCount
-	// sparse: demote saw a slot column the sparse thresholds (encode's
-	// trial) would leave out and o's do not.
+	// sparse: demote saw a slot column the next sparse step (encode's
+	// trial, nextSparse) would leave out and o's thresholds do not.
 	sparse   bool
 	skel     []byte
 	skelRuns []int64
@@ -245,9 +245,9 @@ func (sc *scratch) put(e *encoder) {
 // writes the file more than once and keeps the smallest: with o.digits
 // "trial", also with the string parameters pickSplits picks (from what the
 // first write counted) split at their digit runs (kind d, v), kept when it
-// is splitGain smaller; then, when some slot column is used by fewer rows
-// than the sparse thresholds (slotMinSparse, slotRowsSparse), also with
-// those columns left out (their values in more), kept when smaller.
+// is splitGain smaller; then, while some slot column is used by fewer rows
+// than the next of sparseSteps (or slotRowsSparse), also with those
+// columns left out (their values in more), kept while smaller.
 func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	if o.digits == "on" {
 		f, _, err := encodeOnce(rows, tpl, o, splitAll, nil)
@@ -265,36 +265,43 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	if err != nil {
 		return f, err
 	}
-	how = splitNone
-	if w.picks != nil {
-		g, gw, err := encodeOnce(rows, tpl, o, splitPicked, w.picks)
+	how, picks := splitNone, w.picks
+	if picks != nil {
+		g, gw, err := encodeOnce(rows, tpl, o, splitPicked, picks)
 		if err == nil && float64(len(g.Data)) <= (1-splitGain)*float64(len(f.Data)) {
 			f, w, how = g, gw, splitPicked
 		} // an error here would have been one in f
 	}
-	if !w.sparse {
-		return f, nil
-	}
-	so := *o
-	so.slotMin, so.slotRows = max(o.slotMin, slotMinSparse), max(o.slotRows, slotRowsSparse)
-	if g, _, err := encodeOnce(rows, tpl, &so, how, w.picks); err == nil && len(g.Data) < len(f.Data) {
-		return g, nil
+	// Widen the sparse thresholds while it pays: each step leaves out the
+	// slot columns fewer rows than it says use, if there are any.
+	for _, step := range sparseSteps {
+		if !w.sparse {
+			break
+		}
+		so := *o
+		so.slotMin, so.slotRows = max(o.slotMin, step), max(o.slotRows, slotRowsSparse)
+		g, gw, err := encodeOnce(rows, tpl, &so, how, picks)
+		if err != nil || len(g.Data) >= len(f.Data) {
+			break
+		}
+		f, w = g, gw
 	}
 	return f, nil
 }
 
-// The sparse thresholds of encode's trial at zstd's best level: a slot
-// column used by fewer than a quarter of a file's rows, or by fewer than
-// 128 rows, costs its own chunk, page and footer entry and a zstd frame
-// that shares no context with the others; in more, its values sit beside
-// the rest. Which is smaller depends on the file (Android's 24 slot
-// columns: 17,701 bytes against 15,753 in more; HPC's: 23,364 against
-// 23,873), so the trial decides. Measured on the Loghub and apt/dpkg logs
-// (docs/benchmarks.md, "Lake size: sparse slot columns by trial").
-const (
-	slotMinSparse  = 0.25
-	slotRowsSparse = 128
-)
+// sparseSteps are the shares of rows below which encode's trial at zstd's
+// best level leaves out a slot column too (and below slotRowsSparse rows),
+// tried in turn while each makes the file smaller. A slot column used by
+// few rows costs its own chunk, page and footer entry and a zstd frame that
+// shares no context with the others; in more, its values sit beside the
+// rest. Which is smaller depends on the file (records bytes at 1/16, 1/4,
+// 1/2: Android 17,701, 15,753, 15,245; Linux 13,585, 13,510, 12,724; HPC
+// 23,364, 23,873, 25,356), so the trial decides (docs/benchmarks.md,
+// "Lake size: sparse slot columns by trial").
+var sparseSteps = []float64{0.25, 0.5}
+
+// slotRowsSparse: see sparseSteps.
+const slotRowsSparse = 128
 
 // onceInfo is what encodeOnce learnt besides the file: the parameters
 // pickSplits picks (splitCounted; nil for none), and whether the sparse
@@ -1323,6 +1330,17 @@ func isDigits(dits []dItem, j int32) bool {
 	return false
 }
 
+// nextSparse is the share of sparseSteps after o.slotMin: what encode's
+// next trial would leave out below (o.slotMin when there is none).
+func (e *encoder) nextSparse() float64 {
+	for _, s := range sparseSteps {
+		if s > e.o.slotMin {
+			return s
+		}
+	}
+	return e.o.slotMin
+}
+
 // demote leaves out the slot columns fewer than o.slotMin of the rows use:
 // their values go to more. Writing a column costs every row a value, null
 // or not; a column of a few values costs more than the list.
@@ -1331,7 +1349,7 @@ func (e *encoder) demote(rows int) {
 		return
 	}
 	min := max(1, e.o.slotRows, int(float64(rows)*e.o.slotMin))
-	sparse := max(min, slotRowsSparse, int(float64(rows)*slotMinSparse))
+	sparse := max(min, slotRowsSparse, int(float64(rows)*e.nextSparse()))
 	for k := range MaxSlots {
 		e.sparse = e.sparse || e.u.p[k].n >= min && e.u.p[k].n < sparse ||
 			e.u.n[k] >= min && e.u.n[k] < sparse || e.u.b[k] >= min && e.u.b[k] < sparse
