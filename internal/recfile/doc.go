@@ -10,8 +10,10 @@
 // # Schema (records v3; v2 is lake.RecordRow)
 //
 // Rows are ordered by (template_id, template_version, wal_seq,
-// record_index); WAL order is restored by sorting on (wal_seq,
-// record_index). One row group per file below 2*groupRows rows (16,384);
+// record_index), or, in a file of one row group written at zstd's best
+// level where that is smaller, in WAL order (encode's last trial); WAL
+// order is restored by sorting on (wal_seq, record_index), which readers
+// do whatever the file's order. One row group per file below 2*groupRows rows (16,384);
 // a larger file is cut into row groups between templates, each of at least
 // groupRows rows, so DecodeProjected skips the row groups whose
 // template_id statistics hold no kept version. In such a file the versions

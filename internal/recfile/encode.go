@@ -274,17 +274,26 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	}
 	// Widen the sparse thresholds while it pays: each step leaves out the
 	// slot columns fewer rows than it says use, if there are any.
+	cur := *o
 	for _, step := range sparseSteps {
 		if !w.sparse {
 			break
 		}
-		so := *o
+		so := cur
 		so.slotMin, so.slotRows = max(o.slotMin, step), max(o.slotRows, slotRowsSparse)
 		g, gw, err := encodeOnce(rows, tpl, &so, how, picks)
 		if err != nil || len(g.Data) >= len(f.Data) {
 			break
 		}
-		f, w = g, gw
+		f, w, cur = g, gw, so
+	}
+	// A file of one row group (no template ranges to skip by) in WAL
+	// order, where that is smaller.
+	if cur.sortByTpl && !(cur.groupRows > 0 && len(rows) >= 2*cur.groupRows) {
+		cur.sortByTpl = false
+		if g, _, err := encodeOnce(rows, tpl, &cur, how, picks); err == nil && len(g.Data) < len(f.Data) {
+			f = g
+		}
 	}
 	return f, nil
 }

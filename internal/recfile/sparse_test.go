@@ -1,8 +1,12 @@
 package recfile
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/parquet-go/parquet-go"
 )
 
 // TestSparseSlotsByTrial: at zstd's best level a file whose slot columns
@@ -24,7 +28,7 @@ func TestSparseSlotsByTrial(t *testing.T) {
 		tpl[Key{uint64(k + 1), 1}] = text
 	}
 	for i := range 400 {
-		k := (i * 7) % 20
+		k := i / 20 // in template order already: the order trial keeps it
 		params := make([]string, k+1)
 		for j := range params {
 			params[j] = fmt.Sprintf("%s-%d", words[(i+j)%len(words)], i%3)
@@ -73,4 +77,72 @@ func TestSparseSlotsByTrial(t *testing.T) {
 		t.Errorf("default level left out p15: the trial is for the best level only")
 	}
 	readsBack(t, tpl, rows, hi.Data, busy.Data)
+}
+
+// TestWALOrderWhereSmaller: at zstd's best level a file of one row group is
+// also written in WAL order, and kept so where smaller: a package's name
+// in three lines of three templates, one after the other, as dpkg.log
+// writes them, repeats next to itself in WAL order and a template apart
+// sorted by template. The busy path sorts by template.
+func TestWALOrderWhereSmaller(t *testing.T) {
+	tpl := Templates{{1, 1}: "unpacking <*> version <*>", {2, 1}: "setting up <*>", {3, 1}: "status installed <*> <*>"}
+	var rows []Row
+	ts := ns("2026-11-29T00:00:00.010Z")
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 600 {
+		// random names and versions without digits (nothing to split at
+		// digit runs), each in the three lines of its package
+		name, ver := []byte("lib"), []byte{}
+		for range 6 {
+			name = append(name, 'a'+byte(rng.IntN(26)))
+			ver = append(ver, 'a'+byte(rng.IntN(26)))
+		}
+		ts += int64(1+rng.IntN(5)) * 1e9
+		for k, params := range [][]string{{string(name), string(ver)}, {string(name)}, {string(name), string(ver)}} {
+			rows = append(rows, Row{WALSeq: 1, Index: uint32(len(rows)), TS: ts, TemplateID: uint64(k + 1), TemplateVersion: 1,
+				Source: "s", Params: params})
+		}
+	}
+	hi, err := Encode(rows, tpl, WithHighCompression(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := defaultOptions()
+	WithHighCompression(true)(&o)
+	sorted, _, err := encodeOnce(rows, tpl, &o, splitNone, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hi.Data) >= len(sorted.Data) {
+		t.Errorf("best level wrote %d bytes, sorted by template %d: want the smaller WAL order", len(hi.Data), len(sorted.Data))
+	}
+	if ids := fileTemplateIDs(t, hi.Data); ids[1] != 2 {
+		t.Errorf("best level: the file's second row is of template %d, want 2 (WAL order)", ids[1])
+	}
+	busy, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := fileTemplateIDs(t, busy.Data); ids[1] != 1 {
+		t.Errorf("default level: the file's second row is of template %d, want 1 (sorted by template)", ids[1])
+	}
+	readsBack(t, tpl, rows, hi.Data, busy.Data)
+}
+
+// fileTemplateIDs returns the template_id column of a records file in the
+// order the file holds its rows.
+func fileTemplateIDs(t *testing.T, data []byte) []int64 {
+	t.Helper()
+	type row struct {
+		TemplateID int64 `parquet:"template_id"`
+	}
+	rows, err := parquet.Read[row](bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.TemplateID
+	}
+	return ids
 }
