@@ -32,14 +32,7 @@ func TestLinesRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := OpenAt(bytes.NewReader(f.Data), int64(len(f.Data)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := r.DecodeLines(tpl, Projection{Lines: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := openLines(t, f.Data, tpl, Projection{Lines: true})
 		var raw []byte
 		for x := range l.Len() {
 			if raw, err = l.AppendLine(raw, x); err != nil {
@@ -79,14 +72,7 @@ func TestRepeatedColumnsSparse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := OpenAt(bytes.NewReader(f.Data), int64(len(f.Data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := r.DecodeLines(tpl, Projection{Lines: true, FileOrder: true, Attrs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openLines(t, f.Data, tpl, Projection{Lines: true, FileOrder: true, Attrs: true})
 	withAttrs, lists := 0, 0
 	for _, row := range rows {
 		if len(row.Attrs) > 0 {
@@ -201,14 +187,7 @@ func TestDecodeLinesSkipsTSSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := OpenAt(bytes.NewReader(f.Data), int64(len(f.Data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := r.DecodeLines(tpl, Projection{Lines: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openLines(t, f.Data, tpl, Projection{Lines: true})
 	for _, g := range l.groups {
 		if c := g.base[cTSSource]; c == nil || c.read {
 			t.Fatal("DecodeLines read ts_source")
@@ -282,14 +261,7 @@ func TestLineRenderersShareLines(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := OpenAt(bytes.NewReader(f.Data), int64(len(f.Data)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := r.DecodeLines(tpl, Projection{Lines: true})
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := openLines(t, f.Data, tpl, Projection{Lines: true})
 			var want []byte
 			for _, row := range rows {
 				want = append(append(want, renderRow(t, tpl, row)...), '\n')
@@ -394,4 +366,18 @@ func TestLinesDropKeys(t *testing.T) {
 	if kind8 == 0 {
 		t.Fatal("no row group read with kind8")
 	}
+}
+
+// openLines opens a records file and decodes its lines as p says.
+func openLines(t *testing.T, data []byte, tpl Templates, p Projection) *Lines {
+	t.Helper()
+	r, err := OpenAt(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := r.DecodeLines(tpl, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
