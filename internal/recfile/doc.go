@@ -138,7 +138,8 @@
 // than 16 rows, would use (each row costs a column a value, null or not,
 // and each column its page header and footer entry), and a file written at
 // zstd's best level also one fewer than a quarter of its rows (or 128),
-// then half of them, would use, while each step makes the file smaller
+// then half, then three quarters of them, would use, while each step makes
+// the file smaller
 // (encode writes it again per step, sparseSteps); those parameters, and
 // the 33rd and later of a kind, are in more: their exact text (for u, the
 // text without the timestamp), in parameter order. So a parameter whose

@@ -304,10 +304,10 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 // few rows costs its own chunk, page and footer entry and a zstd frame that
 // shares no context with the others; in more, its values sit beside the
 // rest. Which is smaller depends on the file (records bytes at 1/16, 1/4,
-// 1/2: Android 17,701, 15,753, 15,245; Linux 13,585, 13,510, 12,724; HPC
-// 23,364, 23,873, 25,356), so the trial decides (docs/benchmarks.md,
-// "Lake size: sparse slot columns by trial").
-var sparseSteps = []float64{0.25, 0.5}
+// 1/2, 3/4: Android 17,701, 15,753, 15,245, 15,245; Linux 13,585, 13,510,
+// 12,724, 12,331; HPC 23,364, 23,873, 25,356), so the trial decides
+// (docs/benchmarks.md, "Lake size: sparse slot columns by trial").
+var sparseSteps = []float64{0.25, 0.5, 0.75}
 
 // slotRowsSparse: see sparseSteps.
 const slotRowsSparse = 128
