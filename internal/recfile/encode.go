@@ -247,7 +247,8 @@ func (sc *scratch) put(e *encoder) {
 // first write counted) split at their digit runs (kind d, v), kept when it
 // is splitGain smaller; then, while some slot column is used by fewer rows
 // than the next of sparseSteps (or slotRowsSparse), also with those
-// columns left out (their values in more), kept while smaller.
+// columns left out (their values in more), kept while smaller; last, a
+// file of one row group also with its rows in WAL order, kept if smaller.
 func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	if o.digits == "on" {
 		f, _, err := encodeOnce(rows, tpl, o, splitAll, nil)
