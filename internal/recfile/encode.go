@@ -948,6 +948,7 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 		parquet.PageBufferSize(e.pageBuffer(len(rows))),
 		parquet.DataPageStatistics(!e.o.noPageStats),
 		parquet.DataPageVersion(e.o.pageVersion),
+		parquet.DefaultEncodingFor(parquet.ByteArray, deltaLen),
 		parquet.CreatedBy("quarry", "", ""),
 		parquet.KeyValueMetadata("quarry.records.version", version),
 		parquet.KeyValueMetadata(SummaryKey, encodeSummary(e.summary())),
@@ -1555,7 +1556,7 @@ func (e *encoder) choosePlain(enc []encoded) {
 		if plain, err = parquet.Plain.EncodeByteArray(plain[:0], src, offs); err != nil {
 			continue
 		}
-		if delta, err = parquet.DeltaLengthByteArray.EncodeByteArray(delta[:0], src, offs); err != nil {
+		if delta, err = deltaLen.EncodeByteArray(delta[:0], src, offs); err != nil {
 			continue
 		}
 		if z, err = c.Encode(z[:0], plain); err != nil {
@@ -1603,7 +1604,7 @@ func (e *encoder) chooseDelta(rows []Row, order []int32, enc []encoded) {
 			v32 = append(v32, Day(rows[i].TS))
 		}
 		plain, _ = parquet.Plain.EncodeInt32(plain[:0], v32)
-		delta, _ = parquet.DeltaBinaryPacked.EncodeInt32(delta[:0], v32)
+		delta, _ = deltaEnc.EncodeInt32(delta[:0], v32)
 		e.u.datePlain = !smaller()
 	}
 	if e.o.ints != "delta" {
@@ -1616,7 +1617,7 @@ func (e *encoder) chooseDelta(rows []Row, order []int32, enc []encoded) {
 			v64 = append(v64, floorDiv(rows[i].TS, unit))
 		}
 		plain, _ = parquet.Plain.EncodeInt64(plain[:0], v64)
-		delta, _ = parquet.DeltaBinaryPacked.EncodeInt64(delta[:0], v64)
+		delta, _ = deltaEnc.EncodeInt64(delta[:0], v64)
 		e.u.tsDelta = smaller()
 		for k := range MaxSlots {
 			if 8*e.u.n[k] < e.o.rawBytes {
@@ -1629,7 +1630,7 @@ func (e *encoder) chooseDelta(rows []Row, order []int32, enc []encoded) {
 				}
 			}
 			plain, _ = parquet.Plain.EncodeInt64(plain[:0], v64)
-			delta, _ = parquet.DeltaBinaryPacked.EncodeInt64(delta[:0], v64)
+			delta, _ = deltaEnc.EncodeInt64(delta[:0], v64)
 			e.u.nDelta[k] = smaller()
 		}
 	}

@@ -154,15 +154,15 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 	bin := parquet.Leaf(parquet.ByteArrayType)
 	index := parquet.Leaf(parquet.Int32Type)
 	if !o.indexPlain {
-		index = parquet.Encoded(index, &parquet.DeltaBinaryPacked)
+		index = parquet.Encoded(index, deltaEnc)
 	}
 	g := parquet.Group{
 		colWALSeq:     parquet.Leaf(parquet.Int64Type),
 		colIndex:      index,
 		colTS:         parquet.Timestamp(parquet.Microsecond),
 		colTSSource:   dict(parquet.Leaf(parquet.Int32Type), u.rows, o),
-		colTemplateID: parquet.Encoded(parquet.Leaf(parquet.Int64Type), &parquet.DeltaBinaryPacked),
-		colVersion:    parquet.Encoded(parquet.Leaf(parquet.Int32Type), &parquet.DeltaBinaryPacked),
+		colTemplateID: parquet.Encoded(parquet.Leaf(parquet.Int64Type), deltaEnc),
+		colVersion:    parquet.Encoded(parquet.Leaf(parquet.Int32Type), deltaEnc),
 		colSource:     dict(parquet.String(), u.rows, o),
 		colKinds:      dict(parquet.String(), u.rows, o),
 	}
@@ -170,13 +170,13 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		g[colTS] = parquet.Timestamp(parquet.Millisecond)
 	}
 	if o.tsDelta || u.tsDelta {
-		g[colTS] = parquet.Encoded(g[colTS], &parquet.DeltaBinaryPacked)
+		g[colTS] = parquet.Encoded(g[colTS], deltaEnc)
 	}
 	if o.walDelta {
-		g[colWALSeq] = parquet.Encoded(g[colWALSeq], &parquet.DeltaBinaryPacked)
+		g[colWALSeq] = parquet.Encoded(g[colWALSeq], deltaEnc)
 	}
 	if o.date {
-		g[colDate] = parquet.Encoded(parquet.Date(), &parquet.DeltaBinaryPacked)
+		g[colDate] = parquet.Encoded(parquet.Date(), deltaEnc)
 		if u.fewDays {
 			g[colDate] = parquet.Encoded(parquet.Date(), &parquet.RLEDictionary)
 		} else if u.datePlain {
@@ -193,7 +193,7 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		// their text (alternatives.log's more 1,425 to 1,310 bytes).
 		item := bin
 		if o.hiLevel != 0 {
-			item = parquet.Compressed(bin, o.highCodec())
+			item = parquet.Compressed(parquet.Encoded(bin, &parquet.Plain), o.highCodec())
 		}
 		g[colMore] = parquet.Optional(parquet.List(item))
 	}
@@ -210,7 +210,7 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		if u.n[j] > 0 {
 			n := parquet.Leaf(parquet.Int64Type)
 			if o.ints == "delta" || u.nDelta[j] {
-				n = parquet.Encoded(n, &parquet.DeltaBinaryPacked)
+				n = parquet.Encoded(n, deltaEnc)
 			}
 			g[slotName('n', j)] = parquet.Optional(n)
 		}

@@ -1,0 +1,259 @@
+package recfile
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// byteDeltaCases are value sequences with the edges of the encoding: no
+// value, one, a whole block and one more, equal deltas (width 0), deltas
+// that wrap, the extremes of each type.
+func byteDeltaCases() map[string][]int64 {
+	r := rand.New(rand.NewPCG(3, 4))
+	random := func(n int, lo, hi int64) []int64 {
+		v := make([]int64, n)
+		for i := range v {
+			v[i] = lo + r.Int64N(hi-lo)
+		}
+		return v
+	}
+	counter := make([]int64, 300)
+	for i := range counter {
+		counter[i] = int64(7 + 3*i)
+	}
+	sorted := random(1000, 0, 5000)
+	slices.Sort(sorted)
+	return map[string][]int64{
+		"none":          {},
+		"one":           {42},
+		"two":           {-5, 5},
+		"a block":       random(129, -100, 100),
+		"a block and 1": random(130, -100, 100),
+		"equal deltas":  counter,
+		"sorted":        sorted,
+		"lengths":       random(3628, 0, 80),
+		"wide":          random(500, -1<<40, 1<<40),
+		"int32 edges":   {math.MaxInt32, math.MinInt32, 0, math.MaxInt32, -1, math.MinInt32, 1},
+		"int64 edges":   {math.MaxInt64, math.MinInt64, 0, math.MaxInt64, -1, math.MinInt64, 1},
+	}
+}
+
+// TestByteDeltaRoundTrip: deltaInts and deltaLength write what parquet-go's
+// own DELTA_BINARY_PACKED and DELTA_LENGTH_BYTE_ARRAY decoders read back
+// exactly, every miniblock packed at a whole number of bytes.
+func TestByteDeltaRoundTrip(t *testing.T) {
+	for name, v := range byteDeltaCases() {
+		t.Run(name, func(t *testing.T) {
+			b, err := deltaEnc.EncodeInt64(nil, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkByteWidths(t, b, len(v))
+			got, err := parquet.DeltaBinaryPacked.DecodeInt64(nil, b)
+			if err != nil {
+				t.Fatalf("int64: %v", err)
+			}
+			if !slices.Equal(got, v) && len(v)+len(got) > 0 {
+				t.Fatalf("int64: decoded %v, want %v", got, v)
+			}
+
+			v32 := make([]int32, len(v))
+			for i, x := range v {
+				v32[i] = int32(x) // wraps the wide cases: their deltas wrap too
+			}
+			b, err = deltaEnc.EncodeInt32(nil, v32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkByteWidths(t, b, len(v))
+			got32, err := parquet.DeltaBinaryPacked.DecodeInt32(nil, b)
+			if err != nil {
+				t.Fatalf("int32: %v", err)
+			}
+			if !slices.Equal(got32, v32) && len(v)+len(got32) > 0 {
+				t.Fatalf("int32: decoded %v, want %v", got32, v32)
+			}
+
+			// The same sequence as byte array lengths, where it can be one.
+			var src []byte
+			offs := []uint32{0}
+			for i, x := range v {
+				n := int(uint64(x) % 70)
+				for k := range n {
+					src = append(src, byte('a'+(i+k)%26))
+				}
+				offs = append(offs, uint32(len(src)))
+			}
+			b, err = deltaLen.EncodeByteArray(nil, src, offs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vals, voffs, err := parquet.DeltaLengthByteArray.DecodeByteArray(nil, b, nil)
+			if err != nil {
+				t.Fatalf("byte array: %v", err)
+			}
+			if string(vals) != string(src) || len(voffs) != len(offs) {
+				t.Fatalf("byte array: decoded %d bytes in %d values, want %d in %d", len(vals), len(voffs)-1, len(src), len(offs)-1)
+			}
+			for i := range offs {
+				if voffs[i]-voffs[0] != offs[i] {
+					t.Fatalf("byte array: value %d at %d, want %d", i, voffs[i]-voffs[0], offs[i])
+				}
+			}
+		})
+	}
+}
+
+// checkByteWidths walks an encoded DELTA_BINARY_PACKED page and fails
+// unless every miniblock's bit width is a multiple of 8.
+func checkByteWidths(t *testing.T, b []byte, n int) {
+	t.Helper()
+	read := func() uint64 {
+		u, k := binary.Uvarint(b)
+		if k <= 0 {
+			t.Fatal("truncated header")
+		}
+		b = b[k:]
+		return u
+	}
+	block, minis, total := read(), read(), read()
+	read() // first value
+	if block != deltaBlock || minis != deltaMiniCount || total != uint64(n) {
+		t.Fatalf("header %d %d %d, want %d %d %d", block, minis, total, deltaBlock, deltaMiniCount, n)
+	}
+	for left := n - 1; left > 0; left -= deltaBlock {
+		read() // min delta
+		widths := b[:deltaMiniCount]
+		b = b[deltaMiniCount:]
+		for m, w := range widths {
+			if w%8 != 0 {
+				t.Fatalf("miniblock width %d bits, not whole bytes", w)
+			}
+			if m*deltaMiniBlock < min(left, deltaBlock) {
+				b = b[int(w)*deltaMiniBlock/8:]
+			}
+		}
+	}
+	if len(b) != 0 {
+		t.Fatalf("%d bytes after the last block", len(b))
+	}
+}
+
+// TestByteDeltaSmaller: what the byte-wide widths are for. Record indexes
+// of rows sorted by template (each template's rows in WAL order, 40
+// templates interleaved in frames of 500 lines), and string lengths,
+// compress smaller at zstd's best level than parquet-go's
+// DELTA_BINARY_PACKED, which packs each miniblock at the fewest bits.
+func TestByteDeltaSmaller(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	byTpl := make([][]int32, 40)
+	for i := range 4000 {
+		k := min(int(r.ExpFloat64()*8), 39)
+		byTpl[k] = append(byTpl[k], int32(i%500))
+	}
+	var index []int32
+	for _, x := range byTpl {
+		index = append(index, x...)
+	}
+	lengths := make([]int32, 4000)
+	for i := range lengths {
+		lengths[i] = int32(10 + r.IntN(30))
+	}
+	c := codec(zstd.SpeedBestCompression)
+	for name, v := range map[string][]int32{"record indexes": index, "lengths": lengths} {
+		std, _ := parquet.DeltaBinaryPacked.EncodeInt32(nil, v)
+		wide, _ := deltaEnc.EncodeInt32(nil, v)
+		zs, _ := c.Encode(nil, std)
+		zw, _ := c.Encode(nil, wide)
+		t.Logf("%s: parquet-go %d -> %d bytes, byte-wide %d -> %d", name, len(std), len(zs), len(wide), len(zw))
+		if len(zw) >= len(zs) {
+			t.Errorf("%s: byte-wide %d bytes compressed, not below parquet-go's %d", name, len(zw), len(zs))
+		}
+	}
+}
+
+// FuzzByteDelta: any int64 sequence round-trips through deltaInts and
+// parquet-go's decoder.
+func FuzzByteDelta(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add(make([]byte, 8*200))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v := make([]int64, len(b)/8)
+		for i := range v {
+			v[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
+		}
+		enc, err := deltaEnc.EncodeInt64(nil, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := parquet.DeltaBinaryPacked.DecodeInt64(nil, enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v) > 0 && !slices.Equal(got, v) {
+			t.Fatalf("decoded %v, want %v", got, v)
+		}
+	})
+}
+
+// TestMorePlainAtBestLevel: at zstd's best level the more column's items
+// are PLAIN (each value after its 4-byte length, which zstd models beside
+// the text); the default level keeps DELTA_LENGTH_BYTE_ARRAY. Over the
+// Loghub files and this machine's logs the PLAIN column is smaller in
+// every file written at the best level (docs/benchmarks.md, "Lake size:
+// byte-wide delta miniblocks").
+func TestMorePlainAtBestLevel(t *testing.T) {
+	var text strings.Builder
+	text.WriteString("event")
+	for range 40 {
+		text.WriteString(" <*>")
+	}
+	tpl := Templates{{1, 1}: text.String()}
+	r := rand.New(rand.NewPCG(5, 6))
+	var rows []Row
+	for i := range 300 {
+		params := make([]string, 40)
+		for j := range params {
+			params[j] = strings.Repeat("ab", 1+r.IntN(6)) // 33rd and later in more
+		}
+		rows = append(rows, Row{WALSeq: 1, Index: uint32(i), TS: ns("2026-11-29T00:00:00.010Z") + int64(i)*1e9,
+			TemplateID: 1, TemplateVersion: 1, Source: "s", Params: params})
+	}
+	moreEncodings := func(data []byte) []format.Encoding {
+		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range f.Metadata().RowGroups[0].Columns {
+			if c.MetaData.PathInSchema[0] == colMore {
+				return c.MetaData.Encoding
+			}
+		}
+		t.Fatal("no more column")
+		return nil
+	}
+	hi, err := Encode(rows, tpl, WithHighCompression(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es := moreEncodings(hi.Data); !slices.Contains(es, format.Plain) || slices.Contains(es, format.DeltaLengthByteArray) {
+		t.Errorf("best level: more's encodings %v, want PLAIN", es)
+	}
+	if es := moreEncodings(busy.Data); !slices.Contains(es, format.DeltaLengthByteArray) {
+		t.Errorf("default level: more's encodings %v, want DELTA_LENGTH_BYTE_ARRAY", es)
+	}
+	readsBack(t, tpl, rows, hi.Data, busy.Data)
+}
