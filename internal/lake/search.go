@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -108,7 +109,17 @@ func (l *Lake) SearchRaw(ctx context.Context, q *query.Query, opts SearchOptions
 	}
 	out := newRawOut(w, s.workers)
 	defer out.stop()
-	if err := s.merge(ctx, s.readLines, out.emit); err != nil {
+	read := s.readLines
+	if s.limit() == 0 {
+		read = func(ctx context.Context, f searchFile) (*hitCursor, error) {
+			c, err := s.readLines(ctx, f)
+			if err == nil && c != nil && c.lines != nil && len(c.sel) > 0 {
+				out.renderAhead(c)
+			}
+			return c, err
+		}
+	}
+	if err := s.merge(ctx, read, out.emit); err != nil {
 		return err
 	}
 	return out.flush()
@@ -135,6 +146,8 @@ type rawOut struct {
 	depth int
 	wg    sync.WaitGroup
 	once  sync.Once
+	sem   chan struct{}  // renderAhead's renders running
+	bg    sync.WaitGroup // renderAhead's renders
 }
 
 // rawJob is a run of rows to render: segs, rows of them, rendered into buf.
@@ -157,7 +170,7 @@ type rawSeg struct {
 
 func newRawOut(w io.Writer, renderers int) *rawOut {
 	renderers = max(renderers, 1)
-	o := &rawOut{w: w, depth: 2 * renderers}
+	o := &rawOut{w: w, depth: 2 * renderers, sem: make(chan struct{}, renderers)}
 	o.jobs = make(chan *rawJob, o.depth)
 	for range renderers {
 		o.wg.Add(1)
@@ -209,10 +222,21 @@ func (o *rawOut) emit(c *hitCursor, b bound, left int) (int, error) {
 		if left >= 0 {
 			most = min(most, left-n)
 		}
-		most = min(most, rawRows-j.rows)
+		if len(c.ahead) > 0 {
+			most = min(most, c.ahead[0].b-c.ahead[0].a-c.at)
+		} else {
+			most = min(most, rawRows-j.rows)
+		}
 		k := 1
 		for k < most && b.after(c.pos(k)) {
 			k++
+		}
+		if len(c.ahead) > 0 {
+			if err := o.writeAhead(c, k); err != nil {
+				return n, err
+			}
+			n += k
+			continue
 		}
 		if c.lines != nil {
 			j.segs = append(j.segs, rawSeg{lines: c.lines, sel: c.sel[:k:k]})
@@ -233,6 +257,93 @@ func (o *rawOut) emit(c *hitCursor, b bound, left int) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// aheadRows is how many rows a run rendered ahead holds: a template's rows
+// in it lie next to each other in its file (AppendLines).
+const aheadRows = 8192
+
+// aheadRun is rows [a, b) of a cursor's sel, rendered ahead: text holds
+// their lines, ends[k] the end of row a+k's.
+type aheadRun struct {
+	a, b int
+	text []byte
+	ends []int
+	err  error
+	done chan struct{} // closed once rendered
+}
+
+// renderAhead renders c's rows, all of them, in runs of aheadRows rows,
+// by the renderers (o.ahead at a time), and releases c's Lines once the
+// last is rendered.
+func (o *rawOut) renderAhead(c *hitCursor) {
+	sel := c.lines.Select(c.sel, aheadRows)
+	var left atomic.Int32
+	left.Store(int32(sel.Runs()))
+	for x := range sel.Runs() {
+		a, b := sel.Run(x)
+		run := &aheadRun{a: a, b: b, done: make(chan struct{})}
+		c.ahead = append(c.ahead, run)
+		o.bg.Add(1)
+		go func() {
+			defer o.bg.Done()
+			o.sem <- struct{}{}
+			r := renderers.Get().(*recfile.LineRenderer)
+			t := aheadBufs.Get().(*aheadBuf)
+			run.text, run.ends, run.err = r.AppendLines(t.text[:0], t.ends, sel, x)
+			renderers.Put(r)
+			<-o.sem
+			if left.Add(-1) == 0 {
+				c.lines.Release() // its rows' places stay: the merge reads them
+			}
+			close(run.done)
+		}()
+	}
+}
+
+var renderers = sync.Pool{New: func() any { return new(recfile.LineRenderer) }}
+
+// aheadBuf is a run's text and ends, kept for the next run.
+type aheadBuf struct {
+	text []byte
+	ends []int
+}
+
+var aheadBufs = sync.Pool{New: func() any { return new(aheadBuf) }}
+
+// writeAhead writes c's next k lines, rendered ahead (at most the rest of
+// c.ahead[0]), after every job cut before them.
+func (o *rawOut) writeAhead(c *hitCursor, k int) error {
+	if o.cur != nil && o.cur.rows > 0 {
+		if err := o.send(); err != nil {
+			return err
+		}
+	}
+	for len(o.queue) > 0 {
+		if err := o.writeOldest(); err != nil {
+			return err
+		}
+	}
+	run := c.ahead[0]
+	<-run.done
+	if run.err != nil {
+		return run.err
+	}
+	start := 0
+	if c.at > 0 {
+		start = run.ends[c.at-1]
+	}
+	if _, err := o.w.Write(run.text[start:run.ends[c.at+k-1]]); err != nil {
+		return err
+	}
+	c.at += k
+	c.sel = c.sel[k:]
+	if c.at == len(run.ends) {
+		aheadBufs.Put(&aheadBuf{run.text, run.ends})
+		run.text, run.ends = nil, nil
+		c.ahead, c.at = c.ahead[1:], 0
+	}
+	return nil
 }
 
 func (o *rawOut) newJob() *rawJob {
@@ -299,6 +410,7 @@ func (o *rawOut) stop() {
 	o.once.Do(func() {
 		close(o.jobs)
 		o.wg.Wait()
+		o.bg.Wait()
 	})
 }
 
@@ -552,6 +664,10 @@ type hitCursor struct {
 	recs  []Record
 	lines *recfile.Lines
 	sel   []int32
+	// With lines rendered ahead (rawOut.renderAhead): sel's runs, and how
+	// many rows of ahead[0] are written.
+	ahead []*aheadRun
+	at    int
 }
 
 func (c *hitCursor) empty() bool {

@@ -360,9 +360,11 @@ func TestSearchDecodesEveryColumn(t *testing.T) {
 
 // TestSearchRawManyJobs: SearchRaw's renderers render jobs of rows from
 // several files whose WAL ranges interleave row by row (each job a run of
-// short runs of every file), and the lines come out in WAL order as
-// Search returns them, for the whole lake, a limit that ends inside a job,
-// and a time range; a writer that fails stops the search with its error.
+// short runs of every file), or, without a limit, each file's rows ahead
+// in runs of aheadRows (two a file here, written in short pieces between
+// the other files'), and the lines come out in WAL order as Search
+// returns them, for the whole lake, a limit that ends inside a job, and a
+// time range; a writer that fails stops the search with its error.
 func TestSearchRawManyJobs(t *testing.T) {
 	f := newFixture(t)
 	texts := recfile.Templates{
@@ -375,7 +377,7 @@ func TestSearchRawManyJobs(t *testing.T) {
 		trows = append(trows, lake.TemplateRow{TemplateID: int64(k.ID), Tenant: "acme", Version: int32(k.Version), Template: text, Kind: "created", WALSeq: 1})
 	}
 	f.commit(f.tpl, 1, f.templatesFile("w1", trows))
-	const files, perFile = 3, 4000
+	const files, perFile = 3, 9000
 	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	var adds []delta.Add
 	for k := range files {
@@ -402,7 +404,7 @@ func TestSearchRawManyJobs(t *testing.T) {
 	if len(all) != files*perFile {
 		t.Fatalf("%d lines, want %d", len(all), files*perFile)
 	}
-	for _, opts := range []lake.SearchOptions{{Limit: 5000}, {Since: at.Add(1000 * time.Second), Until: at.Add(9000 * time.Second)}} {
+	for _, opts := range []lake.SearchOptions{{Limit: 5000}, {Since: at.Add(1000 * time.Second), Until: at.Add(20000 * time.Second)}} {
 		got := searchLines(t, l, quarryql.MustCompile(""), opts)
 		if len(got) == 0 || len(got) >= len(all) {
 			t.Fatalf("%+v: %d lines of %d", opts, len(got), len(all))

@@ -381,6 +381,9 @@ type Lines struct {
 	d      *decoder
 	groups []*group
 	refs   []lineRef
+	// rank is the index in refs of each row in the file's stored order
+	// (the order of groups and their rows); nil: refs are in that order.
+	rank []int32
 }
 
 // lineRef is a row: its place in the WAL, its row group (an index into
@@ -446,8 +449,14 @@ func (l *Lines) AppendLine(dst []byte, x int) ([]byte, error) {
 // Record and Release write their decoder's caches). The zero value is
 // ready to use; one LineRenderer is one goroutine's.
 type LineRenderer struct {
-	times eventtime.Renderer
-	kinds map[string][]slot
+	times   eventtime.Renderer
+	kinds   map[string][]slot
+	scratch [][]byte // AppendLines' lines in stored order, in chunks
+	stored  []int32  // their indexes in the run
+	// secs renders AppendLines' timestamps, one Renderer a second (by its
+	// low bits): rows in stored order revisit the seconds of a run one
+	// template after another, which one Renderer's one second misses.
+	secs *[256]eventtime.Renderer
 }
 
 // AppendLine appends row x of l's line to dst (without a newline), byte
@@ -485,7 +494,7 @@ func (g *group) dropKeys() {
 // Release gives the buffers of the pages l's columns point into back to
 // parquet-go's pools, so that the next file decodes into memory already in
 // use (a drained file's pages were a third of a full render's fresh
-// memory). l must not be used after it: its rows are gone. What l
+// memory). After it only Len and Pos answer: l's columns are gone. What l
 // returned before (Records, lines appended to a caller's buffer) holds no
 // page memory.
 func (l *Lines) Release() {
@@ -497,7 +506,7 @@ func (l *Lines) Release() {
 			g.vals[i] = colVals{}
 		}
 	}
-	l.groups, l.refs = nil, nil
+	l.groups, l.rank = nil, nil
 }
 
 // records returns every row as a Record, in l's order.
@@ -600,7 +609,8 @@ func (l *Lines) WALOrdered(sel []int32) []int32 {
 
 // walOrder puts l's rows in (wal_seq, record_index) order, in place:
 // following each cycle of the permutation moves every row once, and no
-// second array of rows is allocated.
+// second array of rows is allocated. The permutation's array becomes
+// l.rank: each row's place, written as the cycle goes on.
 func (l *Lines) walOrder() {
 	refs := l.refs
 	order := walPerm(len(refs), func(i int) (uint64, uint32) { return refs[i].seq, refs[i].idx })
@@ -608,18 +618,169 @@ func (l *Lines) walOrder() {
 		if order[i] < 0 {
 			continue // placed, in a cycle already followed
 		}
-		// Row x's place gets the row at order[x]; order[x] < 0 marks it done.
+		// Row x's place gets the row at order[x]; once read, order[x] < 0
+		// marks it done and holds -1 - the place row x went to (prev; the
+		// cycle's first row's, x, when it closes).
 		first := refs[i]
-		x := i
+		x, prev := i, -1
 		for {
 			from := int(order[x])
-			order[x] = -1
+			if prev >= 0 {
+				order[x] = int32(-1 - prev)
+			}
 			if from == i {
 				refs[x] = first
+				order[i] = int32(-1 - x)
 				break
 			}
 			refs[x] = refs[from]
-			x = from
+			prev, x = x, from
 		}
 	}
+	for j := range order {
+		order[j] = -1 - order[j]
+	}
+	l.rank = order
+}
+
+// Selected is rows of Lines cut into runs to render (LineRenderer.
+// AppendLines), which several renderers may render at once: each run's
+// rows listed in the file's stored order.
+type Selected struct {
+	l    *Lines
+	rows int     // a run's rows (the last may hold fewer)
+	n    int     // rows selected
+	at   []int32 // per run, its rows' indexes in stored order (l.rank's), ascending
+	k    []int32 // and their indexes in sel
+}
+
+// Select cuts sel, rows of l in the order their lines are to be written
+// (each row once), into runs of rows rows to render: run r is sel[r*rows:
+// (r+1)*rows]. l must not be released before its runs are rendered.
+func (l *Lines) Select(sel []int32, rows int) *Selected {
+	s := &Selected{l: l, rows: max(rows, 1), n: len(sel), at: make([]int32, len(sel)), k: make([]int32, len(sel))}
+	// pick[x] is row x's index in sel (-1: not in it); nil: sel is every
+	// row in l's order.
+	var pick []int32
+	every := len(sel) == len(l.refs)
+	for k := 0; every && k < len(sel); k++ {
+		every = sel[k] == int32(k)
+	}
+	if !every {
+		pick = make([]int32, len(l.refs))
+		for x := range pick {
+			pick[x] = -1
+		}
+		for k, x := range sel {
+			pick[x] = int32(k)
+		}
+	}
+	next := make([]int, s.Runs()) // where the next row of each run goes
+	for r := range next {
+		next[r] = r * s.rows
+	}
+	for j := range l.refs {
+		k := j
+		if l.rank != nil {
+			k = int(l.rank[j])
+		}
+		if pick != nil {
+			if k = int(pick[k]); k < 0 {
+				continue
+			}
+		}
+		r := k / s.rows
+		s.at[next[r]], s.k[next[r]] = int32(j), int32(k)
+		next[r]++
+	}
+	return s
+}
+
+// Runs is how many runs s holds.
+func (s *Selected) Runs() int { return (s.n + s.rows - 1) / s.rows }
+
+// Run is the rows of sel run r holds: [a, b).
+func (s *Selected) Run(r int) (a, b int) { return r * s.rows, min((r+1)*s.rows, s.n) }
+
+// AppendLines appends the lines of run run of s, each followed by a
+// newline, to dst in sel's order, and returns dst and ends, ends[k] being
+// where the run's line k ends in dst. The rows are rendered in the file's
+// stored order (template by template: each column is read front to back,
+// not at random as in WAL order) into the renderer's scratch, and each
+// line is then copied to its place: the more rows a run holds, the more
+// of a template's rows lie next to each other. It needs the projection's
+// Lines.
+func (r *LineRenderer) AppendLines(dst []byte, ends []int, s *Selected, run int) ([]byte, []int, error) {
+	if r.kinds == nil {
+		r.kinds = map[string][]slot{}
+	}
+	if r.secs == nil {
+		r.secs = new([256]eventtime.Renderer)
+	}
+	l := s.l
+	a, b := s.Run(run)
+	ends = slices.Grow(ends[:0], b-a)[:b-a]
+	stored := r.stored[:0] // the run's indexes (k-a) in stored order
+	c := 0                 // the scratch chunk being filled
+	r.chunk(c)
+	gi, first := 0, 0 // the row group of the row, the stored index of its first row
+	for t, j := range s.at[a:b] {
+		for int(j) >= first+l.groups[gi].rows() {
+			first += l.groups[gi].rows()
+			gi++
+		}
+		g := l.groups[gi]
+		k := int(s.k[a+t]) - a
+		if cap(r.scratch[c])-len(r.scratch[c]) < 4<<10 {
+			c++
+			r.chunk(c)
+		}
+		i := g.row(int(j) - first)
+		line := r.scratch[c]
+		start := len(line)
+		times := &r.secs[uint64(g.ts(i)/1e9)%uint64(len(r.secs))]
+		var err error
+		if line, err = l.d.appendLineWith(line, g, lineRef{g: int32(gi), row: int32(i), tpl: g.tpl[i]}, times, r.kinds); err != nil {
+			x := int(j)
+			if l.rank != nil {
+				x = int(l.rank[j])
+			}
+			// Again with the row's place in the WAL, for the error.
+			_, err = l.d.appendLineWith(line, g, l.refs[x], times, r.kinds)
+			r.stored = stored
+			return dst, ends, err
+		}
+		line = append(line, '\n')
+		r.scratch[c] = line // a line longer than a chunk moved line to an array of its own
+		ends[k] = len(line) - start
+		stored = append(stored, int32(k))
+	}
+	r.stored = stored
+	at := len(dst)
+	for k, n := range ends {
+		at += n
+		ends[k] = at
+	}
+	base := len(dst)
+	dst = slices.Grow(dst, at-base)[:at]
+	c, src := 0, 0
+	for _, k := range stored {
+		start := base
+		if k > 0 {
+			start = ends[k-1]
+		}
+		if src == len(r.scratch[c]) {
+			c, src = c+1, 0
+		}
+		src += copy(dst[start:ends[k]], r.scratch[c][src:])
+	}
+	return dst, ends, nil
+}
+
+// chunk empties scratch chunk c, making it when r has not got it.
+func (r *LineRenderer) chunk(c int) {
+	if c == len(r.scratch) {
+		r.scratch = append(r.scratch, make([]byte, 0, 1<<20))
+	}
+	r.scratch[c] = r.scratch[c][:0]
 }

@@ -3,6 +3,7 @@ package recfile
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -380,4 +381,94 @@ func openLines(t *testing.T, data []byte, tpl Templates, p Projection) *Lines {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// TestAppendLinesStoredOrder: a file stored template by template, whose
+// WAL order interleaves its templates and spans row groups, renders run
+// by run (AppendLines: each run's rows in the file's order, each line
+// copied to its place) exactly the lines of its selected rows in the
+// selection's order: every row, every third row, a prefix (a limit) and a
+// WAL range, in runs of one row, of a few, across row groups and of the
+// whole file, from Lines in WAL order and in file order (a selection put
+// in WAL order after: WALOrdered), two renderers taking runs in turn.
+func TestAppendLinesStoredOrder(t *testing.T) {
+	rows, tpl := pinRows(t, 20000, 11) // in WAL order, templates at random
+	f, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wal := openLines(t, f.Data, tpl, Projection{Lines: true})
+	if len(wal.groups) < 2 || wal.rank == nil {
+		t.Fatalf("%d row groups, stored in WAL order %v: want several, stored by template", len(wal.groups), wal.rank == nil)
+	}
+	want := make([]string, len(rows))
+	for x, row := range rows {
+		want[x] = renderRow(t, tpl, row) + "\n"
+	}
+	sels := map[string][]int32{}
+	for x := range int32(len(rows)) {
+		sels["all"] = append(sels["all"], x)
+		if x%3 == 1 {
+			sels["third"] = append(sels["third"], x)
+		}
+		if x < 1000 {
+			sels["limit"] = append(sels["limit"], x)
+		}
+		if x >= 5000 && x < 12345 {
+			sels["range"] = append(sels["range"], x)
+		}
+	}
+	fileOrder := openLines(t, f.Data, tpl, Projection{Lines: true, FileOrder: true})
+	fileRow := make([]int32, len(rows)) // each WAL row's row in fileOrder
+	walRow := map[[2]uint64]int32{}
+	for x, row := range rows {
+		walRow[[2]uint64{row.WALSeq, uint64(row.Index)}] = int32(x)
+	}
+	for x := range fileOrder.Len() {
+		seq, idx := fileOrder.Pos(x)
+		fileRow[walRow[[2]uint64{seq, uint64(idx)}]] = int32(x)
+	}
+	for name, walSel := range sels {
+		for _, size := range []int{1, 7, 4096, 20000} {
+			for _, l := range []*Lines{wal, fileOrder} {
+				sel := walSel
+				if l == fileOrder {
+					sel = make([]int32, len(walSel))
+					for k, x := range walSel {
+						sel[k] = fileRow[x]
+					}
+				}
+				s := l.Select(sel, size)
+				var rs [2]LineRenderer
+				var got []byte
+				var ends []int
+				for run := range s.Runs() {
+					at := len(got)
+					if got, ends, err = rs[run%2].AppendLines(got, ends, s, run); err != nil {
+						t.Fatal(err)
+					}
+					a, b := s.Run(run)
+					if len(ends) != b-a || len(ends) > 0 && ends[len(ends)-1] != len(got) {
+						t.Fatalf("%s, runs of %d: run %d: %d ends for rows [%d, %d) in %d bytes", name, size, run, len(ends), a, b, len(got))
+					}
+					for k := range ends {
+						start := at
+						if k > 0 {
+							start = ends[k-1]
+						}
+						if line := string(got[start:ends[k]]); line != want[walSel[a+k]] {
+							t.Fatalf("%s, runs of %d, file order %v: run %d line %d (WAL row %d): %q, want %q", name, size, l == fileOrder, run, k, walSel[a+k], line, want[walSel[a+k]])
+						}
+					}
+				}
+				var all strings.Builder
+				for _, x := range walSel {
+					all.WriteString(want[x])
+				}
+				if string(got) != all.String() {
+					t.Fatalf("%s, runs of %d: %d bytes, want %d", name, size, len(got), all.Len())
+				}
+			}
+		}
+	}
 }

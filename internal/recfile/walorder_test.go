@@ -117,7 +117,8 @@ func make3(recs []Record, k int, r *rand.Rand) []Record {
 // TestLinesWALOrderInPlace: Lines.walOrder puts shuffled rows in WAL order,
 // each row once with its row group and row, moving them in place: it
 // allocates the permutation (4 bytes a row for dense frames), not a second
-// array of rows (24 bytes a row) or copies of their positions.
+// array of rows (24 bytes a row) or copies of their positions; the
+// permutation's array becomes each row's place in WAL order (rank).
 func TestLinesWALOrderInPlace(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	const n = 64 << 10
@@ -126,6 +127,7 @@ func TestLinesWALOrderInPlace(t *testing.T) {
 		refs[i] = lineRef{seq: uint64(10 + i/64), idx: uint32(i % 64), g: int32(i % 3), row: int32(i)}
 	}
 	r.Shuffle(n, func(i, j int) { refs[i], refs[j] = refs[j], refs[i] })
+	shuffled := slices.Clone(refs)
 	l := &Lines{refs: refs}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -137,6 +139,12 @@ func TestLinesWALOrderInPlace(t *testing.T) {
 	for i, ref := range l.refs {
 		if want := (lineRef{seq: uint64(10 + i/64), idx: uint32(i % 64), g: int32(i % 3), row: int32(i)}); ref != want {
 			t.Fatalf("row %d: %+v, want %+v", i, ref, want)
+		}
+	}
+	// rank: the place each row had before is where it went.
+	for j, x := range l.rank {
+		if shuffled[j] != l.refs[x] {
+			t.Fatalf("row %d went to %d (%+v), want %+v", j, x, l.refs[x], shuffled[j])
 		}
 	}
 }
