@@ -3,6 +3,7 @@ package recfile
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -228,19 +229,7 @@ func TestMorePlainAtBestLevel(t *testing.T) {
 		rows = append(rows, Row{WALSeq: 1, Index: uint32(i), TS: ns("2026-11-29T00:00:00.010Z") + int64(i)*1e9,
 			TemplateID: 1, TemplateVersion: 1, Source: "s", Params: params})
 	}
-	moreEncodings := func(data []byte) []format.Encoding {
-		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range f.Metadata().RowGroups[0].Columns {
-			if c.MetaData.PathInSchema[0] == colMore {
-				return c.MetaData.Encoding
-			}
-		}
-		t.Fatal("no more column")
-		return nil
-	}
+	moreEncodings := func(data []byte) []format.Encoding { return columnEncodings(t, data, colMore) }
 	hi, err := Encode(rows, tpl, WithHighCompression(true))
 	if err != nil {
 		t.Fatal(err)
@@ -256,4 +245,104 @@ func TestMorePlainAtBestLevel(t *testing.T) {
 		t.Errorf("default level: more's encodings %v, want DELTA_LENGTH_BYTE_ARRAY", es)
 	}
 	readsBack(t, tpl, rows, hi.Data, busy.Data)
+}
+
+// TestKindsPlainWhereSmaller: at zstd's best level the kinds column is
+// PLAIN or a dictionary, whichever file is smaller: PLAIN for a hundred
+// templates of 1 to 40 rows, each with a typing of its own (runs of one
+// kinds string, whose dictionary indexes are bit-packed across the runs'
+// ends at 7 bits, where zstd finds the runs in the text), a dictionary
+// for one template whose rows alternate between two strings at random (an
+// index of one bit). The default level always writes the dictionary.
+func TestKindsPlainWhereSmaller(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	word := func() string { return []string{"alpha", "bravo", "charlie"}[r.IntN(3)] }
+	cases := map[string]func() (Templates, []Row){
+		"runs of a hundred strings": func() (Templates, []Row) {
+			// Templates of 1 to 40 rows, each with a typing of its own
+			// (which of its 7 parameters are numbers): runs of one
+			// kinds string each, about a hundred of them.
+			tpl := Templates{}
+			var rows []Row
+			for k := range 100 {
+				tpl[Key{uint64(k + 1), 1}] = "event <*> <*> <*> <*> <*> <*> <*>"
+				for range 1 + r.IntN(40) {
+					params := make([]string, 7)
+					for j := range params {
+						if (k*37)>>j&1 == 1 {
+							params[j] = fmt.Sprint(r.IntN(1000))
+						} else {
+							params[j] = word()
+						}
+					}
+					rows = append(rows, Row{WALSeq: 1, Index: uint32(len(rows)), TS: ns("2026-11-29T00:00:00.010Z") + int64(len(rows))*1e9,
+						TemplateID: uint64(k + 1), TemplateVersion: 1, Source: "s", Params: params})
+				}
+			}
+			return tpl, rows
+		},
+		"two strings at random": func() (Templates, []Row) {
+			tpl := Templates{{1, 1}: "event <*>"}
+			var rows []Row
+			for i := range 2400 {
+				p := word()
+				if r.IntN(2) == 0 {
+					p = fmt.Sprint(r.IntN(1000))
+				}
+				rows = append(rows, Row{WALSeq: 1, Index: uint32(i), TS: ns("2026-11-29T00:00:00.010Z") + int64(i)*1e9,
+					TemplateID: 1, TemplateVersion: 1, Source: "s", Params: []string{p}})
+			}
+			return tpl, rows
+		},
+	}
+	for name, gen := range cases {
+		t.Run(name, func(t *testing.T) {
+			tpl, rows := gen()
+			hi, err := Encode(rows, tpl, WithHighCompression(true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			size := map[string]int{}
+			for _, k := range []string{"plain", "dict"} {
+				o := defaultOptions()
+				WithHighCompression(true)(&o)
+				o.kinds = k
+				f, err := encode(rows, tpl, &o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				size[k] = len(f.Data)
+			}
+			if size["plain"] == size["dict"] {
+				t.Fatalf("both encodings %d bytes: the case decides nothing", size["plain"])
+			}
+			if want := min(size["plain"], size["dict"]); len(hi.Data) != want {
+				t.Errorf("best level wrote %d bytes; PLAIN kinds %d, dictionary %d", len(hi.Data), size["plain"], size["dict"])
+			}
+			busy, err := Encode(rows, tpl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if es := columnEncodings(t, busy.Data, colKinds); !slices.Contains(es, format.RLEDictionary) {
+				t.Errorf("default level: kinds encodings %v, want a dictionary", es)
+			}
+			readsBack(t, tpl, rows, hi.Data, busy.Data)
+		})
+	}
+}
+
+// columnEncodings returns the encodings of a file's column col.
+func columnEncodings(t *testing.T, data []byte, col string) []format.Encoding {
+	t.Helper()
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range f.Metadata().RowGroups[0].Columns {
+		if c.MetaData.PathInSchema[0] == col {
+			return c.MetaData.Encoding
+		}
+	}
+	t.Fatalf("no column %s", col)
+	return nil
 }

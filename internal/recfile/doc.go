@@ -42,7 +42,9 @@
 // DELTA_LENGTH_BYTE_ARRAY one, is written with each miniblock's bit width
 // rounded up to whole bytes (bytedelta.go: zstd models bytes, not 5- or
 // 11-bit fields; any reader unpacks the width a miniblock gives). In a
-// file written at zstd's best level the more column's items are PLAIN.
+// file written at zstd's best level the more column's items are PLAIN,
+// and in such a file of one row group kinds is PLAIN where smaller than
+// its dictionary (chooseKinds).
 // The footer's key-value metadata holds quarry.records.version = 3 (4 in
 // a file with rows marked r, 5 in one with d items) and
 // the file's template summary (SummaryKey, Summary: per template version

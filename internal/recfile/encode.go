@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -450,6 +451,15 @@ func encodeOnce(rows []Row, tpl Templates, o *options, how int, picks map[Key][]
 	}
 	if o.hiLevel != 0 && o.intTrial {
 		e.chooseDelta(rows, order, enc)
+	}
+	switch {
+	case o.kinds == "plain":
+		e.u.kindsPlain = true
+	case o.kinds == "" && o.hiLevel != 0 && o.plainTrial && len(rows) >= o.dictRows && !(o.groupRows > 0 && len(rows) >= 2*o.groupRows):
+		// Not in a file of several row groups: a reader hashes a PLAIN
+		// kinds value a row, where a dictionary's entries are parsed once,
+		// and kinds are a few hundred bytes of such a file.
+		e.chooseKinds(enc)
 	}
 	data, err := e.write(rows, order, enc)
 	if err != nil {
@@ -1568,6 +1578,63 @@ func (e *encoder) choosePlain(enc []encoded) {
 		}
 		s.plain = np < len(z)
 	}
+}
+
+// chooseKinds picks, for a file written at zstd's best level, between a
+// dictionary (from o.dictRows rows, the default) and PLAIN for the kinds
+// column: both are encoded and compressed with the column's codec, and
+// the smaller kept. Rows sorted by template repeat one kinds string over a
+// template's rows, runs zstd takes as well from PLAIN text as from the
+// dictionary's indexes, which are bit-packed at the width the dictionary's
+// size needs (5 bits for Linux's 27 strings: fields that straddle bytes,
+// noise to zstd); Loghub's BGL and OpenSSH keep the dictionary. Only for
+// a file of one row group (encodeOnce). docs/benchmarks.md, "Lake size:
+// byte-wide delta miniblocks".
+func (e *encoder) chooseKinds(enc []encoded) {
+	c := e.o.highCodec()
+	var src, dsrc []byte
+	offs, doffs := make([]uint32, 0, len(enc)+1), []uint32{0}
+	index := make([]int32, len(enc))
+	ids := map[string]int32{}
+	var prev string
+	var id int32 = -1
+	for x := range enc {
+		k := enc[x].kinds
+		offs = append(offs, uint32(len(src)))
+		src = append(src, k...)
+		if id < 0 || k != prev {
+			n, ok := ids[k]
+			if !ok {
+				n = int32(len(ids))
+				ids[k] = n
+				dsrc = append(dsrc, k...)
+				doffs = append(doffs, uint32(len(dsrc)))
+			}
+			id, prev = n, k
+		}
+		index[x] = id
+	}
+	offs = append(offs, uint32(len(src)))
+	size := func(b []byte, err error) int {
+		if err != nil {
+			return math.MaxInt
+		}
+		z, err := c.Encode(nil, b)
+		if err != nil {
+			return math.MaxInt
+		}
+		return len(z)
+	}
+	plain := size(parquet.Plain.EncodeByteArray(nil, src, offs))
+	dict := size(parquet.Plain.EncodeByteArray(nil, dsrc, doffs))
+	if dict < math.MaxInt {
+		if n := size(parquet.RLEDictionary.EncodeInt32(nil, index)); n < math.MaxInt {
+			dict += n
+		} else {
+			dict = n
+		}
+	}
+	e.u.kindsPlain = plain < dict
 }
 
 // chooseDelta picks, for a file written at zstd's best level, between

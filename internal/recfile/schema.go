@@ -107,6 +107,7 @@ type options struct {
 	walDelta    bool       // wal_seq DELTA_BINARY_PACKED
 	untyped     bool       // every parameter s or b (measurement only)
 	dictRows    int        // source, kinds, ts_source dictionary-encoded only from this many rows (PLAIN below)
+	kinds       string     // "" (chooseKinds at zstd's best level), "plain" or "dict" (tests)
 	rawBytes    int        // a column whose values take fewer bytes than this is not compressed
 	pageVersion int        // data page header version, 1 or 2
 	noCRC       bool       // page headers without their CRC
@@ -165,6 +166,9 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 		colVersion:    parquet.Encoded(parquet.Leaf(parquet.Int32Type), deltaEnc),
 		colSource:     dict(parquet.String(), u.rows, o),
 		colKinds:      dict(parquet.String(), u.rows, o),
+	}
+	if u.kindsPlain {
+		g[colKinds] = parquet.Encoded(parquet.String(), &parquet.Plain)
 	}
 	if u.tsMillis {
 		g[colTS] = parquet.Timestamp(parquet.Millisecond)
@@ -318,7 +322,9 @@ type usage struct {
 	// instead of DELTA_BINARY_PACKED, ts and n<j> DELTA_BINARY_PACKED
 	// instead of PLAIN, where that compresses smaller.
 	datePlain, tsDelta bool
-	nDelta             [MaxSlots]bool
+	// kindsPlain: kinds PLAIN instead of a dictionary (chooseKinds).
+	kindsPlain bool
+	nDelta     [MaxSlots]bool
 }
 
 // maxDictDays is the most distinct dates a file's date column is
