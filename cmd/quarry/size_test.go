@@ -212,14 +212,23 @@ func TestSizeLoghub(t *testing.T) {
 	if lk := sum.rec + sum.tpl; sum.z3 > 0 && float64(lk) > lakeCeiling*float64(sum.z3) {
 		t.Errorf("lake bytes %d, %.3f of zstd -3 (%d): over the ceiling %.3f", lk, float64(lk)/float64(sum.z3), sum.z3, lakeCeiling)
 	}
+	// Each Loghub dataset on its own, too (Linux last: 0.997 since 40b0cce).
+	for _, r := range rows {
+		if lk := r.rec + r.tpl; !r.extra && r.z3 > 0 && lk > r.z3 {
+			t.Errorf("%s: lake bytes %d, %.3f of zstd -3 (%d): above it", r.name, lk, float64(lk)/float64(r.z3), r.z3)
+		}
+	}
 }
 
 // lakeCeiling bounds the lakes' bytes (records + templates, every dataset)
 // as a multiple of zstd -3 of their logs: issue 10's target. 1.083 measured
 // before templates v2 (300,132 bytes), 1.047 with it (290,131 bytes), 0.929
 // with p<j> dictionaries, the idle encoder's zstd best and templates v3
-// (257,368 bytes; 1.009 as a busy encoder writes; docs/benchmarks.md).
-const lakeCeiling = 1.0
+// (257,368 bytes; 1.009 as a busy encoder writes; docs/benchmarks.md),
+// 0.823 with byte-wide delta miniblocks and more and kinds PLAIN where
+// smaller (228,075 bytes, 40b0cce). Each Loghub dataset must also be at or
+// below zstd -3 of its log (the test's loop after the table).
+const lakeCeiling = 0.85
 
 // lakeDataBytes sums the records and templates data files of the lake in
 // dir (not the Delta logs, not the progress table).
