@@ -48,6 +48,17 @@ const (
 
 func (deltaInts) EncodeInt32(dst []byte, src []int32) ([]byte, error) {
 	// INT32 deltas wrap at 32 bits, as the spec's readers compute them.
+	return encodeDeltas(dst, src, 1<<32-1), nil
+}
+
+func (deltaInts) EncodeInt64(dst []byte, src []int64) ([]byte, error) {
+	return encodeDeltas(dst, src, 1<<64-1), nil
+}
+
+// encodeDeltas writes src as a DELTA_BINARY_PACKED page, its deltas
+// computed in T (so they wrap as T's) and each, less its block's minimum,
+// kept to the bits of mask (T's width).
+func encodeDeltas[T int32 | int64](dst []byte, src []T, mask uint64) []byte {
 	var d [deltaBlock]uint64
 	var first int64
 	if len(src) > 0 {
@@ -61,32 +72,11 @@ func (deltaInts) EncodeInt32(dst []byte, src []int32) ([]byte, error) {
 			mn = min(mn, blk[i]-blk[i-1])
 		}
 		for i := 1; i < len(blk); i++ {
-			d[i-1] = uint64(uint32(blk[i] - blk[i-1] - mn))
+			d[i-1] = uint64(blk[i]-blk[i-1]-mn) & mask
 		}
 		dst = deltaBlockBytes(dst, int64(mn), d[:len(blk)-1])
 	}
-	return dst, nil
-}
-
-func (deltaInts) EncodeInt64(dst []byte, src []int64) ([]byte, error) {
-	var d [deltaBlock]uint64
-	var first int64
-	if len(src) > 0 {
-		first = src[0]
-	}
-	dst = deltaHeader(dst[:0], len(src), first)
-	for s := 1; s < len(src); s += deltaBlock {
-		blk := src[s-1 : min(s+deltaBlock, len(src))]
-		mn := blk[1] - blk[0]
-		for i := 1; i < len(blk); i++ {
-			mn = min(mn, blk[i]-blk[i-1])
-		}
-		for i := 1; i < len(blk); i++ {
-			d[i-1] = uint64(blk[i] - blk[i-1] - mn)
-		}
-		dst = deltaBlockBytes(dst, mn, d[:len(blk)-1])
-	}
-	return dst, nil
+	return dst
 }
 
 // deltaHeader appends the page's header: block size, miniblocks a block,
