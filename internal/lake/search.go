@@ -273,17 +273,34 @@ type aheadRun struct {
 	done chan struct{} // closed once rendered
 }
 
+// aheadRuns is how many of a cursor's runs are rendered ahead of the merge
+// (rendered, or being rendered, and not written): enough to keep the
+// renderers busy while the merge writes, few enough that a written run's
+// text is what the next run renders into (aheadBufs), not fresh memory
+// the kernel zeroes: every run rendered at once held most of the output.
+const aheadRuns = 2
+
 // renderAhead renders c's rows, all of them, in runs of aheadRows rows,
-// by the renderers (o.ahead at a time), and releases c's Lines once the
-// last is rendered.
+// by the renderers (o.sem's at a time), aheadRuns of them ahead of the
+// merge (writeAhead starts the next as it writes one), and releases c's
+// Lines once the last is rendered.
 func (o *rawOut) renderAhead(c *hitCursor) {
 	sel := c.lines.Select(c.sel, aheadRows)
-	var left atomic.Int32
-	left.Store(int32(sel.Runs()))
-	for x := range sel.Runs() {
+	runs := make([]*aheadRun, sel.Runs())
+	for x := range runs {
 		a, b := sel.Run(x)
-		run := &aheadRun{a: a, b: b, done: make(chan struct{})}
-		c.ahead = append(c.ahead, run)
+		runs[x] = &aheadRun{a: a, b: b, done: make(chan struct{})}
+	}
+	c.ahead = runs
+	var left atomic.Int32
+	left.Store(int32(len(runs)))
+	started := 0
+	c.renderNext = func() {
+		if started == len(runs) {
+			return
+		}
+		run, x := runs[started], started
+		started++
 		o.bg.Add(1)
 		go func() {
 			defer o.bg.Done()
@@ -298,6 +315,9 @@ func (o *rawOut) renderAhead(c *hitCursor) {
 			}
 			close(run.done)
 		}()
+	}
+	for range aheadRuns {
+		c.renderNext()
 	}
 }
 
@@ -342,6 +362,7 @@ func (o *rawOut) writeAhead(c *hitCursor, k int) error {
 		aheadBufs.Put(&aheadBuf{run.text, run.ends})
 		run.text, run.ends = nil, nil
 		c.ahead, c.at = c.ahead[1:], 0
+		c.renderNext()
 	}
 	return nil
 }
@@ -668,6 +689,8 @@ type hitCursor struct {
 	// many rows of ahead[0] are written.
 	ahead []*aheadRun
 	at    int
+	// renderNext starts rendering the next of ahead's runs not started.
+	renderNext func()
 }
 
 func (c *hitCursor) empty() bool {

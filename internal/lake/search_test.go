@@ -361,10 +361,11 @@ func TestSearchDecodesEveryColumn(t *testing.T) {
 // TestSearchRawManyJobs: SearchRaw's renderers render jobs of rows from
 // several files whose WAL ranges interleave row by row (each job a run of
 // short runs of every file), or, without a limit, each file's rows ahead
-// in runs of aheadRows (two a file here, written in short pieces between
-// the other files'), and the lines come out in WAL order as Search
-// returns them, for the whole lake, a limit that ends inside a job, and a
-// time range; a writer that fails stops the search with its error.
+// in runs of aheadRows (three a file here, written in short pieces between
+// the other files'; the third started only as the merge writes the first,
+// aheadRuns ahead), and the lines come out in WAL order as Search returns
+// them, for the whole lake, a limit that ends inside a job, and a time
+// range; a writer that fails stops the search with its error.
 func TestSearchRawManyJobs(t *testing.T) {
 	f := newFixture(t)
 	texts := recfile.Templates{
@@ -377,7 +378,7 @@ func TestSearchRawManyJobs(t *testing.T) {
 		trows = append(trows, lake.TemplateRow{TemplateID: int64(k.ID), Tenant: "acme", Version: int32(k.Version), Template: text, Kind: "created", WALSeq: 1})
 	}
 	f.commit(f.tpl, 1, f.templatesFile("w1", trows))
-	const files, perFile = 3, 9000
+	const files, perFile = 3, 17000
 	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	var adds []delta.Add
 	for k := range files {
