@@ -334,15 +334,8 @@ var aheadBufs = sync.Pool{New: func() any { return new(aheadBuf) }}
 // writeAhead writes c's next k lines, rendered ahead (at most the rest of
 // c.ahead[0]), after every job cut before them.
 func (o *rawOut) writeAhead(c *hitCursor, k int) error {
-	if o.cur != nil && o.cur.rows > 0 {
-		if err := o.send(); err != nil {
-			return err
-		}
-	}
-	for len(o.queue) > 0 {
-		if err := o.writeOldest(); err != nil {
-			return err
-		}
+	if err := o.flush(); err != nil { // the jobs cut before c's lines
+		return err
 	}
 	run := c.ahead[0]
 	<-run.done

@@ -115,19 +115,6 @@ func TestPlainWhereSmaller(t *testing.T) {
 		rows[i] = Row{WALSeq: 1, Index: uint32(i), TS: ns("2026-11-29T00:00:00.010Z") + int64(i)*1e9, TemplateID: 1, TemplateVersion: 1, Source: "file:auth.log",
 			Params: []string{fmt.Sprintf("combo sshd(pam_unix)[%d]:", pid), word(i * 104729), "0"}}
 	}
-	encodingOf := func(data []byte, col string) []format.Encoding {
-		pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range pf.Metadata().RowGroups[0].Columns {
-			if c.MetaData.PathInSchema[0] == col {
-				return c.MetaData.Encoding
-			}
-		}
-		t.Fatalf("no column %s", col)
-		return nil
-	}
 	has := func(es []format.Encoding, e format.Encoding) bool { return slices.Contains(es, e) }
 	// Not split at the digit runs (kind d): the pid out of p0 makes it a
 	// dictionary of one value.
@@ -138,7 +125,7 @@ func TestPlainWhereSmaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if es := encodingOf(hi.Data, "p0"); !has(es, format.Plain) || has(es, format.DeltaLengthByteArray) || has(es, format.RLEDictionary) {
+	if es := columnEncodings(t, hi.Data, "p0"); !has(es, format.Plain) || has(es, format.DeltaLengthByteArray) || has(es, format.RLEDictionary) {
 		t.Errorf("p0 at zstd's best level: encodings %v, want PLAIN", es)
 	}
 	o := whole
@@ -147,7 +134,7 @@ func TestPlainWhereSmaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !has(encodingOf(dlba.Data, "p0"), format.DeltaLengthByteArray) {
+	if !has(columnEncodings(t, dlba.Data, "p0"), format.DeltaLengthByteArray) {
 		t.Fatal("without the trial p0 is not DELTA_LENGTH_BYTE_ARRAY")
 	}
 	if len(hi.Data) >= len(dlba.Data) {
@@ -158,7 +145,7 @@ func TestPlainWhereSmaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, col := range []string{"p0", "p1"} {
-		if es := encodingOf(busy.Data, col); !has(es, format.DeltaLengthByteArray) {
+		if es := columnEncodings(t, busy.Data, col); !has(es, format.DeltaLengthByteArray) {
 			t.Errorf("%s at zstd's default level: encodings %v, want DELTA_LENGTH_BYTE_ARRAY", col, es)
 		}
 	}
@@ -176,24 +163,11 @@ func TestDeltaWhereSmaller(t *testing.T) {
 		rows[i] = Row{WALSeq: 1, Index: uint32(i), TS: ns("2026-11-29T00:00:00.010Z") + int64(i)*1e9, TemplateID: 1, TemplateVersion: 1, Source: "file:io.log",
 			Params: []string{fmt.Sprint(1000000 + 3*i + i%2), fmt.Sprint((i * 7919) % 65536)}}
 	}
-	encodingOf := func(data []byte, col string) []format.Encoding {
-		pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range pf.Metadata().RowGroups[0].Columns {
-			if c.MetaData.PathInSchema[0] == col {
-				return c.MetaData.Encoding
-			}
-		}
-		t.Fatalf("no column %s", col)
-		return nil
-	}
 	hi, err := Encode(rows, tpl, WithHighCompression(true))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if es := encodingOf(hi.Data, "n0"); !slices.Contains(es, format.DeltaBinaryPacked) {
+	if es := columnEncodings(t, hi.Data, "n0"); !slices.Contains(es, format.DeltaBinaryPacked) {
 		t.Errorf("n0 (a counter) at zstd's best level: encodings %v, want DELTA_BINARY_PACKED", es)
 	}
 	o := defaultOptions()
@@ -210,7 +184,7 @@ func TestDeltaWhereSmaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if es := encodingOf(busy.Data, "n0"); slices.Contains(es, format.DeltaBinaryPacked) {
+	if es := columnEncodings(t, busy.Data, "n0"); slices.Contains(es, format.DeltaBinaryPacked) {
 		t.Errorf("n0 at zstd's default level: encodings %v, want PLAIN", es)
 	}
 	readsBack(t, tpl, rows, hi.Data, busy.Data)
