@@ -229,7 +229,6 @@ func TestMorePlainAtBestLevel(t *testing.T) {
 		rows = append(rows, Row{WALSeq: 1, Index: uint32(i), TS: ns("2026-11-29T00:00:00.010Z") + int64(i)*1e9,
 			TemplateID: 1, TemplateVersion: 1, Source: "s", Params: params})
 	}
-	moreEncodings := func(data []byte) []format.Encoding { return columnEncodings(t, data, colMore) }
 	hi, err := Encode(rows, tpl, WithHighCompression(true))
 	if err != nil {
 		t.Fatal(err)
@@ -238,10 +237,10 @@ func TestMorePlainAtBestLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if es := moreEncodings(hi.Data); !slices.Contains(es, format.Plain) || slices.Contains(es, format.DeltaLengthByteArray) {
+	if es := columnEncodings(t, hi.Data, colMore); !slices.Contains(es, format.Plain) || slices.Contains(es, format.DeltaLengthByteArray) {
 		t.Errorf("best level: more's encodings %v, want PLAIN", es)
 	}
-	if es := moreEncodings(busy.Data); !slices.Contains(es, format.DeltaLengthByteArray) {
+	if es := columnEncodings(t, busy.Data, colMore); !slices.Contains(es, format.DeltaLengthByteArray) {
 		t.Errorf("default level: more's encodings %v, want DELTA_LENGTH_BYTE_ARRAY", es)
 	}
 	readsBack(t, tpl, rows, hi.Data, busy.Data)
