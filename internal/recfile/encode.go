@@ -248,8 +248,9 @@ func (sc *scratch) put(e *encoder) {
 // first write counted) split at their digit runs (kind d, v), kept when it
 // is splitGain smaller; then, while some slot column is used by fewer rows
 // than the next of sparseSteps (or slotRowsSparse), also with those
-// columns left out (their values in more), kept while smaller; last, a
-// file of one row group also with its rows in WAL order, kept if smaller.
+// columns left out (their values in more), kept while smaller; a file of
+// one row group also with every slot column left out, kept if smaller,
+// and last with its rows in WAL order, kept if smaller.
 func encode(rows []Row, tpl Templates, o *options) (File, error) {
 	if o.digits == "on" {
 		f, _, err := encodeOnce(rows, tpl, o, splitAll, nil)
@@ -289,6 +290,22 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 		}
 		f, w, cur = g, gw, so
 	}
+	// Every parameter in more, in a file of one row group that still has
+	// a slot column, where that is smaller: parameters that repeat across
+	// templates (one template's first slot, another's second) or slot
+	// columns of a few values each compress smaller as one stream than as
+	// columns, each a zstd frame of its own (docs/benchmarks.md, "Lake
+	// size: every parameter in more by trial"). Files of several row
+	// groups (compaction's) are left as they are: the trial costs one
+	// more encode, about 15% of a best-level encode's CPU, which an idle
+	// encoder's small flush spends on an idle CPU.
+	if w.slots && !(cur.groupRows > 0 && len(rows) >= 2*cur.groupRows) {
+		so := cur
+		so.slotMin = everyToMore
+		if g, gw, err := encodeOnce(rows, tpl, &so, how, picks); err == nil && len(g.Data) < len(f.Data) {
+			f, w, cur = g, gw, so
+		}
+	}
 	// A file of one row group (no template ranges to skip by) in WAL
 	// order, where that is smaller.
 	if cur.sortByTpl && !(cur.groupRows > 0 && len(rows) >= 2*cur.groupRows) {
@@ -311,6 +328,10 @@ func encode(rows []Row, tpl Templates, o *options) (File, error) {
 // (docs/benchmarks.md, "Lake size: sparse slot columns by trial").
 var sparseSteps = []float64{0.25, 0.5, 0.75}
 
+// everyToMore is a slotMin that leaves out every slot column: a share of
+// the rows above 1, which no column reaches.
+const everyToMore = 2.0
+
 // slotRowsSparse: see sparseSteps.
 const slotRowsSparse = 128
 
@@ -320,6 +341,7 @@ const slotRowsSparse = 128
 type onceInfo struct {
 	picks  map[Key][]bool
 	sparse bool
+	slots  bool // the file has a slot column (p<j>, n<j> or b<j>)
 }
 
 // splitGain is the share of a file's bytes a split at the digit runs must
@@ -465,7 +487,7 @@ func encodeOnce(rows []Row, tpl Templates, o *options, how int, picks map[Key][]
 	if err != nil {
 		return File{}, onceInfo{}, err
 	}
-	return File{Data: data, Stats: stats(rows, o.date), Rows: len(rows)}, onceInfo{pickSplits(e.counts), e.sparse}, nil
+	return File{Data: data, Stats: stats(rows, o.date), Rows: len(rows)}, onceInfo{pickSplits(e.counts), e.sparse, e.u.hasSlots()}, nil
 }
 
 // splitCap bounds the distinct texts countRuns counts of a parameter.
@@ -1345,6 +1367,16 @@ func (e *encoder) moreItems(r *Row, en *encoded) []item {
 func isDigits(dits []dItem, j int32) bool {
 	for _, d := range dits {
 		if d.j == j {
+			return true
+		}
+	}
+	return false
+}
+
+// hasSlots says whether the file has a slot column (p<j>, n<j> or b<j>).
+func (u *usage) hasSlots() bool {
+	for k := range MaxSlots {
+		if u.p[k].n > 0 || u.n[k] > 0 || u.b[k] > 0 {
 			return true
 		}
 	}

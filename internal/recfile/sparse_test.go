@@ -62,6 +62,13 @@ func TestSparseSlotsByTrial(t *testing.T) {
 		}
 		want = f
 	}
+	// Then every slot column left out (TestEveryParameterInMore).
+	o.slotMin = everyToMore
+	if f, _, err := encodeOnce(rows, tpl, &o, splitNone, nil); err != nil {
+		t.Fatal(err)
+	} else if len(f.Data) < len(want.Data) {
+		want = f
+	}
 	if len(hi.Data) != len(want.Data) {
 		t.Errorf("best level wrote %d bytes; the trial's smallest file is %d (with every used slot column: %d)", len(hi.Data), len(want.Data), dense)
 	}
@@ -145,4 +152,82 @@ func fileTemplateIDs(t *testing.T, data []byte) []int64 {
 		ids[i] = r.TemplateID
 	}
 	return ids
+}
+
+// TestEveryParameterInMore: at zstd's best level a file of one row group
+// is also written with every slot column left out, and kept so where
+// smaller: a package's name and version in the first and second slot of
+// one template and the second and first of another repeat next to each
+// other in one stream, in two columns they do not. A file of integers that
+// count up keeps its column.
+func TestEveryParameterInMore(t *testing.T) {
+	tpl := Templates{{1, 1}: "unpacking <*> version <*>", {2, 1}: "version <*> of <*> is set up"}
+	packages := func(n int) []Row {
+		var rows []Row
+		ts := ns("2026-11-29T00:00:00.010Z")
+		rng := rand.New(rand.NewPCG(3, 4))
+		for len(rows) < n {
+			name, ver := []byte("lib"), []byte{}
+			for range 6 {
+				name = append(name, 'a'+byte(rng.IntN(26)))
+				ver = append(ver, 'a'+byte(rng.IntN(26)))
+			}
+			ts += int64(1+rng.IntN(5)) * 1e9
+			for k, params := range [][]string{{string(name), string(ver)}, {string(ver), string(name)}} {
+				rows = append(rows, Row{WALSeq: 1, Index: uint32(len(rows)), TS: ts, TemplateID: uint64(k + 1), TemplateVersion: 1,
+					Source: "s", Params: params})
+			}
+		}
+		return rows
+	}
+	counter := func(n int) []Row {
+		rows := make([]Row, n)
+		for i := range rows {
+			rows[i] = Row{WALSeq: 1, Index: uint32(i), TS: ns("2026-11-29T00:00:00.010Z") + int64(i)*1e9, TemplateID: 3, TemplateVersion: 1,
+				Source: "s", Params: []string{fmt.Sprint(1000000 + 3*i)}}
+		}
+		return rows
+	}
+	tpl[Key{3, 1}] = "request <*> done"
+	for _, c := range []struct {
+		name  string
+		rows  []Row
+		slots bool // the best level's file keeps a slot column
+	}{
+		{"names in two slots", packages(1200), false},
+		{"a counter", counter(2000), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			hi, err := Encode(c.rows, tpl, WithHighCompression(true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cols := columnSizes(t, hi.Data)
+			var slots []string
+			for name := range cols {
+				if name != colMore && (name[0] == 'p' || name[0] == 'n' || name[0] == 'b') && len(name) <= 3 {
+					slots = append(slots, name)
+				}
+			}
+			if got := len(slots) > 0; got != c.slots {
+				t.Errorf("best level: slot columns %v, want some: %v (columns %v)", slots, c.slots, cols)
+			}
+			if !c.slots {
+				o := defaultOptions()
+				WithHighCompression(true)(&o)
+				dense, _, err := encodeOnce(c.rows, tpl, &o, splitNone, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(hi.Data) >= len(dense.Data) {
+					t.Errorf("best level wrote %d bytes, with its slot columns %d", len(hi.Data), len(dense.Data))
+				}
+			}
+			busy, err := Encode(c.rows, tpl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readsBack(t, tpl, c.rows, hi.Data, busy.Data)
+		})
+	}
 }
