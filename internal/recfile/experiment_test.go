@@ -1,8 +1,10 @@
 package recfile
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -10,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarrylake/quarry/internal/eventtime"
 	"github.com/quarrylake/quarry/internal/mining"
 
+	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 )
 
@@ -241,6 +245,8 @@ func BenchmarkEncodeLevels(b *testing.B) {
 		{"best-from-4KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBestCompression, 4<<10 }},
 		{"best-from-16KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBestCompression, 16<<10 }},
 		{"better-from-4KB", func(o *options) { o.hiLevel, o.hiBytes = zstd.SpeedBetterCompression, 4<<10 }},
+		// As an idle encoder writes: the best level with every trial.
+		{"high-compression", func(o *options) { WithHighCompression(true)(o); WithDate(true)(o) }},
 	} {
 		o := defaultOptions()
 		v.mod(&o)
@@ -321,5 +327,181 @@ func TestEncodeLevelsCPU(t *testing.T) {
 	for i, v := range variants {
 		fmt.Fprintf(os.Stderr, "%-18s %6.0f ns CPU/line  (%.2fx default)\n", v.name,
 			float64(spent[i].Nanoseconds())/float64(rounds*reps*lines), float64(spent[i])/float64(spent[0]))
+	}
+}
+
+// TestSizeCodecHeadroom measures what the codec leaves: each column chunk of
+// each Loghub dataset's records file (written uncompressed, one file a set
+// as the size table writes them, no trial) compressed alone by the
+// writer's best level (highCodec) and by the zstd CLI at -19 and -3. It
+// runs only with RECFILE_CODEC=1 (about a minute: two CLI runs a chunk).
+func TestSizeCodecHeadroom(t *testing.T) {
+	if os.Getenv("RECFILE_CODEC") == "" {
+		t.Skip("set RECFILE_CODEC=1")
+	}
+	var sum [3]int
+	for _, s := range loghubSets {
+		c := loadCorpus(t, s, s)
+		if c == nil {
+			continue
+		}
+		o := defaultOptions()
+		WithDate(true)(&o)
+		o.rawBytes = 1 << 30 // no column compressed
+		f, _, err := encodeOnce(c.rows, c.tpl, &o, splitNone, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var best, z19, z3 int
+		for _, chunk := range columnChunks(t, f.Data) {
+			kb, err := highCodec.Encode(nil, chunk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			best += len(kb)
+			// The CLI's frame has a 4-byte checksum and a larger header
+			// (about 9 bytes more than the writer's frames).
+			z19 += compressed(chunk, "zstd", "-19", "-c") - 9
+			z3 += compressed(chunk, "zstd", "-3", "-c") - 9
+		}
+		fmt.Fprintf(os.Stderr, "%-10s column chunks: best %7d  zstd -19 %7d (%.3f)  zstd -3 %7d (%.3f)\n",
+			s, best, z19, float64(z19)/float64(best), z3, float64(z3)/float64(best))
+		sum[0], sum[1], sum[2] = sum[0]+best, sum[1]+z19, sum[2]+z3
+	}
+	if sum[0] == 0 {
+		t.Skip("no loghub data")
+	}
+	fmt.Fprintf(os.Stderr, "total      column chunks: best %7d  zstd -19 %7d (%.3f)  zstd -3 %7d (%.3f)\n",
+		sum[0], sum[1], float64(sum[1])/float64(sum[0]), sum[2], float64(sum[2])/float64(sum[0]))
+	if sum[1] > sum[2] {
+		t.Errorf("zstd -19 %d bytes, -3 %d: the CLI is not what this measures", sum[1], sum[2])
+	}
+}
+
+// columnChunks returns the bytes of every column chunk of a Parquet file
+// (dictionary page, if any, to the last data page).
+func columnChunks(t testing.TB, data []byte) [][]byte {
+	t.Helper()
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, rg := range f.Metadata().RowGroups {
+		for _, cc := range rg.Columns {
+			m := cc.MetaData
+			off := m.DataPageOffset
+			if m.DictionaryPageOffset > 0 && m.DictionaryPageOffset < off {
+				off = m.DictionaryPageOffset
+			}
+			out = append(out, data[off:off+m.TotalCompressedSize])
+		}
+	}
+	return out
+}
+
+// TestSizeSecondTime measures what a second copy of the line's time costs
+// where a header carries one (docs/benchmarks.md, "Lake size: every
+// parameter in more by trial, and what is left"): the records file of
+// BGL with each header's local date and RAS time blanked (the
+// microseconds kept, then not), and of Linux with the `ctime` time of its
+// ftpd lines blanked; and a census of the lines where the eventtime
+// parser finds a second timestamp at a field start after the first. An
+// upper bound of what rendering such a time from ts would save. It runs
+// only with RECFILE_LEVERS=1.
+func TestSizeSecondTime(t *testing.T) {
+	if os.Getenv("RECFILE_LEVERS") == "" {
+		t.Skip("set RECFILE_LEVERS=1")
+	}
+	size := func(c *corpus) int {
+		o := defaultOptions()
+		WithHighCompression(true)(&o)
+		WithDate(true)(&o)
+		f, err := encode(c.rows, c.tpl, &o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(f.Data)
+	}
+	blank := func(c *corpus, edit func(r *Row) bool) int {
+		n := 0
+		for i := range c.rows {
+			r := &c.rows[i]
+			r.Params = slices.Clone(r.Params)
+			if edit(r) {
+				n++
+			}
+		}
+		return n
+	}
+	if c := loadCorpus(t, "BGL", "BGL"); c != nil {
+		before := size(c)
+		keep := regexp.MustCompile(`^(\S+ \d+ )\d{4}\.\d\d\.\d\d( \S+ )\d{4}-\d\d-\d\d-\d\d\.\d\d\.\d\d(\.\d+ )`)
+		n := blank(c, func(r *Row) bool {
+			if len(r.Params) == 0 || !keep.MatchString(r.Params[0]) {
+				return false
+			}
+			r.Params[0] = keep.ReplaceAllString(r.Params[0], "$1$2$3")
+			return true
+		})
+		kept := size(c)
+		micros := regexp.MustCompile(`^(\S+ \d+  \S+ )\.\d+( )`)
+		blank(c, func(r *Row) bool {
+			r.Params[0] = micros.ReplaceAllString(r.Params[0], "$1$2")
+			return true
+		})
+		fmt.Fprintf(os.Stderr, "BGL: %d of %d headers; records %d, without the local date and time %d, without the microseconds too %d\n",
+			n, len(c.rows), before, kept, size(c))
+		if kept >= before {
+			t.Errorf("BGL: blanking the second time left %d bytes of %d", kept, before)
+		}
+	}
+	if c := loadCorpus(t, "Linux", "Linux"); c != nil {
+		before := size(c)
+		n := blank(c, func(r *Row) bool {
+			if !strings.Contains(c.tpl[Key{r.TemplateID, r.TemplateVersion}], " at <*>:<*>:<*>") || len(r.Params) < 3 {
+				return false
+			}
+			k := len(r.Params) - 3
+			r.Params[k], r.Params[k+1], r.Params[k+2] = "", "", ""
+			return true
+		})
+		fmt.Fprintf(os.Stderr, "Linux: %d of %d lines with `at <ctime>`; records %d, without it %d\n", n, len(c.rows), before, size(c))
+	}
+	for _, s := range loghubSets {
+		c := loadCorpus(t, s, s)
+		if c == nil {
+			continue
+		}
+		first, err := eventtime.New(eventtime.Defaults())
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := eventtime.New(eventtime.Defaults())
+		if err != nil {
+			t.Fatal(err)
+		}
+		shifts := map[time.Duration]int{}
+		n := 0
+		for _, line := range c.lines {
+			b := []byte(line)
+			m, _, ok := first.Parse(b)
+			if !ok {
+				continue
+			}
+			rest := b[m.End:]
+			for i := range rest {
+				if i > 0 && !strings.ContainsRune(" [(=", rune(rest[i-1])) {
+					continue
+				}
+				second.Reset()
+				if m2, _, ok := second.Parse(rest[i:]); ok && m2.Start == 0 {
+					n++
+					shifts[m2.Time.Sub(m.Time)]++
+					break
+				}
+			}
+		}
+		fmt.Fprintf(os.Stderr, "%-10s lines with a second timestamp: %d of %d; shifts %v\n", s, n, len(c.lines), shifts)
 	}
 }
