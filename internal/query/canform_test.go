@@ -67,6 +67,9 @@ func TestCanFormAgreesWithEveryByte(t *testing.T) {
 		var chars Charset
 		chars.AddString(word(alpha+"yz019-", 6))
 		want := canFormAll(segs, pieces, &chars)
+		if got := newFormer(segs).canForm(pieces, &chars); got != want {
+			t.Fatalf("case %d: former(%q).canForm(%q, %q) = %v, every byte says %v", i, segs, pieces, charsString(&chars), got, want)
+		}
 		if got := canForm(segs, pieces, &chars); got != want {
 			t.Fatalf("case %d: canForm(%q, %q, %q) = %v, every byte says %v", i, segs, pieces, charsString(&chars), got, want)
 		}
@@ -112,7 +115,43 @@ func BenchmarkCanForm(b *testing.B) {
 	}
 	segs := []string{"IllegalStateException"}
 	pieces := []string{"ERROR [", "] ", " request ", " took ", " ms"}
-	for b.Loop() {
-		canForm(segs, pieces, &chars)
+	b.Run("built-each-time", func(b *testing.B) {
+		for b.Loop() {
+			canForm(segs, pieces, &chars)
+		}
+	})
+	f := newFormer(segs)
+	b.Run("former", func(b *testing.B) {
+		for b.Loop() {
+			f.canForm(pieces, &chars)
+		}
+	})
+}
+
+// TestFormerLongTerm: a term longer than a former holds has none, and is
+// settled by canForm as before: false where the parameters' bytes cannot
+// spell it, open where they can.
+func TestFormerLongTerm(t *testing.T) {
+	long := strings.Repeat("ab", maxFormState/2+1)
+	if f := newFormer([]string{long}); f != nil {
+		t.Fatalf("a former for a %d-byte term", len(long))
+	}
+	if f := newFormer([]string{long[:maxFormState]}); f == nil {
+		t.Fatalf("no former for a %d-byte term", maxFormState)
+	}
+	q, err := Compile(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		bytes string
+		want  Decision
+	}{{"xyz", None}, {"ab", Scan}} {
+		var cs Charset
+		cs.AddString(c.bytes)
+		p := q.PlanTemplates("t", []Template{{ID: 1, Version: 1, Text: "value <*> end", ParamBytes: &cs}})
+		if got := p.Templates()[0].Decision; got != c.want {
+			t.Errorf("parameter bytes %q: decision %v, want %v", c.bytes, got, c.want)
+		}
 	}
 }

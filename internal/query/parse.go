@@ -199,7 +199,7 @@ func newPhrase(s string) *node {
 	if s == "" {
 		return &node{op: opAll}
 	}
-	return &node{op: opText, text: textPhrase, segs: []string{s}, segsB: [][]byte{[]byte(s)}}
+	return &node{op: opText, text: textPhrase, segs: []string{s}, segsB: [][]byte{[]byte(s)}, form: newFormer([]string{s})}
 }
 
 // textNode turns a bare word into a phrase, or a glob when it has '*'.
@@ -220,6 +220,7 @@ func (p *parser) textNode(t token) *node {
 	case 1: // leading or trailing '*' adds nothing to a substring
 		n.text = textPhrase
 	}
+	n.form = newFormer(n.segs)
 	return n
 }
 
