@@ -579,15 +579,16 @@ longlog_row() { # longlog_row VERSIONS: open and query ms/op, wall and CPU
 	echo "| $1 | $oc ms | $o ms | $qc ms | $q ms |"
 }
 echo "== lake size: Loghub 2k through quarry run, against zstd and gzip" >&2
-size_cmd="QUARRY_SIZE_EXTRA=<this machine's /var/log/dpkg.log and apt logs> QUARRY_SIZE_OUT=<file> go test -count=1 -run '^TestSizeLoghub\$' ./cmd/quarry/"
+size_cmd="QUARRY_SIZE_EXTRA=<this machine's /var/log/dpkg.log, apt and Docker daemon logs> QUARRY_SIZE_OUT=<file> go test -count=1 -run '^TestSizeLoghub\$' ./cmd/quarry/"
 size_md=""
 if ! command -v zstd >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
 	apt-get install -y zstd >/dev/null 2>&1 || true
 fi
 if command -v zstd >/dev/null 2>&1 && command -v gzip >/dev/null 2>&1; then
-	# Other real logs: this machine's dpkg and apt logs, where readable.
+	# Other real logs: this machine's dpkg and apt logs and its Docker
+	# daemon's (logfmt), where readable.
 	extra=""
-	for f in /var/log/dpkg.log /var/log/apt/term.log /var/log/apt/history.log /var/log/alternatives.log; do
+	for f in /var/log/dpkg.log /var/log/apt/term.log /var/log/apt/history.log /var/log/alternatives.log /var/log/dockerd.log; do
 		[ -r "$f" ] && [ -s "$f" ] && extra="$extra${extra:+,}$f"
 	done
 	QUARRY_SIZE_EXTRA="$extra" QUARRY_SIZE_OUT="$tmp/size.md" go test -count=1 -run '^TestSizeLoghub$' ./cmd/quarry/ >"$tmp/size.txt" 2>&1 || { cat "$tmp/size.txt" >&2; exit 1; }
@@ -717,7 +718,7 @@ kept_sections "$OUT" >"$tmp/kept.md"
 		echo "column is written with \`high_compression: always\`, that level whatever the machine's load during"
 		echo "the benchmark. The last column is the same file run again with \`high_compression: never\`, as an"
 		echo "encoder busy with a high rate writes it, at zstd's default level."
-		echo "The rows after the Loghub total are other real logs, this machine's dpkg and apt logs (QUARRY_SIZE_EXTRA),"
+		echo "The rows after the Loghub total are other real logs, this machine's dpkg, apt and Docker daemon logs (QUARRY_SIZE_EXTRA),"
 		echo "through the same run: issue 10 asks for ≤ zstd -3 on them too."
 		echo
 		echo "$size_md"
