@@ -54,7 +54,7 @@ type node struct {
 	text   textKind
 	segs   []string // non-empty pieces
 	segsB  [][]byte
-	form   *former // canForm's automaton for segs, built once (nil: too long, canForm builds its own)
+	form   *former // what settles segs false against a template (settleText), built once
 	re     *regexp.Regexp
 	assert bool // re has empty-width assertions (^ $ \b ...)
 

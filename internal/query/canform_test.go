@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// canFormAll is canForm closing parameters under every byte of chars: the
-// reference closureAlphabet's representative byte must agree with.
+// canFormAll is former.canForm closing parameters under every byte of
+// chars, with a slice for the state set: the reference the former's table,
+// bit set and representative byte must agree with.
 func canFormAll(segs, pieces []string, chars *Charset) bool {
 	m := newSeqMatcher(segs)
 	cur := make([]bool, m.final+1)
@@ -70,9 +71,6 @@ func TestCanFormAgreesWithEveryByte(t *testing.T) {
 		if got := newFormer(segs).canForm(pieces, &chars); got != want {
 			t.Fatalf("case %d: former(%q).canForm(%q, %q) = %v, every byte says %v", i, segs, pieces, charsString(&chars), got, want)
 		}
-		if got := canForm(segs, pieces, &chars); got != want {
-			t.Fatalf("case %d: canForm(%q, %q, %q) = %v, every byte says %v", i, segs, pieces, charsString(&chars), got, want)
-		}
 		if want {
 			trues++
 		} else {
@@ -94,20 +92,6 @@ func charsString(c *Charset) string {
 	return string(b)
 }
 
-func TestClosureAlphabet(t *testing.T) {
-	var chars Charset
-	chars.AddString("0123456789abcdef-:")
-	got := string(closureAlphabet([]string{"dead", "f00"}, &chars))
-	// The segments' bytes in chars, and one byte (the lowest) for the rest.
-	if want := "-0adef"; got != want {
-		t.Fatalf("alphabet %q, want %q", got, want)
-	}
-	var none Charset
-	if got := closureAlphabet([]string{"x"}, &none); len(got) != 0 {
-		t.Fatalf("empty charset: alphabet %q", got)
-	}
-}
-
 func BenchmarkCanForm(b *testing.B) {
 	var chars Charset
 	for c := byte(' '); c < 127; c++ {
@@ -117,7 +101,7 @@ func BenchmarkCanForm(b *testing.B) {
 	pieces := []string{"ERROR [", "] ", " request ", " took ", " ms"}
 	b.Run("built-each-time", func(b *testing.B) {
 		for b.Loop() {
-			canForm(segs, pieces, &chars)
+			newFormer(segs).canForm(pieces, &chars)
 		}
 	})
 	f := newFormer(segs)
@@ -128,16 +112,14 @@ func BenchmarkCanForm(b *testing.B) {
 	})
 }
 
-// TestFormerLongTerm: a term longer than a former holds has none, and is
-// settled by canForm as before: false where the parameters' bytes cannot
-// spell it, open where they can.
+// TestFormerLongTerm: of a term longer than maxFormState bytes a former
+// holds the first maxFormState, so a template whose parameters cannot
+// spell that much is settled false, and one that can spell it but not the
+// rest is left to be scanned (never settled false wrongly).
 func TestFormerLongTerm(t *testing.T) {
-	long := strings.Repeat("ab", maxFormState/2+1)
-	if f := newFormer([]string{long}); f != nil {
-		t.Fatalf("a former for a %d-byte term", len(long))
-	}
-	if f := newFormer([]string{long[:maxFormState]}); f == nil {
-		t.Fatalf("no former for a %d-byte term", maxFormState)
+	long := strings.Repeat("ab", maxFormState) + "z" // the z past maxFormState
+	if f := newFormer([]string{long}); f.final != maxFormState {
+		t.Fatalf("a former of %d states for a %d-byte term", f.final, len(long))
 	}
 	q, err := Compile(long)
 	if err != nil {
@@ -146,12 +128,21 @@ func TestFormerLongTerm(t *testing.T) {
 	for _, c := range []struct {
 		bytes string
 		want  Decision
-	}{{"xyz", None}, {"ab", Scan}} {
+	}{
+		{"xyz", None}, // cannot spell "abab..."
+		{"ab", Scan},  // spells the first 63 bytes, not the z: maybe, never false
+		{"abz", Scan}, // spells it all
+	} {
 		var cs Charset
 		cs.AddString(c.bytes)
 		p := q.PlanTemplates("t", []Template{{ID: 1, Version: 1, Text: "value <*> end", ParamBytes: &cs}})
 		if got := p.Templates()[0].Decision; got != c.want {
 			t.Errorf("parameter bytes %q: decision %v, want %v", c.bytes, got, c.want)
 		}
+	}
+	// Segments past the limit are dropped whole, the one across it cut.
+	f := newFormer([]string{strings.Repeat("a", 40), strings.Repeat("b", 40), "c"})
+	if f.final != maxFormState || f.in.Has('c') || !f.in.Has('b') {
+		t.Fatalf("former of 40+40+1 bytes: %d states, holds c %v, b %v", f.final, f.in.Has('c'), f.in.Has('b'))
 	}
 }

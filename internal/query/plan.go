@@ -292,7 +292,8 @@ func settle(n *node, t *tplInfo, tenant string) (tri, *node) {
 //     one piece, since such a match survives any surrounding text;
 //   - false when no rendering can contain it: a phrase or glob that cannot
 //     be spelt by the pieces and parameters made of the template's
-//     ParamBytes (decided exactly, see canForm). With ParamBytes unknown
+//     ParamBytes (decided exactly, see former.canForm; for a term of more
+//     than maxFormState bytes, its first maxFormState). With ParamBytes unknown
 //     any byte may come from a parameter, so a template with a parameter
 //     never settles false on text;
 //   - otherwise the term is evaluated per record (a term may span a piece
@@ -314,16 +315,8 @@ func settleText(n *node, t *tplInfo) tri {
 	if inPieces(n.segs, t.pieces) {
 		return settledTrue
 	}
-	if t.t.ParamBytes != nil {
-		can := false
-		if n.form != nil {
-			can = n.form.canForm(t.pieces, t.t.ParamBytes)
-		} else {
-			can = canForm(n.segs, t.pieces, t.t.ParamBytes)
-		}
-		if !can {
-			return settledFalse
-		}
+	if t.t.ParamBytes != nil && n.form != nil && !n.form.canForm(t.pieces, t.t.ParamBytes) {
+		return settledFalse
 	}
 	return unsettled
 }
@@ -347,95 +340,63 @@ func inPieces(segs, pieces []string) bool {
 	return true
 }
 
-// canForm reports whether some rendering P0 x1 P1 ... xn Pn, with every
-// parameter xi a string over chars (possibly empty), contains segs in
-// order without overlap. It runs a KMP automaton for the segments over the
-// template: pieces advance every state deterministically, a parameter
-// closes the state set under all bytes of chars.
-func canForm(segs, pieces []string, chars *Charset) bool {
-	m := newSeqMatcher(segs)
-	cur := make([]bool, m.final+1)
-	cur[0] = true
-	alphabet := closureAlphabet(segs, chars)
-	next := make([]bool, m.final+1)
-	for i, piece := range pieces {
-		for j := 0; j < len(piece); j++ {
-			clear(next)
-			for s, on := range cur {
-				if on {
-					next[m.step(s, piece[j])] = true
-				}
-			}
-			cur, next = next, cur
-		}
-		if cur[m.final] {
-			return true
-		}
-		if i == len(pieces)-1 {
-			break
-		}
-		// closure under the parameter's bytes
-		stack := []int{}
-		for s, on := range cur {
-			if on {
-				stack = append(stack, s)
-			}
-		}
-		for len(stack) > 0 {
-			s := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			for _, b := range alphabet {
-				if u := m.step(s, b); !cur[u] {
-					cur[u] = true
-					stack = append(stack, u)
-				}
-			}
-		}
-		if cur[m.final] {
-			return true
-		}
-	}
-	return cur[m.final]
-}
-
-// former is canForm for one term, built once when the query is parsed: a
-// search settles the term against every template of every file it opens
-// (a query through quarry serve spent 13% of its CPU in canForm, mostly
-// building its automaton again and stepping it a byte at a time). The
-// automaton's transitions are a table and a set of states is a bit set,
-// so it holds terms of at most maxFormState bytes.
+// former decides whether a term can be formed by a template's renderings
+// (canForm), built once when the query is parsed: a search settles the
+// term against every template of every file it opens (through quarry
+// serve, 13% of a term query's CPU went to building a KMP automaton again
+// for each and stepping it a byte at a time). The automaton's transitions
+// are a table and a set of its states a bit set.
 type former struct {
 	final int
 	next  [][256]uint8 // next[s][c]: the state after c from state s
 	in    Charset      // the bytes the segments hold
 }
 
-// maxFormState is the longest term (its segments' bytes together) a
-// former holds: its states 0..final fit a uint64.
+// maxFormState is the most bytes of a term a former holds: its states
+// 0..final fit a uint64.
 const maxFormState = 63
 
-// newFormer is the former of segs, or nil when they are too long.
+// newFormer is the former of segs. Of a term of more than maxFormState
+// bytes it holds the first maxFormState (whole segments, the last one cut
+// short): a rendering that cannot contain those cannot contain the term, so
+// a false answer stays exact and a true one is "maybe", as an unsettled
+// term is.
 func newFormer(segs []string) *former {
-	m := newSeqMatcher(segs)
-	if m.final > maxFormState {
-		return nil
+	var head []string
+	n := 0
+	for _, s := range segs {
+		if n+len(s) > maxFormState {
+			if r := maxFormState - n; r > 0 {
+				head = append(head, s[:r])
+			}
+			break
+		}
+		head = append(head, s)
+		n += len(s)
 	}
+	m := newSeqMatcher(head)
 	f := &former{final: m.final, next: make([][256]uint8, m.final+1)}
 	for st := range f.next {
 		for c := range 256 {
 			f.next[st][c] = uint8(m.step(st, byte(c)))
 		}
 	}
-	for _, s := range segs {
+	for _, s := range head {
 		f.in.AddString(s)
 	}
 	return f
 }
 
-// canForm is canForm(segs, pieces, chars) for f's segments.
+// canForm reports whether some rendering P0 x1 P1 ... xn Pn of pieces,
+// with every parameter xi a string over chars (possibly empty), contains
+// f's segments in order without overlap. The pieces advance every state
+// deterministically; a parameter closes the state set under chars' bytes.
 func (f *former) canForm(pieces []string, chars *Charset) bool {
-	// The closure's alphabet (closureAlphabet): chars' bytes the segments
-	// hold, and one other if chars has any.
+	// The closure's alphabet: chars' bytes the segments hold, and one
+	// other if chars has any. Every byte no segment holds steps every
+	// state alike (back to its segment's start), so one stands for all: a
+	// closure over a parameter of 70 distinct bytes and a term of 10 tries
+	// 11 instead of 70 per state.
 	var alpha [256]byte
 	n := 0
 	for w := range chars {
@@ -485,31 +446,6 @@ func (f *former) canForm(pieces []string, chars *Charset) bool {
 		}
 	}
 	return cur&final != 0
-}
-
-// closureAlphabet is the bytes of chars a parameter's closure must try:
-// those the segments hold, and one other if chars has any. Every byte no
-// segment holds steps every state alike (back to its segment's start), so
-// one stands for all: a closure over a parameter of 70 distinct bytes and
-// a term of 10 tries 11 instead of 70 per state, per template and file.
-func closureAlphabet(segs []string, chars *Charset) []byte {
-	var in Charset
-	for _, s := range segs {
-		in.AddString(s)
-	}
-	alphabet := make([]byte, 0, 16)
-	other := false
-	for b := 0; b < 256; b++ {
-		switch {
-		case !chars.Has(byte(b)):
-		case in.Has(byte(b)):
-			alphabet = append(alphabet, byte(b))
-		case !other:
-			other = true
-			alphabet = append(alphabet, byte(b))
-		}
-	}
-	return alphabet
 }
 
 // seqMatcher is a deterministic automaton for "segs in order": state
