@@ -46,13 +46,19 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-const allLayouts = uint32(1<<numLayouts-1) &^ 1
+// allLayouts is every layout; autoLayouts those auto tries: all but a
+// date alone (yyyy.mm.dd), which names a day rather than a line's time and
+// looks like a calendar version number.
+const (
+	allLayouts  = uint32(1<<numLayouts-1) &^ 1
+	autoLayouts = allLayouts &^ (1 << LayoutDotDate)
+)
 
 // modeMask is the set of layouts (bit i for LayoutID i) a mode tries.
 func modeMask(mode string) (uint32, error) {
 	switch mode {
 	case "", ModeAuto:
-		return allLayouts, nil
+		return autoLayouts, nil
 	case ModeNone:
 		return 0, nil
 	case "iso8601":

@@ -50,13 +50,23 @@
 //	13  epoch-ms       1117838570123                      UTC       yes
 //	14  epoch-us       1117838570123456                   UTC       yes
 //	15  epoch-ns       1117838570123456789                UTC       yes
+//	16  db2            2005-06-03-15.42.50.675872         Config    yes
+//	17  yyyy.mm.dd     2005.06.03 (a date alone)          Config    yes
+//
+// auto tries every layout but yyyy.mm.dd: a date alone names a day, not a
+// line's time, and looks like a calendar version number; name it to use
+// it. db2 is IBM DB2's timestamp, BGL's RAS time. Parser.ParseItem reads a
+// timestamp of any layout at the start of a text, for times of a line other
+// than its first (records' kinds w and y); Step is the resolution of a
+// layout's text.
 //
 // iso8601 is RFC 3339 and the ISO 8601 extended form: date, "T" or "t"
 // (iso8601) or one to eight spaces (iso8601-space), hh:mm:ss, an optional fraction of
 // 1-9 digits after "." or ",", and an optional zone: Z, z, ±hh:mm, ±hhmm or
 // ±hh. The other layouts take an optional fraction of 1-9 digits too: after
 // "." or "," for the slash layouts, after ":" for yyyymmdd-ms, after "." for
-// the rest; yymmdd and clf take none. syslog and ctime days below
+// the rest (db2: after "."; its default is 6 digits); yymmdd, clf and
+// yyyy.mm.dd take none. syslog and ctime days below
 // 10 may be written " 4", "04" or "4". A two-digit year yy is 19yy from 69
 // on and 20yy below, as in package time. Brackets around a timestamp are
 // not part of it: the caller's template keeps them.
@@ -99,7 +109,8 @@
 //	z    zone style: - none, Z, z,            Z for iso8601, ±hhmm for clf,
 //	     ':' ±hh:mm, '4' ±hhmm, '2' ±hh       none for the others
 //	f    '0'..'9': fraction digits            3 for iso8601-space, mmdd and
-//	                                          yyyymmdd-ms; 0 for the others
+//	                                          yyyymmdd-ms; 6 for db2; 0 for
+//	                                          the others
 //	s    fraction separator                   "," for iso8601-space, ":" for
 //	                                          yyyymmdd-ms, "." for the others
 //	d    iso8601 date/time separator          T (iso8601), space (-space)

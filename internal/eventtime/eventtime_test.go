@@ -102,6 +102,11 @@ func TestFormats(t *testing.T) {
 		{"nova-api.log.1.2017-05-16_13:53:08 2017-05-16 00:00:00.008 25746 INFO", "2017-05-16 00:00:00.008", "2017-05-16T00:00:00.008Z", LayoutISO8601Sp, "s."},
 		{"2015-07-29 17:41:44,747 - INFO  [QuorumPeer] - x", "2015-07-29 17:41:44,747", "2015-07-29T17:41:44.747Z", LayoutISO8601Sp, ""},
 		{"2026-11-29T00:00:00Z", "2026-11-29T00:00:00Z", "2026-11-29T00:00:00Z", LayoutISO8601, ""},
+		// BGL's RAS time (IBM DB2's timestamp format)
+		{"2005-06-03-15.42.50.675872 R02-M1-N0-C:J12-U11 RAS", "2005-06-03-15.42.50.675872", "2005-06-03T15:42:50.675872Z", LayoutDB2, ""},
+		{"2005-06-03-15.42.50 x", "2005-06-03-15.42.50", "2005-06-03T15:42:50Z", LayoutDB2, "f0"},
+		// a date alone: only when named (timestamp: yyyy.mm.dd), not in auto
+		{"2005.06.03 R02-M1-N0-C:J12-U11", "2005.06.03", "2005-06-03T00:00:00Z", LayoutDotDate, ""},
 	}
 	seen := map[LayoutID]bool{}
 	for _, tc := range tests {
@@ -114,7 +119,11 @@ func TestFormats(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.line, func(t *testing.T) {
-			p := newParser(t, Defaults())
+			cfg := Defaults()
+			if tc.layout == LayoutDotDate {
+				cfg.Mode = tc.layout.String()
+			}
+			p := newParser(t, cfg)
 			m, res, ok := p.Parse([]byte(tc.line))
 			if !ok {
 				t.Fatalf("no match")
@@ -162,6 +171,9 @@ func TestNoTimestamp(t *testing.T) {
 		"2026-11-29         00:00:00 x",                       // more than 8 blanks
 		"2026-11-29T  00:00:00Z x",                            // blanks after T
 		"x=1117838570.1234567891",                             // epoch fraction too long
+		"2005.06.03 x",                                        // a date alone: not in auto
+		"2005-06-03-15.42 x",                                  // db2 without seconds
+		"2005-06-03-15:42:50 x",                               // db2 with colons
 	} {
 		p := newParser(t, Defaults())
 		if m, _, ok := p.Parse([]byte(line)); ok {
@@ -362,5 +374,78 @@ func TestParseAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per run", allocs)
+	}
+}
+
+func TestParseItem(t *testing.T) {
+	near := time.Date(2005, 6, 3, 22, 42, 50, 0, time.UTC).Unix()
+	tests := []struct {
+		text   string
+		only   LayoutID
+		want   string // RFC 3339, "" for no match
+		layout LayoutID
+	}{
+		{"2005.06.03", LayoutNone, "2005-06-03T00:00:00Z", LayoutDotDate},
+		{"2005-06-03-15.42.50.675872", LayoutNone, "2005-06-03T15:42:50.675872Z", LayoutDB2},
+		{"2005-06-03-15.42.50.675872", LayoutDB2, "2005-06-03T15:42:50.675872Z", LayoutDB2},
+		{"2005-06-03-15.42.50.675872", LayoutDotDate, "", 0},                             // not that layout
+		{"Jan  1 01:00:00", LayoutNone, "2005-01-01T01:00:00Z", LayoutSyslog},            // nearest near: within half a year
+		{"Dec 31 01:00:00", LayoutNone, "2004-12-31T01:00:00Z", LayoutSyslog},            // ... not 2005-12-31
+		{"Jun  3 15:42:50", LayoutNone, "2005-06-03T15:42:50Z", LayoutSyslog},            // the year of near
+		{"2005-06-03-15.42.50.6758", LayoutNone, "2005-06-03T15:42:50.6758Z", LayoutDB2}, // 4 digits: residue f4
+		{"2005.06.03 x", LayoutNone, "2005-06-03T00:00:00Z", LayoutDotDate},              // followed by a blank
+		{"2005.06.03x", LayoutNone, "", 0},                                               // by a letter
+		{"at 2005.06.03", LayoutNone, "", 0},                                             // not at its start
+		{"2005.13.03", LayoutNone, "", 0},                                                // month 13
+		{"R02-M1-N0", LayoutNone, "", 0},
+	}
+	p := newParser(t, Defaults())
+	for _, tc := range tests {
+		got, l, res, end, ok := p.ParseItem([]byte(tc.text), near, tc.only)
+		if tc.want == "" {
+			if ok {
+				t.Errorf("%q: unexpected %s as %s", tc.text, got, l)
+			}
+			continue
+		}
+		if !ok || got.UTC().Format(time.RFC3339Nano) != tc.want || l != tc.layout {
+			t.Errorf("%q: %s %s %v, want %s %s", tc.text, got, l, ok, tc.want, tc.layout)
+			continue
+		}
+		if r := Render(nil, got, l, res); string(r) != tc.text[:end] || end != len(strings.TrimSuffix(tc.text, " x")) {
+			t.Errorf("%q renders %q", tc.text, r)
+		}
+	}
+	// ParseItem leaves auto as it was: a date alone is still not a line's time.
+	if m, _, ok := p.Parse([]byte("2005.06.03 x")); ok {
+		t.Errorf("auto found %s after ParseItem", m.Layout)
+	}
+}
+
+func TestStep(t *testing.T) {
+	for id := LayoutID(1); id < numLayouts; id++ {
+		step := Step(id, nil)
+		if step <= 0 {
+			t.Fatalf("%s: step %d", id, step)
+		}
+		// Two instants one step apart render differently; within one step
+		// the same.
+		at := time.Date(2005, 6, 3, 22, 42, 50, 0, time.UTC).UnixNano() / step * step
+		a := Render(nil, time.Unix(0, at), id, nil)
+		b := Render(nil, time.Unix(0, at+step-1), id, nil)
+		c := Render(nil, time.Unix(0, at+step), id, nil)
+		if !bytes.Equal(a, b) || bytes.Equal(a, c) {
+			t.Errorf("%s: step %d: %q %q %q", id, step, a, b, c)
+		}
+	}
+	if Step(LayoutNone, nil) != 0 {
+		t.Error("none has a step")
+	}
+	// A residue's fraction digits set it.
+	if s := Step(LayoutISO8601, []byte("f3")); s != 1e6 {
+		t.Errorf("iso8601 f3: step %d", s)
+	}
+	if s := Step(LayoutDB2, []byte("f0")); s != 1e9 {
+		t.Errorf("db2 f0: step %d", s)
 	}
 }

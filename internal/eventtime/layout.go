@@ -24,13 +24,15 @@ const (
 	LayoutEpochMilli LayoutID = 13 // 1117838570123
 	LayoutEpochMicro LayoutID = 14 // 1117838570123456
 	LayoutEpochNano  LayoutID = 15 // 1117838570123456789
-	numLayouts                = 16 // one past the last id
+	LayoutDB2        LayoutID = 16 // 2006-01-02-15.04.05.000000
+	LayoutDotDate    LayoutID = 17 // 2006.01.02 (a date alone; not in auto)
+	numLayouts                = 18 // one past the last id
 )
 
 var layoutNames = [numLayouts]string{
 	"none", "iso8601", "iso8601-space", "syslog", "ctime", "yymmdd", "mmdd",
 	"yyyymmdd-ms", "mm.dd", "clf", "yy/mm/dd", "yyyy/mm/dd",
-	"epoch", "epoch-ms", "epoch-us", "epoch-ns",
+	"epoch", "epoch-ms", "epoch-us", "epoch-ns", "db2", "yyyy.mm.dd",
 }
 
 // Valid reports whether l is a layout this package can render (not None).
@@ -74,6 +76,29 @@ var defaults = [numLayouts]variant{
 	LayoutEpochMilli: {fsep: '.'},
 	LayoutEpochMicro: {fsep: '.'},
 	LayoutEpochNano:  {fsep: '.'},
+	LayoutDB2:        {digits: 6, fsep: '.'},
+	LayoutDotDate:    {fsep: '.'},
+}
+
+// Step is the resolution of a timestamp's text in layout l with residue,
+// in nanoseconds: its last field (a day for a date alone, a second, or the
+// fraction's last digit). Two instants in one step render the same text;
+// 0 for an invalid layout.
+func Step(l LayoutID, residue []byte) int64 {
+	switch l {
+	case LayoutDotDate:
+		return 86400 * 1e9
+	case LayoutEpochMilli:
+		return 1e6
+	case LayoutEpochMicro:
+		return 1e3
+	case LayoutEpochNano:
+		return 1
+	}
+	if !l.Valid() {
+		return 0
+	}
+	return int64(pow10[9-decodeResidue(l, residue).digits])
 }
 
 // Residue item tags. A residue is a sequence of items, each a tag byte and

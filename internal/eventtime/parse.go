@@ -196,8 +196,11 @@ func num4(b []byte, i int) (int, bool) {
 }
 
 // clock reads hh:mm:ss at b[i:] and returns the index after it, or -1.
-func clock(b []byte, i int, f *fields) int {
-	if i+8 > len(b) || b[i+2] != ':' || b[i+5] != ':' {
+func clock(b []byte, i int, f *fields) int { return clockSep(b, i, ':', f) }
+
+// clockSep reads hh, mm and ss separated by sep at b[i:].
+func clockSep(b []byte, i int, sep byte, f *fields) int {
+	if i+8 > len(b) || b[i+2] != sep || b[i+5] != sep {
 		return -1
 	}
 	h, ok1 := num2(b, i)
@@ -272,6 +275,17 @@ func (p *Parser) scanDigits(b []byte, i int, wholeField bool, f *fields) int {
 	switch {
 	case nd == 4 && next == '-': // 2006-01-02[T ]15:04:05
 		return p.scanISO(b, i, f)
+	case nd == 4 && next == '.': // 2006.01.02
+		f.layout = LayoutDotDate
+		f.year, _ = num4(b, i)
+		var ok1, ok2 bool
+		f.month, ok1 = num2(b, j+1)
+		f.day, ok2 = num2(b, j+4)
+		if !ok1 || !ok2 || b[j+3] != '.' {
+			return -1
+		}
+		f.hour, f.min, f.sec = 0, 0, 0
+		return j + 6
 	case nd == 4 && next == '/': // 2006/01/02 15:04:05
 		f.layout = LayoutYYYYSlash
 		f.year, _ = num4(b, i)
@@ -376,6 +390,14 @@ func (p *Parser) scanISO(b []byte, i int, f *fields) int {
 		f.layout = LayoutISO8601
 	case ' ':
 		f.layout = LayoutISO8601Sp
+	case '-': // 2006-01-02-15.04.05.000000
+		f.layout = LayoutDB2
+		k := clockSep(b, i+11, '.', f)
+		if k < 0 {
+			return -1
+		}
+		f.v.digits = 0
+		return frac(b, k, '.', '.', f)
 	default:
 		return -1
 	}
@@ -645,4 +667,28 @@ func (p *Parser) fixed(off int32) *time.Location {
 	p.nzone++
 	z.off, z.loc = off, time.FixedZone("", int(off))
 	return z.loc
+}
+
+// ParseItem reads a timestamp at the start of text and returns it, its
+// layout, the residue Render needs (valid until the next call) and where it
+// ends: in any layout, a date alone (yyyy.mm.dd) too, or in layout only
+// when that is valid. As for Parse, it must be followed by the end of text
+// or a byte that is not a letter or digit. A text without a year takes the
+// year that puts it nearest near (Unix seconds). It is for a timestamp that
+// is a part of a line other than its start, such as a second copy of the
+// line's time (records' kinds w and y); it changes the year inference of
+// the lines Parse reads after it, so use a Parser of its own.
+func (p *Parser) ParseItem(text []byte, near int64, only LayoutID) (t time.Time, layout LayoutID, residue []byte, end int, ok bool) {
+	allow := p.allow
+	p.allow = allLayouts
+	if only.Valid() {
+		p.allow = 1 << only
+	}
+	p.prevSec, p.hasPrev = near, true
+	m, res, ok := p.Parse(text)
+	p.allow = allow
+	if !ok || m.Start != 0 {
+		return time.Time{}, LayoutNone, nil, 0, false
+	}
+	return m.Time, m.Layout, res, m.End, true
 }

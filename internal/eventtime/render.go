@@ -104,6 +104,25 @@ func Render(dst []byte, t time.Time, layout LayoutID, residue []byte) []byte {
 		dst = appendClock(dst, hh, mi, ss)
 		dst = append(dst, ' ')
 		dst = appendZone(dst, &v)
+	case LayoutDB2:
+		dst = append4(dst, y)
+		dst = append(dst, '-')
+		dst = append2(dst, mo)
+		dst = append(dst, '-')
+		dst = append2(dst, d)
+		dst = append(dst, '-')
+		dst = append2(dst, hh)
+		dst = append(dst, '.')
+		dst = append2(dst, mi)
+		dst = append(dst, '.')
+		dst = append2(dst, ss)
+		dst = appendFrac(dst, ns, &v)
+	case LayoutDotDate:
+		dst = append4(dst, y)
+		dst = append(dst, '.')
+		dst = append2(dst, mo)
+		dst = append(dst, '.')
+		dst = append2(dst, d)
 	case LayoutYYSlash, LayoutYYYYSlash:
 		if layout == LayoutYYSlash {
 			dst = append2(dst, mod100(y))
