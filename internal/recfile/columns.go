@@ -604,6 +604,10 @@ func (d *decoder) narrowSlots(rg parquet.RowGroup, cols []column, need []bool, v
 			case kindInner:
 				timed = true
 				s++
+			case kindInnerW:
+				timed = true
+				s++
+				n += len(sl.shifts)
 			case kindString:
 				s++
 			case kindInnerD:

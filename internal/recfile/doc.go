@@ -46,7 +46,8 @@
 // and in such a file of one row group kinds is PLAIN where smaller than
 // its dictionary (chooseKinds).
 // The footer's key-value metadata holds quarry.records.version = 3 (4 in
-// a file with rows marked r, 5 in one with d items) and
+// a file with rows marked r, 5 in one with d items, 6 in one with w or y
+// items) and
 // the file's template summary (SummaryKey, Summary: per template version
 // its row count and the bytes its parameters use), which readers
 // use to skip templates and files and to count without reading rows.
@@ -61,7 +62,7 @@
 //	kinds             STRING (dictionary)          one item per parameter, see below
 //	ts_residue        BYTE_ARRAY, optional         eventtime residue of the timestamp parameter
 //	p<k>, k < 32      STRING, optional             the record's k-th parameter of kind s, u or d (dictionary where values repeat)
-//	n<k>, k < 32      INT64, optional              the record's k-th parameter of kind i, f, a or x, then its d items' runs
+//	n<k>, k < 32      INT64, optional              the record's k-th parameter of kind i, f, a, x or w (a y item: one per time), then its d items' runs
 //	b<k>, k < 32      BYTE_ARRAY, optional         the record's k-th parameter of kind b (not UTF-8)
 //	more              LIST<BYTE_ARRAY>, optional   the exact text of parameters without a column value, in order
 //	attrs             MAP<STRING,STRING>, optional record attributes (CDC), in input order
@@ -131,6 +132,30 @@
 //	        timestamp inserted at offset O as for u. HPC's, Linux's and
 //	        HDFS's header parameters are u: " 148 INFO dfs.DataNode:" is
 //	        vF01 with " \x11 INFO dfs.DataNode:".
+//
+//	w<L><R> another time of the line than its timestamp (records v6): all
+//	        of a parameter one timestamp of layout L ('A'+LayoutID) whose
+//	        residue R is at most 9 printable bytes, written '0'+length
+//	        and the bytes, within two days of ts. Its n column (numbered
+//	        with i, f, a and x) holds the steps n of the layout
+//	        (eventtime.Step: a day, a second, a fraction digit) from the
+//	        step ts falls in; the text is eventtime.Render(ts's step + n
+//	        steps, L, R) (shifted). BGL's local date "2005.06.03" beside
+//	        the epoch 1117838570 is wR0 with 0; the day before, -1.
+//	y<L><O><k>{<L><O><R>}k a u parameter with k = 1..9 other times of
+//	        the line inside it (records v6): the line's timestamp at
+//	        offset O as for u, then each other time's layout, offset and
+//	        residue as for w, by offset; offsets are in the parameter's
+//	        text. p<k> holds the text without any of the times; the times'
+//	        steps are in the n columns as k w items at this place. The
+//	        text is p<k> with the times inserted in order of offset. BGL's
+//	        header "- 1117838570 2005.06.03 R02-M1-N0-C:J12-U11
+//	        2005-06-03-15.42.50.675872 R02-M1-N0-C:J12-U11 RAS KERNEL INFO"
+//	        is yM22R=0Q\0 with "-   R02-M1-N0-C:J12-U11  R02-M1-N0-C:J12-U11
+//	        RAS KERNEL INFO" in p<k> and two n values, the local date's 0
+//	        days and the local time's steps of a microsecond from ts.
+//	        The n columns of w and y items are never left out for more
+//	        (a y item's times have no text there).
 //
 // A parameter is t only when the line's timestamp (eventtime.Parser, auto,
 // UTC) starts exactly at a parameter and ends exactly at one, u when it lies

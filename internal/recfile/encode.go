@@ -123,6 +123,11 @@ type tplInfo struct {
 	// split, when not nil, says which parameters are split at their digit
 	// runs (pickSplits); nil: all, when the encoder splits.
 	split []bool
+	// shift is, per parameter, what shift found: a layout id (> 0) or
+	// minus the probes that found no time (at most shiftProbes).
+	shift []int8
+	// inner is the other times innerShifts found in the row before.
+	inner []innerShift
 }
 
 // encoded is the per-row result of classification: the row's values per
@@ -154,6 +159,9 @@ type encoder struct {
 	infos  map[Key]*tplInfo
 	kinds  map[string]string
 	parser *eventtime.Parser
+	stamps *eventtime.Parser // shift's, made on its first use
+	shifts []innerShift      // innerShifts' result
+	tbuf   []byte            // shift's rendering
 	line   []byte
 	offs   []int
 	tsbuf  []byte // Render of tsMicros, tsLayout, tsRes when tsValid
@@ -692,6 +700,41 @@ func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 		case j == tsFirst && inner[1] > 0:
 			// The text around the timestamp, in the next p column.
 			if k := out.s.cnt; k < MaxSlots && utf8.ValidString(p) {
+				// and the other times in it in n columns (y).
+				if sh := e.o.shift && !e.o.untyped; sh {
+					if ins := e.innerShifts(t, j, p, inner, r.TS, MaxSlots-int(out.n.cnt)-len(e.runs)); len(ins) > 0 {
+						e.kbuf = append(e.kbuf, kindInnerW, 'A'+byte(layout), '0'+byte(inner[0]), '0'+byte(len(ins)))
+						start, at := len(e.arena), 0
+						tsDone := false
+						for x := 0; x <= len(ins); x++ {
+							if !tsDone && (x == len(ins) || inner[0] < ins[x].off) {
+								e.arena = append(e.arena, p[at:inner[0]]...)
+								at, tsDone = inner[0]+inner[1], true
+							}
+							if x < len(ins) {
+								e.arena = append(e.arena, p[at:ins[x].off]...)
+								at = ins[x].end
+								e.kbuf = append(e.kbuf, 'A'+byte(ins[x].layout), '0'+byte(ins[x].off), '0'+ins[x].nres)
+								e.kbuf = append(e.kbuf, ins[x].residue()...)
+							}
+						}
+						e.arena = append(e.arena, p[at:]...)
+						v := unsafeString(e.arena[start:])
+						e.addP(k, v)
+						e.svals = append(e.svals, v)
+						e.sj = append(e.sj, int32(j))
+						out.s.cnt++
+						for _, x := range ins {
+							e.u.n[out.n.cnt]++
+							e.u.nShift[out.n.cnt]++
+							e.nv = append(e.nv, x.n)
+							e.nj = append(e.nj, int32(j))
+							out.n.cnt++
+						}
+						e.u.shift = true
+						continue
+					}
+				}
 				start := len(e.arena)
 				e.arena = append(e.arena, p[:inner[0]]...)
 				e.arena = append(e.arena, p[inner[0]+inner[1]:]...)
@@ -729,11 +772,17 @@ func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 		var kind byte
 		var digits uint8
 		var v int64
+		var other innerShift
 		if out.n.cnt+int32(len(e.runs)) < MaxSlots && !e.o.untyped {
 			if e.o.classify != nil {
 				kind, digits, v = e.o.classify(p)
 			} else {
 				kind, digits, v = classify(p)
+			}
+			if kind == kindString && e.o.shift {
+				if ot, ok := e.shift(t, j, p, r.TS); ok {
+					kind, v, other = kindShift, ot.n, ot
+				}
 			}
 		} else if kind = kindString; !utf8.ValidString(p) {
 			kind = kindBytes
@@ -782,8 +831,14 @@ func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 				e.u.more = true
 			}
 		default:
-			if kind == kindDecimal {
+			switch kind {
+			case kindDecimal:
 				e.kbuf = append(e.kbuf, '0'+digits)
+			case kindShift:
+				e.kbuf = append(e.kbuf, 'A'+byte(other.layout), '0'+other.nres)
+				e.kbuf = append(e.kbuf, other.residue()...)
+				e.u.shift = true
+				e.u.nShift[out.n.cnt]++
 			}
 			e.u.n[out.n.cnt]++
 			e.nv = append(e.nv, v)
@@ -898,6 +953,157 @@ func (e *encoder) alignRight(enc []encoded) {
 	e.u.p, e.u.right = e.u.pr, true
 }
 
+// shiftProbes is how many rows' parameter at one place of a template
+// version shift tries in every layout before it gives up on that place.
+const shiftProbes = 4
+
+// shiftSlack bounds how far another time of a line may lie from its ts:
+// a local time is within a day of UTC, a local date within two.
+const shiftSlack = 2 * 24 * int64(time.Hour)
+
+// shift reports parameter j of a row of template t, p, to be another time
+// of the line than its timestamp: all of p a timestamp (eventtime.Parser.
+// ParseItem) with a residue of at most maxResidue printable bytes (the
+// kinds string holds it) within shiftSlack of the row's
+// ts (nanoseconds; the file keeps microseconds), and n the steps of the
+// layout from ts's step to it (kind w, shifted renders it back). BGL's
+// lines carry the epoch (ts), then the local date and the local time of
+// the same instant, hours off: those two become a small number each. Once
+// a place of t found a layout, its rows try only that one; a place where
+// shiftProbes rows found none is not tried again.
+func (e *encoder) shift(t *tplInfo, j int, p string, ts int64) (innerShift, bool) {
+	if len(p) < 8 || len(p) > 40 || !(p[0]-'0' < 10 || p[0]-'A' < 26) {
+		return innerShift{}, false
+	}
+	if t.shift == nil {
+		t.shift = make([]int8, len(t.pieces)-1)
+	}
+	st := t.shift[j]
+	if st <= -shiftProbes {
+		return innerShift{}, false
+	}
+	only := eventtime.LayoutNone
+	if st > 0 {
+		only = eventtime.LayoutID(st)
+	}
+	ot, ok := e.shiftAt(p, ts, only)
+	ok = ok && ot.end == len(p)
+	switch {
+	case ok && st <= 0:
+		t.shift[j] = int8(ot.layout)
+	case !ok && st <= 0:
+		t.shift[j]--
+	}
+	return ot, ok
+}
+
+// shiftAt reads a timestamp at the start of p (in layout only, if valid)
+// and returns it as the steps n of its layout from ts, with where it ends
+// (off 0), when it lies within shiftSlack of ts, its residue is at most
+// maxResidue printable bytes, and it renders back from n exactly.
+func (e *encoder) shiftAt(p string, ts int64, only eventtime.LayoutID) (innerShift, bool) {
+	if e.stamps == nil {
+		var err error
+		if e.stamps, err = eventtime.New(eventtime.Config{Mode: eventtime.ModeNone, Zone: "UTC"}); err != nil {
+			return innerShift{}, false
+		}
+	}
+	base := floorDiv(ts, 1000) * 1000 // ts as the file keeps it
+	at, l, res, end, ok := e.stamps.ParseItem(unsafeBytes(p), floorDiv(base, 1e9), only)
+	if !ok || len(res) > maxResidue || !printable(res) {
+		return innerShift{}, false
+	}
+	if d := at.Sub(time.Unix(0, base)); d < -time.Duration(shiftSlack) || d > time.Duration(shiftSlack) {
+		return innerShift{}, false
+	}
+	ot := innerShift{end: end, layout: l, nres: uint8(len(res))}
+	copy(ot.res[:], res)
+	step := eventtime.Step(l, res)
+	ot.n = floorDiv(at.UnixNano(), step) - floorDiv(base, step)
+	e.tbuf = eventtime.Render(e.tbuf[:0], shifted(base, l, ot.residue(), ot.n), l, ot.residue())
+	if string(e.tbuf) != p[:end] {
+		return innerShift{}, false
+	}
+	return ot, true
+}
+
+// innerShift is another time of a line (kinds w and y): its place in its
+// parameter, layout, residue and steps from ts.
+type innerShift struct {
+	off, end int
+	layout   eventtime.LayoutID
+	n        int64
+	res      [maxResidue]byte
+	nres     uint8
+}
+
+func (s *innerShift) residue() []byte { return s.res[:s.nres] }
+
+// innerShifts finds the other times of the line inside parameter j of a
+// row of template t, p, which holds the line's timestamp at ts
+// (p[ts[0]:ts[0]+ts[1]]), as shift does for a whole parameter: at the start
+// of p or of a word of it (after a blank), at an offset a kinds item can
+// hold (maxInner), at most room of them and maxShifts. BGL's header is one
+// parameter, "- 1117838570 2005.06.03 R02-M1-N0-C:J12-U11
+// 2005-06-03-15.42.50.675872 R02-M1-N0-C:J12-U11 RAS KERNEL INFO": the
+// epoch is ts, the local date and time are two such. A place of t where
+// shiftProbes rows had none is not tried again.
+func (e *encoder) innerShifts(t *tplInfo, j int, p string, tsAt [2]int, ts int64, room int) []innerShift {
+	room = min(room, maxShifts)
+	if room <= 0 {
+		return nil
+	}
+	if t.shift == nil {
+		t.shift = make([]int8, len(t.pieces)-1)
+	}
+	st := t.shift[j]
+	if st <= -shiftProbes {
+		return nil
+	}
+	out := e.shifts[:0]
+	// The places and layouts the version's row before had, where they
+	// hold again (a header of fixed shape), without a scan.
+	if last := t.inner; len(last) > 0 && len(last) <= room {
+		for _, a := range last {
+			if a.off >= len(p) || a.off >= tsAt[0] && a.off < tsAt[0]+tsAt[1] {
+				break
+			}
+			ot, ok := e.shiftAt(p[a.off:], ts, a.layout)
+			if !ok || a.off < tsAt[0] && a.off+ot.end > tsAt[0] || len(out) > 0 && a.off < out[len(out)-1].end {
+				break
+			}
+			ot.off, ot.end = a.off, a.off+ot.end
+			out = append(out, ot)
+		}
+		if len(out) == len(last) {
+			e.shifts = out
+			return out
+		}
+		out = out[:0]
+	}
+	for i := 0; i <= min(maxInner, len(p)-8) && len(out) < room; i++ {
+		if i > 0 && p[i-1] != ' ' || i >= tsAt[0] && i < tsAt[0]+tsAt[1] || !(p[i]-'0' < 10 || p[i]-'A' < 26) {
+			continue
+		}
+		ot, ok := e.shiftAt(p[i:], ts, eventtime.LayoutNone)
+		if !ok || i < tsAt[0] && i+ot.end > tsAt[0] {
+			continue
+		}
+		ot.off, ot.end = i, i+ot.end
+		out = append(out, ot)
+		i = ot.end - 1
+	}
+	e.shifts = out
+	t.inner = append(t.inner[:0], out...)
+	switch {
+	case len(out) > 0 && st <= 0:
+		t.shift[j] = 1
+	case len(out) == 0 && st <= 0:
+		t.shift[j]--
+	}
+	return out
+}
+
 // findTime renders r's line, finds its timestamp and reports the
 // parameters first..last it covers exactly when the timestamp renders back
 // from r's ts, with the residue Render needs. first is -1 when there is
@@ -968,6 +1174,8 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	cols := columnsOf(schema)
 	version := "3"
 	switch {
+	case e.u.shift:
+		version = "6"
 	case e.u.digits:
 		version = "5"
 	case e.u.right:
@@ -1410,7 +1618,11 @@ func (e *encoder) demote(rows int) {
 			e.u.p[k] = strStats{}
 			e.u.more = true
 		}
-		if n := e.u.n[k]; n > 0 && n < min {
+		// An n column that holds another time of the line (kind w, y) is
+		// never left out: as text in more it is a timestamp's bytes
+		// again, in n<j> a small number, and a y item's times have no
+		// text in more.
+		if n := e.u.n[k]; n > 0 && n < min && e.u.nShift[k] == 0 {
 			e.u.n[k] = 0
 			e.u.more = true
 		}

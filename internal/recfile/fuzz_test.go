@@ -11,7 +11,7 @@ import (
 // FuzzKinds checks the kinds-string decoder never panics and accepts only
 // what the encoder could write.
 func FuzzKinds(f *testing.F) {
-	for _, s := range []string{"", "s", "tBcci", "f2axb", "tZ", "c", "f0", "t", "f", "q", "uB0", "uB~s", "uB", "uZ0", "uB\x7f", "rss", "rs", "rtBsuB0", "rr", "d1", "d0", "d:", "id9s", "rsd2", "vB01", "vB0", "vB00", "svB2d1", strings.Repeat("d9", 4)} {
+	for _, s := range []string{"", "s", "tBcci", "f2axb", "tZ", "c", "f0", "t", "f", "q", "uB0", "uB~s", "uB", "uZ0", "uB\x7f", "rss", "rs", "rtBsuB0", "rr", "d1", "d0", "d:", "id9s", "rsd2", "vB01", "vB0", "vB00", "svB2d1", strings.Repeat("d9", 4), "wR0", "wR", "w", "wZ0", "tMwQ0", "wD2p-s", "wD2p\x01", "wD9p-", "yM22R=0Q\\0", "yB<1R00", "yB<1R<0", "yB02R10Q00", "yB01", "yB00", "yB0:", "syB01RA0i", "ryB01RA2p-s", "yB01RA"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, kinds string) {
@@ -20,9 +20,11 @@ func FuzzKinds(f *testing.F) {
 			return
 		}
 		var b []byte
+		right, strs := false, false
 		for _, s := range slots {
-			if (s.kind == kindString || s.kind == kindInner || s.kind == kindDigits || s.kind == kindInnerD) && s.col != 0 && !bytes.ContainsAny(b, "sudv") {
-				b = append(b, kindRight) // the first s or u is not p0: numbered from the right
+			if s.kind == kindString || s.kind == kindInner || s.kind == kindDigits || s.kind == kindInnerD || s.kind == kindInnerW {
+				right = right || !strs && s.col != 0 // the first s or u is not p0: numbered from the right
+				strs = true
 			}
 			b = append(b, s.kind)
 			switch s.kind {
@@ -32,14 +34,23 @@ func FuzzKinds(f *testing.F) {
 				b = append(b, '0'+byte(s.runs))
 			case kindTime:
 				b = append(b, 'A'+byte(s.layout))
+			case kindShift:
+				b = append(b, 'A'+byte(s.layout), '0'+byte(len(s.res)))
+				b = append(b, s.res...)
+			case kindInnerW:
+				b = append(b, 'A'+byte(s.layout), '0'+byte(s.offset), '0'+byte(len(s.shifts)))
+				for _, a := range s.shifts {
+					b = append(b, 'A'+byte(a.layout), '0'+byte(a.offset), '0'+byte(len(a.residue)))
+					b = append(b, a.residue...)
+				}
 			case kindInner:
 				b = append(b, 'A'+byte(s.layout), '0'+byte(s.offset))
 			case kindInnerD:
 				b = append(b, 'A'+byte(s.layout), '0'+byte(s.offset), '0'+byte(s.runs))
 			}
 		}
-		if i := bytes.IndexByte(b, kindRight); i > 0 {
-			b = append(append([]byte{kindRight}, b[:i]...), b[i+1:]...)
+		if right {
+			b = append([]byte{kindRight}, b...)
 		}
 		if string(b) != kinds {
 			t.Fatalf("parseKinds(%q) re-encodes as %q", kinds, b)
@@ -121,6 +132,16 @@ func FuzzDecode(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(split.Data)
+	// A file with other times of the line (kinds w and y, records v6).
+	bgl := "- 1117838570 2005.06.03 R02-M1-N0-C:J12-U11 2005-06-03-15.42.50.675872 R02-M1-N0-C:J12-U11 RAS KERNEL INFO"
+	timed, err := Encode([]Row{
+		{WALSeq: 3, TS: ns("2005-06-03T22:42:50Z"), TemplateID: 2, TemplateVersion: 1, Source: "s", Params: []string{bgl, "2005.06.03"}},
+		{WALSeq: 3, Index: 1, TS: ns("2005-06-03T22:42:50Z"), TemplateID: 2, TemplateVersion: 1, Source: "s", Params: []string{"1117838570", "2005-06-03-15.42.50.675872"}},
+	}, tpl)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(timed.Data)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		recs, err := Decode(data, tpl)
 		for _, r := range recs {

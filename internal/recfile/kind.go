@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/quarrylake/quarry/internal/eventtime"
@@ -25,7 +26,77 @@ const (
 	kindRight   = 'r' // first, not an item (records v4): the row's p<k> are numbered from its last s or u
 	kindDigits  = 'd' // followed by '1'..'9', the runs (records v5): p<j> with each run a marker, the runs in n<j>
 	kindInnerD  = 'v' // u's 'A'+layout and '0'+offset, then d's '1'..'9' (records v5): u whose p<k> is split as d's
+	kindShift   = 'w' // followed by 'A'+layout and a residue (records v6): another time of the line, in n<j> as steps from ts (shifted)
+	kindInnerW  = 'y' // u's 'A'+layout and '0'+offset, then '1'..'9' times k and k of 'A'+layout '0'+offset and a residue (records v6): u with k w's inside
 )
+
+// maxShifts is the most other times a y item holds.
+const maxShifts = 9
+
+// maxResidue is the longest residue a w or y item's time carries: written
+// '0'+length, then its bytes, each printable ASCII.
+const maxResidue = 9
+
+// otherTime is one other time inside a y item's text: its layout, residue
+// and offset in the parameter's text.
+type otherTime struct {
+	layout  eventtime.LayoutID
+	residue []byte
+	offset  int
+}
+
+// layoutAt reads the 'A'+layout '0'+offset pair at kinds[i:].
+func layoutAt(kinds string, i int) (eventtime.LayoutID, int, error) {
+	l := eventtime.LayoutID(kinds[i] - 'A')
+	if kinds[i] < 'A' || !l.Valid() {
+		return 0, 0, fmt.Errorf("kinds %q: time at %d with layout %q", kinds, i, kinds[i])
+	}
+	o := kinds[i+1]
+	if o < '0' || o > '0'+maxInner {
+		return 0, 0, fmt.Errorf("kinds %q: time at %d with offset %q", kinds, i, o)
+	}
+	return l, int(o - '0'), nil
+}
+
+// residueAt reads the '0'+length and residue bytes at kinds[i:] and returns
+// the residue and the index after it.
+func residueAt(kinds string, i int) ([]byte, int, error) {
+	if i >= len(kinds) || kinds[i] < '0' || kinds[i] > '0'+maxResidue {
+		return nil, i, fmt.Errorf("kinds %q: time at %d without its residue's length", kinds, i)
+	}
+	n := int(kinds[i] - '0')
+	if i+1+n > len(kinds) {
+		return nil, i, fmt.Errorf("kinds %q: residue at %d cut short", kinds, i)
+	}
+	r := kinds[i+1 : i+1+n]
+	if !printable(r) {
+		return nil, i, fmt.Errorf("kinds %q: residue at %d not printable", kinds, i)
+	}
+	if n == 0 {
+		return nil, i + 1, nil
+	}
+	return []byte(r), i + 1 + n, nil
+}
+
+// printable reports whether s is printable ASCII.
+func printable[S ~string | ~[]byte](s S) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// shifted is the instant a kind w item of n steps renders, in a row whose
+// ts is ts nanoseconds: n steps of layout l (with residue) after the step
+// ts falls in.
+func shifted(ts int64, l eventtime.LayoutID, residue []byte, n int64) time.Time {
+	step := eventtime.Step(l, residue)
+	x := (floorDiv(ts, step) + n) * step
+	sec := floorDiv(x, 1e9)
+	return time.Unix(sec, x-sec*1e9)
+}
 
 // runMarker stands for a split digit run in the text of a d item's
 // parameter (its skeleton); a parameter that contains it is never split.
@@ -42,11 +113,13 @@ const maxInner = '~' - '0'
 type slot struct {
 	kind   byte
 	digits uint8              // kindDecimal
-	layout eventtime.LayoutID // kindTime, kindInner, kindInnerD
+	layout eventtime.LayoutID // kindTime, kindInner, kindInnerD, kindShift
+	res    []byte             // kindShift: the residue
 	offset int                // kindInner, kindInnerD
 	col    int                // kindString, kindInner, kindDigits, kindInnerD: the p<col> column (MaxSlots and past: none)
 	runs   int                // kindDigits, kindInnerD: how many runs, in n<nrun> to n<nrun+runs-1>
-	nrun   int                // kindDigits, kindInnerD: the n column of its first run
+	nrun   int                // kindDigits, kindInnerD: the n column of its first run; kindInnerW: of its first time
+	shifts []otherTime        // kindInnerW: the other times, by offset
 }
 
 // parseKinds decodes a kinds string into slots, appended to dst. It checks
@@ -70,7 +143,12 @@ func parseKinds(dst []slot, kinds string) ([]slot, error) {
 		case kindString, kindInner, kindDigits, kindInnerD:
 			dst[i].col = ns
 			ns++
-		case kindInt, kindDecimal, kindIPv4, kindHex:
+		case kindInnerW:
+			dst[i].col = ns
+			ns++
+			dst[i].nrun = nn
+			nn += len(dst[i].shifts)
+		case kindInt, kindDecimal, kindIPv4, kindHex, kindShift:
 			nn++
 		}
 	}
@@ -88,7 +166,7 @@ func parseKinds(dst []slot, kinds string) ([]slot, error) {
 			return dst, fmt.Errorf("kinds %q: numbered from the right with %d string parameters", kinds, ns)
 		}
 		for i := start; i < len(dst); i++ {
-			if k := dst[i].kind; k == kindString || k == kindInner || k == kindDigits || k == kindInnerD {
+			if k := dst[i].kind; k == kindString || k == kindInner || k == kindDigits || k == kindInnerD || k == kindInnerW {
 				dst[i].col = ns - 1 - dst[i].col
 			}
 		}
@@ -115,7 +193,7 @@ func parseItems(dst []slot, kinds string) ([]slot, error) {
 			}
 			i++
 			dst = append(dst, slot{kind: c, runs: int(kinds[i] - '0')})
-		case kindTime:
+		case kindTime, kindShift:
 			if i+1 >= len(kinds) {
 				return dst, fmt.Errorf("kinds %q: time at %d without layout", kinds, i)
 			}
@@ -124,7 +202,46 @@ func parseItems(dst []slot, kinds string) ([]slot, error) {
 			if kinds[i] < 'A' || !l.Valid() {
 				return dst, fmt.Errorf("kinds %q: time at %d with layout %q", kinds, i, kinds[i])
 			}
-			dst = append(dst, slot{kind: c, layout: l})
+			sl := slot{kind: c, layout: l}
+			if c == kindShift {
+				var err error
+				if sl.res, i, err = residueAt(kinds, i+1); err != nil {
+					return dst, err
+				}
+				i--
+			}
+			dst = append(dst, sl)
+		case kindInnerW:
+			// 'A'+layout '0'+offset '0'+k, then k times 'A'+layout
+			// '0'+offset and a residue.
+			if i+3 >= len(kinds) || kinds[i+3] < '1' || kinds[i+3] > '0'+maxShifts {
+				return dst, fmt.Errorf("kinds %q: inner times at %d without a count", kinds, i)
+			}
+			sl := slot{kind: c}
+			var err error
+			if sl.layout, sl.offset, err = layoutAt(kinds, i+1); err != nil {
+				return dst, err
+			}
+			k := int(kinds[i+3] - '0')
+			sl.shifts = make([]otherTime, k)
+			at := i + 4
+			for x := range k {
+				a := &sl.shifts[x]
+				if at+1 >= len(kinds) {
+					return dst, fmt.Errorf("kinds %q: inner times at %d cut short", kinds, i)
+				}
+				if a.layout, a.offset, err = layoutAt(kinds, at); err != nil {
+					return dst, err
+				}
+				if a.residue, at, err = residueAt(kinds, at+2); err != nil {
+					return dst, err
+				}
+				if a.offset == sl.offset || x > 0 && a.offset <= sl.shifts[x-1].offset {
+					return dst, fmt.Errorf("kinds %q: inner times at %d not in order", kinds, i)
+				}
+			}
+			i = at - 1
+			dst = append(dst, sl)
 		case kindInner, kindInnerD:
 			if i+2 >= len(kinds) {
 				return dst, fmt.Errorf("kinds %q: inner time at %d without layout and offset", kinds, i)

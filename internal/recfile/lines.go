@@ -272,10 +272,11 @@ func (d *decoder) appendLineWith(dst []byte, g *group, r lineRef, times *eventti
 				}
 			}
 			cv = nil
-		case kindString, kindInner:
+		case kindString, kindInner, kindInnerW:
 			if s.col < MaxSlots {
 				cv = g.slots[0][s.col]
 			}
+			kn += len(s.shifts)
 		case kindBytes:
 			if kb < MaxSlots {
 				cv = g.slots[2][kb]
@@ -293,6 +294,9 @@ func (d *decoder) appendLineWith(dst []byte, g *group, r lineRef, times *eventti
 		}
 		var text []byte
 		switch {
+		case v >= 0 && cv.c.kind == cN && s.kind == kindShift:
+			dst = times.Render(dst, shifted(g.ts(i), s.layout, s.res, cv.int(v)), s.layout, s.res)
+			continue
 		case v >= 0 && cv.c.kind == cN:
 			dst = appendValue(dst, s, cv.int(v))
 			continue
@@ -302,10 +306,16 @@ func (d *decoder) appendLineWith(dst []byte, g *group, r lineRef, times *eventti
 			// No column value: the parameter's exact text is the next
 			// item of more.
 			text, more = more[0], more[1:]
-		case s.kind == kindInner || s.kind == kindInnerD:
-			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind u has no text", ErrCorrupt, r.seq, r.idx, j)
+		case s.kind == kindInner || s.kind == kindInnerD || s.kind == kindInnerW:
+			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind %c has no text", ErrCorrupt, r.seq, r.idx, j, s.kind)
 		default:
 			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind %c has no value", ErrCorrupt, r.seq, r.idx, j, s.kind)
+		}
+		if s.kind == kindInnerW {
+			if dst, err = appendInnerTimes(dst, text, s, g, i, ts, times); err != nil {
+				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: %w", ErrCorrupt, r.seq, r.idx, j, err)
+			}
+			continue
 		}
 		if s.kind == kindInner || s.kind == kindInnerD {
 			if s.offset > len(text) {
@@ -783,4 +793,40 @@ func (r *LineRenderer) chunk(c int) {
 		r.scratch = append(r.scratch, make([]byte, 0, 1<<20))
 	}
 	r.scratch[c] = r.scratch[c][:0]
+}
+
+// appendInnerTimes appends the text of y item s of row i of g: text (its
+// p value, or more's) with the line's timestamp and its other times (n
+// values) inserted at their offsets, in order of offset.
+func appendInnerTimes(dst, text []byte, s slot, g *group, i int, ts time.Time, times *eventtime.Renderer) ([]byte, error) {
+	start, x, tsDone := len(dst), 0, false
+	for !tsDone || x < len(s.shifts) {
+		off, t, l, res := s.offset, ts, s.layout, g.residue(i)
+		if tsDone || x < len(s.shifts) && s.shifts[x].offset < s.offset {
+			a := s.shifts[x]
+			var cv *colVals
+			if c := s.nrun + x; c < MaxSlots {
+				cv = g.slots[1][c]
+			}
+			v := -1
+			if cv != nil && cv.c.kind == cN {
+				v = cv.valueAt(i)
+			}
+			if v < 0 {
+				return nil, fmt.Errorf("time %d of kind y has no value", x)
+			}
+			off, t, l, res = a.offset, shifted(g.ts(i), a.layout, a.residue, cv.int(v)), a.layout, a.residue
+			x++
+		} else {
+			tsDone = true
+		}
+		need := off - (len(dst) - start)
+		if need < 0 || need > len(text) {
+			return nil, fmt.Errorf("time offset %d past its text", off)
+		}
+		dst = append(dst, text[:need]...)
+		text = text[need:]
+		dst = times.Render(dst, t, l, res)
+	}
+	return append(dst, text...), nil
 }

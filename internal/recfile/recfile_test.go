@@ -55,12 +55,23 @@ var roundTrips = []rt{
 	{"syslog padded day", "<*> <*> <*> combo", []string{"Jun", " 4", "15:16:01"}, ns("2005-06-04T15:16:01Z"), "tDcc"},
 	{"ctime bracketed", "[<*>] [notice] child <*>", []string{"Sun Dec 04 04:47:44 2005", "6725"}, ns("2005-12-04T04:47:44Z"), "tEi"},
 	{"clf", "<*> - - [<*>] \"GET /\"", []string{"10.1.2.3", "10/Oct/2000:13:55:36 -0700"}, ns("2000-10-10T20:55:36Z"), "atJ"},
-	{"epoch", "- <*> <*> R02", []string{"1117838570", "2005.06.03"}, ns("2005-06-03T22:42:50Z"), "tMs"},
+	{"epoch", "- <*> <*> R02", []string{"1117838570", "2005.06.03"}, ns("2005-06-03T22:42:50Z"), "tMwR0"},
+	// Other times of the line than its timestamp, as steps of their layout
+	// from ts (w; y inside the parameter that holds the timestamp).
+	{"local date of the day before", "- <*> <*> R02", []string{"1117767770", "2005.06.02"}, ns("2005-06-03T03:02:50Z"), "tMwR0"},
+	{"local time with microseconds", "<*> RAS <*> KERNEL", []string{"1117838570", "2005-06-03-15.42.50.675872"}, ns("2005-06-03T22:42:50Z"), "tMwQ0"},
+	{"year-less time", "<*> up since <*>", []string{"2005-06-03T22:42:50Z", "Jun  3 08:00:00"}, ns("2005-06-03T22:42:50Z"), "tBwD0"},
+	{"header with other times", "<*> instruction cache parity error corrected", []string{"- 1117838570 2005.06.03 R02-M1-N0-C:J12-U11 2005-06-03-15.42.50.675872 R02-M1-N0-C:J12-U11 RAS KERNEL INFO"}, ns("2005-06-03T22:42:50Z"), "yM22R=0Q\\0"},
+	{"header with a time before its timestamp", "<*> x", []string{"2005.06.03 [2005-06-03T22:42:50Z] node"}, ns("2005-06-03T22:42:50Z"), "yB<1R00"},
+	{"another time three days off", "<*> built <*>", []string{"2005-06-03T22:42:50Z", "2005.05.31"}, ns("2005-06-03T22:42:50Z"), "tBs"},
+	{"another time with a residue", "<*> built <*>", []string{"2005-06-03T22:42:50Z", "2005-06-03T15:42:50.5Z"}, ns("2005-06-03T22:42:50Z"), "tBwB2f1"},
+	{"another time with its day unpadded", "<*> <*> dn228/dn228 crond", []string{"- 1131566461 2005.11.09 dn228", "Nov 9 12:01:01"}, ns("2005-11-09T20:01:01Z"), "yM21R=0wD2p-"},
+	{"another time with a zone offset", "<*> built <*>", []string{"2005-06-03T22:42:50Z", "2005-06-03T15:42:50+02:00"}, ns("2005-06-03T22:42:50Z"), "tBs"},
 	{"timestamp inside a parameter", "<*> took <*> ms", []string{"- 2026-11-29T00:00:00.010Z foo", "42"}, ns("2026-11-29T00:00:00.010Z"), "uB2i"},
 	{"timestamp at a parameter's start", "<*> ms", []string{"081109 203615 148 INFO dfs.DataNode:"}, ns("2008-11-09T20:36:15Z"), "uF0"},
-	{"timestamp not the record's ts", "<*> again", []string{"2026-11-29T00:00:00.010Z"}, ns("2026-11-29T00:00:01Z"), "s"},
+	{"timestamp not the record's ts", "<*> again", []string{"2026-11-29T00:00:00.010Z"}, ns("2026-11-29T00:00:01Z"), "wB2f3"}, // another time of the line
 	{"continuation line", "\tat org.Foo.bar(Foo.java:<*>)", []string{"123"}, ns("2026-11-29T00:00:00Z"), "i"},
-	{"nanosecond fraction", "<*> x", []string{"2026-11-29T00:00:00.123456789Z"}, ns("2026-11-29T00:00:00.123456789Z"), "s"},
+	{"nanosecond fraction", "<*> x", []string{"2026-11-29T00:00:00.123456789Z"}, ns("2026-11-29T00:00:00.123456789Z"), "wB2f9"}, // ts keeps microseconds: 789 ns after
 	{"no params", "plain line", nil, 0, ""},
 	{"empty params", "a<*>b<*>c", []string{"", ""}, 0, "ss"},
 	{"invalid utf8", "user <*> from <*>", []string{"m\xfcller", "\xff"}, 0, "bb"},

@@ -15,13 +15,14 @@ import (
 )
 
 // Version is the newest records file format this package writes and
-// reads: records v5, which is v3 with kinds items 'd' (string parameters
-// split at their digit runs). v4 is v3 with rows whose p<k> columns are
-// numbered from the record's last string parameter (kinds item 'r',
-// alignRight); a file with d items is v5 whether or not it has such rows,
-// one with neither v3. Version 2 is lake.RecordRow
+// reads: records v6, which is v3 with kinds items 'w' and 'y' (other times
+// of the line, as steps from ts). v5 is v3 with kinds items 'd' (string
+// parameters split at their digit runs), v4 v3 with rows whose p<k>
+// columns are numbered from the record's last string parameter (kinds item
+// 'r', alignRight); a file is of the highest version whose items it has,
+// one with none of them v3. Version 2 is lake.RecordRow
 // (params as list<string>, one row per record in WAL order).
-const Version = 5
+const Version = 6
 
 // MaxSlots is how many parameters of a record have columns of their own
 // (p<j>, n<j>, b<j> for j < MaxSlots); the rest go to more.
@@ -106,6 +107,7 @@ type options struct {
 	tsDelta     bool       // ts DELTA_BINARY_PACKED
 	walDelta    bool       // wal_seq DELTA_BINARY_PACKED
 	untyped     bool       // every parameter s or b (measurement only)
+	shift       bool       // another time of the line as steps from ts (kind w)
 	dictRows    int        // source, kinds, ts_source dictionary-encoded only from this many rows (PLAIN below)
 	kinds       string     // "" (chooseKinds at zstd's best level), "plain" or "dict" (tests)
 	rawBytes    int        // a column whose values take fewer bytes than this is not compressed
@@ -146,7 +148,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true, colDate: true}
 
 func defaultOptions() options {
-	return options{dictDays: true, rightShare: 0.9, level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, plainTrial: true, intTrial: true, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows, digits: "trial"}
+	return options{dictDays: true, rightShare: 0.9, level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, plainTrial: true, intTrial: true, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, shift: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows, digits: "trial"}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
@@ -315,6 +317,10 @@ type usage struct {
 	// digits: some row has a parameter split at its digit runs (kind d,
 	// records v5).
 	digits bool
+	// shift: some row has another time of its line as steps from its ts
+	// (kind w, records v6).
+	shift  bool
+	nShift [MaxSlots]int // values per n column that are kind w
 	// fewDays: the rows' ts fall on at most maxDictDays UTC days; the
 	// date column is then a dictionary (fewDaysOf).
 	fewDays bool

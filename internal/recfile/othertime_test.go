@@ -1,0 +1,204 @@
+package recfile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// otherTimeLines writes n lines of the shape of BGL's (an epoch, the local
+// date and the local RAS time of the same instant) or of Thunderbird's (an
+// epoch, the local date, a host and a syslog time with its day unpadded),
+// made up here, into dir/<name>/<name>_2k.log, and returns the corpus.
+func otherTimeLines(t *testing.T, name string, n int) *corpus {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	at := time.Date(2005, 11, 9, 1, 1, 1, 0, time.UTC)
+	nodes := []string{"R02-M1-N0-C:J12-U11", "R20-M0-NF-C:J07-U01", "R63-M0-NA-C:J05-U01"}
+	hosts := []string{"dn228", "an731", "bn450", "en74"}
+	for i := range n {
+		at = at.Add(time.Duration(17+i%23)*time.Second + time.Duration(i*7919%1000000)*time.Microsecond)
+		local := at.Add(-8 * time.Hour) // a day before at's UTC day for a third of them
+		switch name {
+		case "bgl":
+			node := nodes[i%len(nodes)]
+			msg := []string{"instruction cache parity error corrected", fmt.Sprintf("generating core.%d", 2000+i)}[i%2]
+			fmt.Fprintf(&b, "- %d %s %s %s %s RAS KERNEL INFO %s\n", at.Unix(), local.Format("2006.01.02"), node,
+				local.Format("2006-01-02-15.04.05.000000"), node, msg)
+		default:
+			h := hosts[i%len(hosts)]
+			msg := []string{fmt.Sprintf("crond(pam_unix)[%d]: session closed for user root", 2000+i),
+				fmt.Sprintf("sshd[%d]: Accepted publickey for user%d from 10.0.0.%d", 3000+i, i%7, i%250)}[i%2]
+			fmt.Fprintf(&b, "- %d %s %s %s %s/%s %s\n", at.Unix(), local.Format("2006.01.02"), h, local.Format("Jan 2 15:04:05"), h, h, msg)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, name, name+"_2k.log"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := loghubDir
+	loghubDir = dir
+	defer func() { loghubDir = old }()
+	return loadCorpus(t, name, name)
+}
+
+// TestOtherTimes checks the other times of a line (kinds w and y, records
+// v6): a line's local date and time beside its epoch are stored as steps
+// from ts, render back byte for byte through every reader, and make the
+// file smaller than the same rows with them as text.
+func TestOtherTimes(t *testing.T) {
+	for _, name := range []string{"bgl", "thunderbird"} {
+		c := otherTimeLines(t, name, 600)
+		for _, hi := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/high=%v", name, hi), func(t *testing.T) {
+				o := defaultOptions()
+				if hi {
+					WithHighCompression(true)(&o)
+				}
+				f, err := encode(c.rows, c.tpl, &o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				text := o
+				text.shift = false
+				ft, err := encode(c.rows, c.tpl, &text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(f.Data) > len(ft.Data)*9/10 {
+					t.Errorf("%d bytes with other times, %d without: not 10%% smaller", len(f.Data), len(ft.Data))
+				}
+				pf, err := parquet.OpenFile(strings.NewReader(string(f.Data)), int64(len(f.Data)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v, _ := pf.Lookup("quarry.records.version"); v != "6" {
+					t.Errorf("records version %q, want 6", v)
+				}
+				y := 0
+				for _, k := range readColumn(t, f.Data, colKinds) {
+					if strings.HasPrefix(string(k.ByteArray()), "yM2") {
+						y++
+					}
+				}
+				if y != len(c.rows) {
+					t.Errorf("%d of %d rows with a y item", y, len(c.rows))
+				}
+				checkLines(t, f, c)
+			})
+		}
+	}
+}
+
+// checkLines reads f with Decode, DecodeRows and a LineRenderer and checks
+// each against c's lines and parameters.
+func checkLines(t *testing.T, f File, c *corpus) {
+	t.Helper()
+	recs, err := Decode(f.Data, c.tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != len(c.lines) {
+		t.Fatalf("Decode: %d records, want %d", len(recs), len(c.lines))
+	}
+	order := WALOrder(recs) // nil: in WAL order already
+	for x := range recs {
+		i := x
+		if order != nil {
+			i = int(order[x])
+		}
+		if string(recs[i].Line) != c.lines[x] {
+			t.Fatalf("Decode line %d:\n got %q\nwant %q", x, recs[i].Line, c.lines[x])
+		}
+	}
+	rows, err := DecodeRows(f.Data, c.tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(rows, func(a, b Row) int {
+		if a.WALSeq != b.WALSeq {
+			return int(a.WALSeq) - int(b.WALSeq)
+		}
+		return int(a.Index) - int(b.Index)
+	})
+	if len(rows) != len(c.rows) {
+		t.Fatalf("DecodeRows: %d rows, want %d", len(rows), len(c.rows))
+	}
+	for x, r := range rows {
+		if !slices.Equal(r.Params, c.rows[x].Params) {
+			t.Fatalf("DecodeRows row %d: params %q, want %q", x, r.Params, c.rows[x].Params)
+		}
+	}
+	rd, err := OpenAt(strings.NewReader(string(f.Data)), int64(len(f.Data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := rd.DecodeLines(c.tpl, Projection{Lines: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Release()
+	if ls.Len() != len(c.lines) {
+		t.Fatalf("DecodeLines: %d lines, want %d", ls.Len(), len(c.lines))
+	}
+	var lr LineRenderer
+	got := map[[2]uint64]string{}
+	for x := range ls.Len() {
+		b, err := lr.AppendLine(nil, ls, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, idx := ls.Pos(x)
+		got[[2]uint64{seq, uint64(idx)}] = string(b)
+	}
+	for x, r := range c.rows {
+		if g := got[[2]uint64{r.WALSeq, uint64(r.Index)}]; g != c.lines[x] {
+			t.Fatalf("LineRenderer line %d:\n got %q\nwant %q", x, g, c.lines[x])
+		}
+	}
+}
+
+// TestShiftProbes checks where the encoder looks for other times: a place
+// of a template that held none in shiftProbes rows is not tried again, and
+// one that held a time tries only its layout.
+func TestShiftProbes(t *testing.T) {
+	o := defaultOptions()
+	e := &encoder{o: &o}
+	ts := ns("2005-06-03T22:42:50Z")
+	ti := &tplInfo{pieces: []string{"", " ", ""}}
+	for i := range shiftProbes + 2 {
+		if _, ok := e.shift(ti, 0, fmt.Sprintf("R0%d-M1-N0-C:J12-U11", i), ts); ok {
+			t.Fatal("a node name taken for a time")
+		}
+	}
+	if ti.shift[0] != -shiftProbes {
+		t.Errorf("place 0 after %d misses: state %d, want %d", shiftProbes+2, ti.shift[0], -shiftProbes)
+	}
+	// Given up: a time there is no longer looked for.
+	if _, ok := e.shift(ti, 0, "2005.06.03", ts); ok {
+		t.Error("a place given up on still tried")
+	}
+	// Found: its rows try that layout, not another.
+	if ot, ok := e.shift(ti, 1, "2005.06.03", ts); !ok || ot.n != 0 {
+		t.Fatalf("the local date: %+v %v", ot, ok)
+	}
+	if _, ok := e.shift(ti, 1, "2005-06-03-15.42.50.675872", ts); ok {
+		t.Error("a place of yyyy.mm.dd took a db2 time")
+	}
+	if ot, ok := e.shift(ti, 1, "2005.06.02", ts); !ok || ot.n != -1 {
+		t.Errorf("the day before: %+v %v, want n -1", ot, ok)
+	}
+	// Too far from ts: text.
+	if _, ok := e.shift(ti, 1, "2005.05.31", ts); ok {
+		t.Error("a date three days before ts taken")
+	}
+}
