@@ -99,6 +99,23 @@ func TestOtherTimes(t *testing.T) {
 	}
 }
 
+// TestOtherTimesInMore checks a y item whose text has no p column: the
+// text without the times is in more, the times stay in their n columns.
+func TestOtherTimesInMore(t *testing.T) {
+	c := otherTimeLines(t, "bgl", 200)
+	o := defaultOptions()
+	o.slotMin = everyToMore
+	f, err := encode(c.rows, c.tpl, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := fileColumns(t, f.Data)
+	if cols["p0"] || !cols["more"] || !cols["n0"] || !cols["n1"] {
+		t.Fatalf("columns %v: want more, n0 and n1, no p0", cols)
+	}
+	checkLines(t, f, c)
+}
+
 // checkLines reads f with Decode, DecodeRows and a LineRenderer and checks
 // each against c's lines and parameters.
 func checkLines(t *testing.T, f File, c *corpus) {
