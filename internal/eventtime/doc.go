@@ -117,6 +117,9 @@
 //	p    day padding: ' ', '0' or '-' (none)  ' ' syslog, '0' ctime
 //	w    '1'..'7': blanks after the first     0 (iso8601-space: one blank)
 //	     between date and time
+//	N    '000'..'999': nanoseconds below the  absent; never written by Parse:
+//	     microsecond, added before rendering  AppendNanos, for a caller that
+//	                                          stores the time in microseconds
 //
 // The offset item holds the zone offset of the text for zoned layouts and
 // the offset of Config.Zone at that time for the others, so a lake written

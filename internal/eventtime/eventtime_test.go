@@ -3,6 +3,7 @@ package eventtime
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -447,5 +448,44 @@ func TestStep(t *testing.T) {
 	}
 	if s := Step(LayoutDB2, []byte("f0")); s != 1e9 {
 		t.Errorf("db2 f0: step %d", s)
+	}
+}
+
+// TestAppendNanos: a time kept in microseconds renders a text of
+// nanoseconds exactly with the nanoseconds below the microsecond in the
+// residue, through Render and through a Renderer (whose per-second cache
+// must not write the fraction from the truncated time).
+func TestAppendNanos(t *testing.T) {
+	p := newParser(t, Defaults())
+	var r Renderer
+	for _, line := range []string{
+		`time="2026-12-06T08:27:29.906963455Z" level=info`,
+		`time="2026-12-06T08:27:29.906963456Z" level=info`, // the same second and microsecond
+		`time="2026-12-06T08:27:29.908718600Z" level=info`,
+		`time="2026-12-06T08:27:29.908718000Z" level=info`, // none below the microsecond
+		"1117838570123456789 x",
+		"2026-12-06 08:27:29.000000001 x",
+	} {
+		m, res, ok := p.Parse([]byte(line))
+		if !ok {
+			t.Fatalf("%q: no match", line)
+		}
+		want := line[m.Start:m.End]
+		us := m.Time.Truncate(time.Microsecond)
+		full := slices.Clone(res)
+		if ns := m.Time.Nanosecond() % 1000; ns != 0 {
+			full = AppendNanos(full, ns)
+			if got := string(Render(nil, us, m.Layout, res)); got == want {
+				t.Fatalf("%q renders from microseconds without its nanoseconds", line)
+			}
+		}
+		for range 3 {
+			if got := string(r.Render(nil, us, m.Layout, full)); got != want {
+				t.Fatalf("%q: Renderer %q, want %q (residue %q)", line, got, want, full)
+			}
+		}
+		if got := string(Render(nil, us, m.Layout, full)); got != want {
+			t.Fatalf("%q: Render %q, want %q (residue %q)", line, got, want, full)
+		}
 	}
 }

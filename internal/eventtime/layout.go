@@ -57,6 +57,7 @@ type variant struct {
 	dsep    byte  // ISO date/time separator: 'T', 't' or ' '
 	gap     uint8 // iso8601-space: blanks after the first one, 0..maxGap
 	pad     byte  // day of month below 10: ' ' space-padded, '0' zero-padded, '-' one digit
+	nanos   int16 // nanoseconds the stored time lacks below its microsecond (AppendNanos), 0..999
 }
 
 // defaults holds each layout's common case, which has an empty residue.
@@ -113,7 +114,16 @@ const (
 	tagDateSep = 'd' // one byte: date/time separator
 	tagPad     = 'p' // one byte: day padding
 	tagGap     = 'w' // one byte '1'..'7': more blanks between date and time
+	tagNanos   = 'N' // three digits: nanoseconds below the microsecond (AppendNanos)
 )
+
+// AppendNanos appends to residue the nanoseconds ns (0..999) below the
+// microsecond that a time stored in microseconds lacks, for Render to add
+// them back: a text of nanoseconds ("...29.906963455Z") renders exactly
+// from its instant truncated to the microsecond. Parse never writes it.
+func AppendNanos(residue []byte, ns int) []byte {
+	return append(residue, tagNanos, byte('0'+ns/100%10), byte('0'+ns/10%10), byte('0'+ns%10))
+}
 
 // maxGap is the most blanks after the first one between an iso8601-space
 // date and its time.
@@ -163,6 +173,14 @@ func decodeResidue(l LayoutID, r []byte) variant {
 		i++
 		if tag == tagNegZero {
 			v.negZero = true
+			continue
+		}
+		if tag == tagNanos {
+			if i+3 > len(r) || !isDigit(r[i]) || !isDigit(r[i+1]) || !isDigit(r[i+2]) {
+				return v
+			}
+			v.nanos = int16(r[i]-'0')*100 + int16(r[i+1]-'0')*10 + int16(r[i+2]-'0')
+			i += 3
 			continue
 		}
 		if tag == tagOffset {

@@ -19,6 +19,9 @@ func Render(dst []byte, t time.Time, layout LayoutID, residue []byte) []byte {
 		return dst
 	}
 	v := decodeResidue(layout, residue)
+	if v.nanos != 0 {
+		t = t.Add(time.Duration(v.nanos))
+	}
 	switch layout {
 	case LayoutEpochSec:
 		dst = strconv.AppendInt(dst, t.Unix(), 10)

@@ -60,8 +60,8 @@ func (r *Renderer) Render(dst []byte, t time.Time, layout LayoutID, residue []by
 // caller renders with Render.
 func (e *rendered) fill(sec int64, layout LayoutID, residue []byte) bool {
 	e.ok = false
-	if sec < 0 {
-		return false
+	if sec < 0 || len(residue) > 0 && decodeResidue(layout, residue).nanos != 0 {
+		return false // the fraction's digits are not the time's (AppendNanos)
 	}
 	a := Render(e.text[:0], time.Unix(sec, 0), layout, residue)
 	b := Render(make([]byte, 0, 64), time.Unix(sec, 999_999_999), layout, residue)

@@ -161,6 +161,7 @@ type encoder struct {
 	parser *eventtime.Parser
 	stamps *eventtime.Parser // shift's, made on its first use
 	shifts []innerShift      // innerShifts' result
+	nsres  []byte            // findTime's residue with the nanoseconds below ts's microsecond
 	tbuf   []byte            // shift's rendering
 	line   []byte
 	offs   []int
@@ -1150,6 +1151,12 @@ func (e *encoder) findTime(r *Row, t *tplInfo) (first, last int, layout eventtim
 	}
 	if first < 0 || last < 0 || inner[0] > maxInner {
 		return -1, -1, 0, nil, [2]int{}
+	}
+	// The file keeps microseconds: the nanoseconds below them go in the
+	// residue (a text such as dockerd's "29.906963455Z").
+	if ns := r.TS - floorDiv(r.TS, 1000)*1000; ns != 0 {
+		e.nsres = eventtime.AppendNanos(append(e.nsres[:0], res...), int(ns))
+		res = e.nsres
 	}
 	// Neighbouring rows often share a timestamp: render it once.
 	if us := floorDiv(r.TS, 1000); !e.tsValid || us != e.tsMicros || m.Layout != e.tsLayout || !bytes.Equal(res, e.tsRes) {

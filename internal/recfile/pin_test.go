@@ -130,8 +130,8 @@ func TestEncodePinned(t *testing.T) {
 	want := map[int]string{
 		3:    "f9e830918c09f829e31e27f5e21b2eee11564cda74b66cc7d7774b5e65ca5561",
 		40:   "88d4b05c0a47e24ea9c37e2ade8d3f41e130ff6e0f487052a6e0c2b602dec888",
-		500:  "661a5b6cf8754da864d75bfab4cacbda60a0a49f0c69a7595322d8d2c54d5447",
-		5000: "91eecb67b5d147b29ca8de59f210bd7d5b8e968a4b9df3a233c912aba1886a9a",
+		500:  "4a0f5cbe95c3184f5c810c1c80104b3bba6338a58e6b0ae04870597509b3572a",
+		5000: "693e20f5c8fe4498f977e7f85c2d3f35382c8e067a26a724a58673ce85ee22b2",
 	}
 	for _, n := range []int{3, 40, 500, 5000} {
 		rows, tpl := pinRows(t, n, uint64(n))
