@@ -702,7 +702,7 @@ func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 			// The text around the timestamp, in the next p column.
 			if k := out.s.cnt; k < MaxSlots && utf8.ValidString(p) {
 				// and the other times in it in n columns (y).
-				if sh := e.o.shift && !e.o.untyped; sh {
+				if e.o.shift && !e.o.untyped {
 					if ins := e.innerShifts(t, j, p, inner, r.TS, MaxSlots-int(out.n.cnt)-len(e.runs)); len(ins) > 0 {
 						e.kbuf = append(e.kbuf, kindInnerW, 'A'+byte(layout), '0'+byte(inner[0]), '0'+byte(len(ins)))
 						start, at := len(e.arena), 0
