@@ -277,11 +277,13 @@ func TestDigitRunsSmaller(t *testing.T) {
 
 // TestDigitRunsOnlyWherePaid: a split that saves less than splitGain of
 // the file is not kept (each run costs a reader a value to decode and
-// render): Loghub's Linux sample saves 0.8% split, HPC's 6.5%.
+// render): Loghub's Hadoop sample saves 0.3% split, HPC's 7.0% (Linux's
+// saved 0.8% until its ftpd lines' other time left the text, 3.9% since).
 func TestDigitRunsOnlyWherePaid(t *testing.T) {
 	for _, c := range []struct {
-		set, version string
-	}{{"Linux", "3"}, {"HPC", "5"}} {
+		set   string
+		split bool
+	}{{"Hadoop", false}, {"HPC", true}} {
 		corp := loadCorpus(t, c.set, c.set)
 		if corp == nil {
 			t.Skip("no loghub data")
@@ -290,8 +292,18 @@ func TestDigitRunsOnlyWherePaid(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, _ := fileVersion(t, f.Data); v != c.version {
-			t.Errorf("%s: version %q, want %s", c.set, v, c.version)
+		split := false
+		for _, k := range readColumn(t, f.Data, colKinds) {
+			slots, err := parseKinds(nil, string(k.ByteArray()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range slots {
+				split = split || s.kind == kindDigits || s.kind == kindInnerD
+			}
+		}
+		if split != c.split {
+			t.Errorf("%s: split %v, want %v", c.set, split, c.split)
 		}
 		readsBack(t, corp.tpl, corp.rows, f.Data)
 	}

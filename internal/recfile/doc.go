@@ -90,7 +90,7 @@
 //	        and one digit, in n<k> as the 64-bit pattern
 //	t<L>    the record's timestamp: L is 'A'+eventtime.LayoutID; the text
 //	        is eventtime.Render(ts, layout, ts_residue). Nothing else stored.
-//	c       covered by the timestamp item before it: this parameter and the
+//	c       covered by the timestamp item (t or w) before it: this parameter and the
 //	        template text before it are part of the timestamp's text
 //
 //	u<L><O> a UTF-8 parameter that holds the record's timestamp inside it,
@@ -136,7 +136,10 @@
 //	w<L><R> another time of the line than its timestamp (records v6): all
 //	        of a parameter one timestamp of layout L ('A'+LayoutID) whose
 //	        residue R is at most 9 printable bytes, written '0'+length
-//	        and the bytes, within two days of ts. Its n column (numbered
+//	        and the bytes, within two days of ts or of ts moved to the
+//	        time's year (an inferred one: a syslog header has none); or,
+//	        followed by c items as t is, this and the next parameters with
+//	        the template text between them. Its n column (numbered
 //	        with i, f, a and x) holds the steps n of the layout
 //	        (eventtime.Step: a day, a second, a fraction digit) from the
 //	        step ts falls in; the text is eventtime.Render(ts's step + n

@@ -161,6 +161,8 @@ type encoder struct {
 	parser *eventtime.Parser
 	stamps *eventtime.Parser // shift's, made on its first use
 	shifts []innerShift      // innerShifts' result
+	span   []byte            // shift's parameters after a place
+	ends   []int             // where each parameter of span ends
 	nsres  []byte            // findTime's residue with the nanoseconds below ts's microsecond
 	tbuf   []byte            // shift's rendering
 	line   []byte
@@ -692,6 +694,7 @@ func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 	e.kbuf = e.kbuf[:0]
 	e.runs = e.runs[:0]
 	tsFirst, tsLast, layout, res, inner := e.findTime(r, t)
+	coverTo := -1 // the last parameter a w item covers
 	if len(res) > 0 {
 		out.residue = res
 		e.u.residue = true
@@ -766,7 +769,7 @@ func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 		case j == tsFirst:
 			e.kbuf = append(e.kbuf, kindTime, 'A'+byte(layout))
 			continue
-		case j > tsFirst && j <= tsLast:
+		case j > tsFirst && j <= tsLast, j <= coverTo:
 			e.kbuf = append(e.kbuf, kindCovered)
 			continue
 		}
@@ -781,8 +784,12 @@ func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 				kind, digits, v = classify(p)
 			}
 			if kind == kindString && e.o.shift {
-				if ot, ok := e.shift(t, j, p, r.TS); ok {
-					kind, v, other = kindShift, ot.n, ot
+				stop := len(r.Params) // a w item covers none of the timestamp's parameters
+				if tsFirst > j {
+					stop = tsFirst
+				}
+				if ot, last, ok := e.shift(t, j, r.Params[:stop], r.TS); ok {
+					kind, v, other, coverTo = kindShift, ot.n, ot, last
 				}
 			}
 		} else if kind = kindString; !utf8.ValidString(p) {
@@ -959,43 +966,86 @@ func (e *encoder) alignRight(enc []encoded) {
 const shiftProbes = 4
 
 // shiftSlack bounds how far another time of a line may lie from its ts:
-// a local time is within a day of UTC, a local date within two.
+// a local time is within a day of UTC, a local date within two. (Or from
+// ts moved to the time's year: nearTS.)
 const shiftSlack = 2 * 24 * int64(time.Hour)
 
-// shift reports parameter j of a row of template t, p, to be another time
-// of the line than its timestamp: all of p a timestamp (eventtime.Parser.
+// maxSpan is how many bytes of the parameters after a place shift reads
+// for a time the miner cut at its separators.
+const maxSpan = 48
+
+// shift reports parameters j to last of a row of template t to be another
+// time of the line than its timestamp: a timestamp (eventtime.Parser.
 // ParseItem) with a residue of at most maxResidue printable bytes (the
-// kinds string holds it) within shiftSlack of the row's
-// ts (nanoseconds; the file keeps microseconds), and n the steps of the
-// layout from ts's step to it (kind w, shifted renders it back). BGL's
-// lines carry the epoch (ts), then the local date and the local time of
-// the same instant, hours off: those two become a small number each. Once
-// a place of t found a layout, its rows try only that one; a place where
-// shiftProbes rows found none is not tried again.
-func (e *encoder) shift(t *tplInfo, j int, p string, ts int64) (innerShift, bool) {
-	if len(p) < 8 || len(p) > 40 || !(p[0]-'0' < 10 || p[0]-'A' < 26) {
-		return innerShift{}, false
+// kinds string holds it) near the row's ts (nearTS; ts in nanoseconds, the
+// file keeps microseconds) that is all of parameter j or, where the miner
+// cut it at its separators, parameters j to last and the template text
+// between them, and n the steps of the layout from ts's step to it (kind
+// w, then c for j+1 to last; shifted renders it back). BGL's lines carry
+// the epoch (ts), then the local date and the local time of the same
+// instant, hours off: those two become a small number each. Linux's ftpd
+// lines end in "at Fri Jun 17 07:07:00 2005", mined as "Fri Jun 17 07",
+// "07" and "00 2005" around two ':'. Once a place of t found a layout, its
+// rows try only that one; a place where shiftProbes rows found none is not
+// tried again.
+func (e *encoder) shift(t *tplInfo, j int, params []string, ts int64) (ot innerShift, last int, ok bool) {
+	p := params[j]
+	if len(p) < 3 || len(p) > 40 || !(p[0]-'0' < 10 || p[0]-'A' < 26) {
+		return innerShift{}, j, false
 	}
 	if t.shift == nil {
 		t.shift = make([]int8, len(t.pieces)-1)
 	}
 	st := t.shift[j]
 	if st <= -shiftProbes {
-		return innerShift{}, false
+		return innerShift{}, j, false
 	}
 	only := eventtime.LayoutNone
 	if st > 0 {
 		only = eventtime.LayoutID(st)
 	}
-	ot, ok := e.shiftAt(p, ts, only)
+	last = j
+	ot, ok = e.shiftAt(p, ts, only)
 	ok = ok && ot.end == len(p)
+	if !ok && j+1 < len(params) && len(t.pieces[j+1]) <= 3 {
+		// The parameters after it, with the template text between them.
+		e.span, e.ends = append(e.span[:0], p...), append(e.ends[:0], len(p))
+		for k := j + 1; k < len(params) && len(e.span) < maxSpan; k++ {
+			e.span = append(append(e.span, t.pieces[k]...), params[k]...)
+			e.ends = append(e.ends, len(e.span))
+		}
+		if ot, ok = e.shiftAt(unsafeString(e.span), ts, only); ok {
+			x := slices.Index(e.ends, ot.end)
+			ok = x > 0
+			last = j + x
+		}
+	}
 	switch {
 	case ok && st <= 0:
 		t.shift[j] = int8(ot.layout)
 	case !ok && st <= 0:
 		t.shift[j]--
 	}
-	return ot, ok
+	return ot, last, ok
+}
+
+// nearTS reports whether at lies within shiftSlack of base (ts), or of
+// base moved to at's year: a time of the line whose year differs from a
+// ts whose year was inferred (a syslog header has none, and eventtime
+// takes it from the time the line was read), as Linux's ftpd lines carry
+// "at Fri Jun 17 07:07:00 2005" after a header "Jun 17 07:07:00". Such a
+// time follows ts, so its steps from ts hardly change; a time far from ts
+// that does not (a build date) stays text, where a dictionary holds it.
+func nearTS(at, base time.Time) bool {
+	d := at.Sub(base)
+	if d >= -time.Duration(shiftSlack) && d <= time.Duration(shiftSlack) {
+		return true
+	}
+	if y := at.UTC().Year() - base.UTC().Year(); y != 0 {
+		d = at.Sub(base.AddDate(y, 0, 0))
+		return d >= -time.Duration(shiftSlack) && d <= time.Duration(shiftSlack)
+	}
+	return false
 }
 
 // shiftAt reads a timestamp at the start of p (in layout only, if valid)
@@ -1014,7 +1064,7 @@ func (e *encoder) shiftAt(p string, ts int64, only eventtime.LayoutID) (innerShi
 	if !ok || len(res) > maxResidue || !printable(res) {
 		return innerShift{}, false
 	}
-	if d := at.Sub(time.Unix(0, base)); d < -time.Duration(shiftSlack) || d > time.Duration(shiftSlack) {
+	if !nearTS(at, time.Unix(0, base)) {
 		return innerShift{}, false
 	}
 	ot := innerShift{end: end, layout: l, nres: uint8(len(res))}

@@ -21,7 +21,7 @@ const (
 	kindIPv4    = 'a' // dotted IPv4 address in n<j> as its 32-bit value
 	kindHex     = 'x' // lowercase hex, no leading zero, 1-16 digits, in n<j> (bit pattern)
 	kindTime    = 't' // followed by 'A'+layout: the record's ts rendered with ts_residue
-	kindCovered = 'c' // part of the timestamp the previous 't' began: nothing stored
+	kindCovered = 'c' // part of the timestamp the previous 't' (or 'w') began: nothing stored
 	kindInner   = 'u' // followed by 'A'+layout and '0'+offset: p<k> with the record's ts rendered at offset
 	kindRight   = 'r' // first, not an item (records v4): the row's p<k> are numbered from its last s or u
 	kindDigits  = 'd' // followed by '1'..'9', the runs (records v5): p<j> with each run a marker, the runs in n<j>
@@ -265,7 +265,7 @@ func parseItems(dst []slot, kinds string) ([]slot, error) {
 			}
 			dst = append(dst, slot{kind: c, layout: l, offset: int(o - '0'), runs: runs})
 		case kindCovered:
-			if len(dst) == 0 || (dst[len(dst)-1].kind != kindTime && dst[len(dst)-1].kind != kindCovered) {
+			if len(dst) == 0 || (dst[len(dst)-1].kind != kindTime && dst[len(dst)-1].kind != kindShift && dst[len(dst)-1].kind != kindCovered) {
 				return dst, fmt.Errorf("kinds %q: covered slot at %d not after a time", kinds, i)
 			}
 			dst = append(dst, slot{kind: c})

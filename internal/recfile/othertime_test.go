@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/quarrylake/quarry/internal/eventtime"
 )
 
 // otherTimeLines writes n lines of the shape of BGL's (an epoch, the local
@@ -35,6 +37,12 @@ func otherTimeLines(t *testing.T, name string, n int) *corpus {
 			msg := []string{"instruction cache parity error corrected", fmt.Sprintf("generating core.%d", 2000+i)}[i%2]
 			fmt.Fprintf(&b, "- %d %s %s %s %s RAS KERNEL INFO %s\n", at.Unix(), local.Format("2006.01.02"), node,
 				local.Format("2006-01-02-15.04.05.000000"), node, msg)
+		case "linux":
+			// A syslog header (its year inferred) and ftpd's own ctime, the
+			// same clock 20 years before the inferred one.
+			old := at.AddDate(-20, 0, 0)
+			fmt.Fprintf(&b, "%s combo ftpd[%d]: connection from 24.54.76.%d (host-%d.example.net) at %s \n", at.Format("Jan _2 15:04:05"),
+				29000+i, i%250, i%250, old.Format("Mon Jan _2 15:04:05 2006"))
 		default:
 			h := hosts[i%len(hosts)]
 			msg := []string{fmt.Sprintf("crond(pam_unix)[%d]: session closed for user root", 2000+i),
@@ -56,7 +64,7 @@ func otherTimeLines(t *testing.T, name string, n int) *corpus {
 // from ts, render back byte for byte through every reader, and make the
 // file smaller than the same rows with them as text.
 func TestOtherTimes(t *testing.T) {
-	for _, name := range []string{"bgl", "thunderbird"} {
+	for _, name := range []string{"bgl", "thunderbird", "linux"} {
 		c := otherTimeLines(t, name, 600)
 		for _, hi := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/high=%v", name, hi), func(t *testing.T) {
@@ -84,14 +92,17 @@ func TestOtherTimes(t *testing.T) {
 				if v, _ := pf.Lookup("quarry.records.version"); v != "6" {
 					t.Errorf("records version %q, want 6", v)
 				}
+				// Each line's other times: in the header (y) for BGL and
+				// Thunderbird, Linux's ctime over three parameters (w, c, c).
+				want := map[string]string{"bgl": "yM2", "thunderbird": "yM2", "linux": "wE2p cc"}[name] // ctime, its day space-padded
 				y := 0
 				for _, k := range readColumn(t, f.Data, colKinds) {
-					if strings.HasPrefix(string(k.ByteArray()), "yM2") {
+					if strings.Contains(string(k.ByteArray()), want) {
 						y++
 					}
 				}
 				if y != len(c.rows) {
-					t.Errorf("%d of %d rows with a y item", y, len(c.rows))
+					t.Errorf("%d of %d rows with %s", y, len(c.rows), want)
 				}
 				checkLines(t, f, c)
 			})
@@ -191,9 +202,18 @@ func TestShiftProbes(t *testing.T) {
 	o := defaultOptions()
 	e := &encoder{o: &o}
 	ts := ns("2005-06-03T22:42:50Z")
-	ti := &tplInfo{pieces: []string{"", " ", ""}}
+	ti := &tplInfo{pieces: []string{"", " ", " ", ""}}
+	shift := func(j int, p string) (innerShift, bool) {
+		params := []string{"x", "x", "x"}
+		params[j] = p
+		ot, last, ok := e.shift(ti, j, params, ts)
+		if ok && last != j {
+			t.Fatalf("%q covers parameters %d to %d", p, j, last)
+		}
+		return ot, ok
+	}
 	for i := range shiftProbes + 2 {
-		if _, ok := e.shift(ti, 0, fmt.Sprintf("R0%d-M1-N0-C:J12-U11", i), ts); ok {
+		if _, ok := shift(0, fmt.Sprintf("R0%d-M1-N0-C:J12-U11", i)); ok {
 			t.Fatal("a node name taken for a time")
 		}
 	}
@@ -201,21 +221,44 @@ func TestShiftProbes(t *testing.T) {
 		t.Errorf("place 0 after %d misses: state %d, want %d", shiftProbes+2, ti.shift[0], -shiftProbes)
 	}
 	// Given up: a time there is no longer looked for.
-	if _, ok := e.shift(ti, 0, "2005.06.03", ts); ok {
+	if _, ok := shift(0, "2005.06.03"); ok {
 		t.Error("a place given up on still tried")
 	}
 	// Found: its rows try that layout, not another.
-	if ot, ok := e.shift(ti, 1, "2005.06.03", ts); !ok || ot.n != 0 {
+	if ot, ok := shift(1, "2005.06.03"); !ok || ot.n != 0 {
 		t.Fatalf("the local date: %+v %v", ot, ok)
 	}
-	if _, ok := e.shift(ti, 1, "2005-06-03-15.42.50.675872", ts); ok {
+	if _, ok := shift(1, "2005-06-03-15.42.50.675872"); ok {
 		t.Error("a place of yyyy.mm.dd took a db2 time")
 	}
-	if ot, ok := e.shift(ti, 1, "2005.06.02", ts); !ok || ot.n != -1 {
+	if ot, ok := shift(1, "2005.06.02"); !ok || ot.n != -1 {
 		t.Errorf("the day before: %+v %v, want n -1", ot, ok)
 	}
 	// Too far from ts: text.
-	if _, ok := e.shift(ti, 1, "2005.05.31", ts); ok {
+	if _, ok := shift(1, "2005.05.31"); ok {
 		t.Error("a date three days before ts taken")
+	}
+	// The same day of another year (ts's year inferred): taken.
+	if ot, ok := shift(2, "1995.06.03"); !ok || ot.n != -3653 {
+		t.Errorf("ten years before: %+v %v, want n -3653 days", ot, ok)
+	}
+}
+
+// TestShiftAcrossParameters: a time the miner cut at its separators is one
+// w item and c items, and a place whose time ends inside a parameter is
+// not one.
+func TestShiftAcrossParameters(t *testing.T) {
+	o := defaultOptions()
+	e := &encoder{o: &o}
+	ts := ns("2025-06-17T07:07:00Z") // the header's year, inferred
+	ti := &tplInfo{pieces: []string{"", " at ", ":", ":", " x ", ""}}
+	params := []string{"24.54.76.216", "Fri Jun 17 07", "07", "00 2005", "y"}
+	ot, last, ok := e.shift(ti, 1, params, ts)
+	if !ok || last != 3 || ot.layout != eventtime.LayoutCtime {
+		t.Fatalf("ctime over 3 parameters: %+v last %d %v", ot, last, ok)
+	}
+	params[3] = "00 2005 and more"
+	if _, _, ok := e.shift(ti, 1, params, ts); ok {
+		t.Error("a time ending inside a parameter taken")
 	}
 }

@@ -66,7 +66,7 @@ func (d *decoder) params(rec *Record, pieces []string, slots []slot) (Row, error
 			end -= len(pieces[items[i+1]])
 		}
 		text := line[d.bounds[i]:end]
-		if slots[j].kind != kindTime {
+		if k := slots[j].kind; k != kindTime && k != kindShift {
 			r.Params[j] = text
 			continue
 		}
