@@ -41,11 +41,7 @@ func Render(dst []byte, t time.Time, layout LayoutID, residue []byte) []byte {
 	ns := t.Nanosecond()
 	switch layout {
 	case LayoutISO8601, LayoutISO8601Sp:
-		dst = append4(dst, y)
-		dst = append(dst, '-')
-		dst = append2(dst, mo)
-		dst = append(dst, '-')
-		dst = append2(dst, d)
+		dst = appendDate(dst, y, mo, d, '-')
 		dst = append(dst, v.dsep)
 		for range v.gap {
 			dst = append(dst, ' ')
@@ -108,34 +104,22 @@ func Render(dst []byte, t time.Time, layout LayoutID, residue []byte) []byte {
 		dst = append(dst, ' ')
 		dst = appendZone(dst, &v)
 	case LayoutDB2:
-		dst = append4(dst, y)
+		dst = appendDate(dst, y, mo, d, '-')
 		dst = append(dst, '-')
-		dst = append2(dst, mo)
-		dst = append(dst, '-')
-		dst = append2(dst, d)
-		dst = append(dst, '-')
-		dst = append2(dst, hh)
-		dst = append(dst, '.')
-		dst = append2(dst, mi)
-		dst = append(dst, '.')
-		dst = append2(dst, ss)
+		dst = appendClockSep(dst, hh, mi, ss, '.')
 		dst = appendFrac(dst, ns, &v)
 	case LayoutDotDate:
-		dst = append4(dst, y)
-		dst = append(dst, '.')
-		dst = append2(dst, mo)
-		dst = append(dst, '.')
-		dst = append2(dst, d)
+		dst = appendDate(dst, y, mo, d, '.')
 	case LayoutYYSlash, LayoutYYYYSlash:
 		if layout == LayoutYYSlash {
 			dst = append2(dst, mod100(y))
+			dst = append(dst, '/')
+			dst = append2(dst, mo)
+			dst = append(dst, '/')
+			dst = append2(dst, d)
 		} else {
-			dst = append4(dst, y)
+			dst = appendDate(dst, y, mo, d, '/')
 		}
-		dst = append(dst, '/')
-		dst = append2(dst, mo)
-		dst = append(dst, '/')
-		dst = append2(dst, d)
 		dst = append(dst, ' ')
 		dst = appendClock(dst, hh, mi, ss)
 		dst = appendFrac(dst, ns, &v)
@@ -173,11 +157,23 @@ func appendDay(dst []byte, d int, pad byte) []byte {
 	return append(dst, byte('0'+d))
 }
 
-func appendClock(dst []byte, hh, mi, ss int) []byte {
+// appendDate appends yyyy, mm and dd separated by sep.
+func appendDate(dst []byte, y, mo, d int, sep byte) []byte {
+	dst = append4(dst, y)
+	dst = append(dst, sep)
+	dst = append2(dst, mo)
+	dst = append(dst, sep)
+	return append2(dst, d)
+}
+
+func appendClock(dst []byte, hh, mi, ss int) []byte { return appendClockSep(dst, hh, mi, ss, ':') }
+
+// appendClockSep appends hh, mm and ss separated by sep.
+func appendClockSep(dst []byte, hh, mi, ss int, sep byte) []byte {
 	dst = append2(dst, hh)
-	dst = append(dst, ':')
+	dst = append(dst, sep)
 	dst = append2(dst, mi)
-	dst = append(dst, ':')
+	dst = append(dst, sep)
 	return append2(dst, ss)
 }
 
