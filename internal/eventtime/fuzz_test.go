@@ -18,7 +18,7 @@ func FuzzRoundTrip(f *testing.F) {
 		"2026-11-29T00:00:00.010Z x", "2026-11-29T01:02:03-00:00", "2026-11-29 01:02:03+0130",
 		"Sun Dec  4 04:47:44 2005", "Nov 9 12:01:01 x", "[10/Oct/2000:13:55:36 -0000]",
 		"1117838570.5 x", "999999999999 x", "<13>Feb 29 00:00:00 x", "2021-03-28 02:30:00,000", "Start-Date: 2025-06-24  14:36:25",
-		"\xff\xfe 2026-11-29T00:00:00Z",
+		"\xff\xfe 2026-11-29T00:00:00Z", "2005-06-03-15.42.50.675872 R02", "2005.06.03 R02", "2005-06-03-15.42.50 x",
 	} {
 		f.Add([]byte(s))
 	}
@@ -30,9 +30,20 @@ func FuzzRoundTrip(f *testing.F) {
 	for i, c := range zones {
 		parsers[i] = newParser(f, c)
 	}
+	items := newParser(f, Config{Mode: ModeNone})
 	f.Fuzz(func(t *testing.T, line []byte) {
 		if len(line) > 0 { // any residue renders without panicking
 			_ = Render(nil, time.Unix(int64(len(line))*1e7, 0), LayoutID(line[0]%(numLayouts+2)), line[1:])
+		}
+		// A timestamp of any layout at the start, a date alone too
+		// (records' other times), renders back as well.
+		if at, l, res, end, ok := items.ParseItem(line, 1117838570, LayoutNone); ok {
+			if end > len(line) || !l.Valid() {
+				t.Fatalf("%q: ParseItem %s to %d", line, l, end)
+			}
+			if got := Render(nil, at.UTC(), l, res); !bytes.Equal(got, line[:end]) {
+				t.Fatalf("%q: ParseItem's %s %q renders %q", line, l, res, got)
+			}
 		}
 		for _, p := range parsers {
 			m, res, ok := p.Parse(line)
