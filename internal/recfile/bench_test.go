@@ -161,3 +161,41 @@ func BenchmarkRatio(b *testing.B) {
 	b.ReportMetric(float64(e3)/float64(e2), "encode-v3/v2")
 	b.ReportMetric(float64(d3)/float64(d2), "decode-v3/v2")
 }
+
+// BenchmarkOtherTimes is the cost of the other times of a line (kinds w
+// and y, records v6), with them ("on") and without ("off", the text as
+// before): encode-default encodes the 11 Loghub sets at the default level,
+// decode-bgl decodes BGL's file, whose lines each carry two (docs/
+// benchmarks.md, "Lake size: the other times of a line").
+func BenchmarkOtherTimes(b *testing.B) {
+	all := benchCorpus(b)
+	bgl := loadCorpus(b, "BGL", "BGL")
+	for _, shift := range []bool{false, true} {
+		name := map[bool]string{false: "off", true: "on"}[shift]
+		o := defaultOptions()
+		o.shift = shift
+		b.Run("encode-default/"+name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := encode(all.rows, all.tpl, &o); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(all.rows)), "ns/line")
+		})
+		if bgl == nil {
+			continue
+		}
+		f, err := encode(bgl.rows, bgl.tpl, &o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("decode-bgl/"+name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := Decode(f.Data, bgl.tpl); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(bgl.rows)), "ns/line")
+		})
+	}
+}
