@@ -126,8 +126,12 @@ type tplInfo struct {
 	// shift is, per parameter, what shift found: a layout id (> 0) or
 	// minus the probes that found no time (at most shiftProbes).
 	shift []int8
-	// inner is the other times innerShifts found in the row before.
-	inner []innerShift
+	// inner is the other times innerShifts found in the row before, in
+	// the parameter that holds the timestamp; innerProbes is 1 once it
+	// found some, else minus the rows it found none in (at most
+	// shiftProbes).
+	inner       []innerShift
+	innerProbes int8
 }
 
 // encoded is the per-row result of classification: the row's values per
@@ -706,7 +710,7 @@ func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 			if k := out.s.cnt; k < MaxSlots && utf8.ValidString(p) {
 				// and the other times in it in n columns (y).
 				if e.o.shift && !e.o.untyped {
-					if ins := e.innerShifts(t, j, p, inner, r.TS, MaxSlots-int(out.n.cnt)-len(e.runs)); len(ins) > 0 {
+					if ins := e.innerShifts(t, p, inner, r.TS, MaxSlots-int(out.n.cnt)-len(e.runs)); len(ins) > 0 {
 						e.kbuf = append(e.kbuf, kindInnerW, 'A'+byte(layout), '0'+byte(inner[0]), '0'+byte(len(ins)))
 						start, at := len(e.arena), 0
 						tsDone := false
@@ -1090,25 +1094,20 @@ type innerShift struct {
 
 func (s *innerShift) residue() []byte { return s.res[:s.nres] }
 
-// innerShifts finds the other times of the line inside parameter j of a
-// row of template t, p, which holds the line's timestamp at ts
-// (p[ts[0]:ts[0]+ts[1]]), as shift does for a whole parameter: at the start
+// innerShifts finds the other times of the line inside the parameter of a
+// row of template t that holds the line's timestamp, p, at tsAt
+// (p[tsAt[0]:tsAt[0]+tsAt[1]]), as shift does for a whole parameter: at the start
 // of p or of a word of it (after a blank), at an offset a kinds item can
 // hold (maxInner), at most room of them and maxShifts. BGL's header is one
 // parameter, "- 1117838570 2005.06.03 R02-M1-N0-C:J12-U11
 // 2005-06-03-15.42.50.675872 R02-M1-N0-C:J12-U11 RAS KERNEL INFO": the
-// epoch is ts, the local date and time are two such. A place of t where
-// shiftProbes rows had none is not tried again.
-func (e *encoder) innerShifts(t *tplInfo, j int, p string, tsAt [2]int, ts int64, room int) []innerShift {
+// epoch is ts, the local date and time are two such. A template whose
+// shiftProbes rows had none is not tried again. (Its state is its own,
+// not shift's of a parameter: the timestamp's parameter of one row may be
+// a plain one of another.)
+func (e *encoder) innerShifts(t *tplInfo, p string, tsAt [2]int, ts int64, room int) []innerShift {
 	room = min(room, maxShifts)
-	if room <= 0 {
-		return nil
-	}
-	if t.shift == nil {
-		t.shift = make([]int8, len(t.pieces)-1)
-	}
-	st := t.shift[j]
-	if st <= -shiftProbes {
+	if room <= 0 || t.innerProbes <= -shiftProbes {
 		return nil
 	}
 	out := e.shifts[:0]
@@ -1147,10 +1146,10 @@ func (e *encoder) innerShifts(t *tplInfo, j int, p string, tsAt [2]int, ts int64
 	e.shifts = out
 	t.inner = append(t.inner[:0], out...)
 	switch {
-	case len(out) > 0 && st <= 0:
-		t.shift[j] = 1
-	case len(out) == 0 && st <= 0:
-		t.shift[j]--
+	case len(out) > 0:
+		t.innerProbes = 1
+	case t.innerProbes <= 0:
+		t.innerProbes--
 	}
 	return out
 }

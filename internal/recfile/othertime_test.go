@@ -320,3 +320,21 @@ func TestOtherTimesDamaged(t *testing.T) {
 		})
 	}
 }
+
+// TestShiftStatesApart: innerShifts' state (the timestamp's parameter) is
+// not shift's of a parameter: a template whose first parameter held the
+// timestamp with other times in one row still finds a date alone there in
+// another (it once read innerShifts' mark as shift's layout 1, iso8601).
+func TestShiftStatesApart(t *testing.T) {
+	o := defaultOptions()
+	e := &encoder{o: &o}
+	ts := ns("2005-06-03T22:42:50Z")
+	ti := &tplInfo{pieces: []string{"", " ", ""}}
+	header := "- 1117838570 2005.06.03 R02"
+	if ins := e.innerShifts(ti, header, [2]int{2, 10}, ts, MaxSlots); len(ins) != 1 {
+		t.Fatalf("the header's date: %d other times", len(ins))
+	}
+	if ot, _, ok := e.shift(ti, 0, []string{"2005.06.03", "x"}, ts); !ok || ot.layout != eventtime.LayoutDotDate {
+		t.Errorf("a date alone at the header's place: %+v %v", ot, ok)
+	}
+}
