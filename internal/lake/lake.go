@@ -131,8 +131,8 @@ func readerOf[T any](f *parquet.File, key string) (r *parquet.GenericReader[T], 
 	return parquet.NewGenericReader[T](f), nil
 }
 
-// recordsVersionKey is the Parquet key-value metadata key a records v3,
-// v4 or v5 file carries ("3", "4", "5"); a file without it is told by its
+// recordsVersionKey is the Parquet key-value metadata key a records v3
+// to v7 file carries ("3" to "7"); a file without it is told by its
 // columns.
 const recordsVersionKey = "quarry.records.version"
 

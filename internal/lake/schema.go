@@ -201,9 +201,16 @@ const RecordsSchemaV2String = `{"type":"struct","fields":[` +
 // Built on first use (a JSON merge of the two schemas), not at package
 // initialisation: every process of the one binary runs every linked
 // package's init, and a query never needs it.
-var RecordsSchemaString = sync.OnceValue(recordsSuperset)
+var RecordsSchemaString = sync.OnceValue(func() string { return recordsSuperset() })
 
-func recordsSuperset() string {
+// RecordsSchemaV6String is RecordsSchemaString as it was before records v7
+// added the more_text column: tables created since records v3 and before
+// it have it (RecordsSchemaUpdate upgrades them).
+var RecordsSchemaV6String = sync.OnceValue(func() string { return recordsSuperset("more_text") })
+
+// recordsSuperset builds the superset schema, leaving out the records v3
+// columns named in drop.
+func recordsSuperset(drop ...string) string {
 	type field struct {
 		Name     string          `json:"name"`
 		Type     json.RawMessage `json:"type"`
@@ -227,6 +234,9 @@ func recordsSuperset() string {
 	var out []field
 	have := map[string]bool{}
 	for _, f := range v3.Fields {
+		if slices.Contains(drop, f.Name) {
+			continue
+		}
 		if !in[f.Name] {
 			f.Nullable = true // v2 files lack it
 		}
@@ -262,11 +272,12 @@ func schemaUpdate(md delta.Metadata, current string, old ...string) (delta.Metad
 
 // RecordsSchemaUpdate returns the records table's metadata with
 // RecordsSchemaString when md still has an older quarry schema
-// (RecordsSchemaV2String), so a table created before records v3 is
-// upgraded by one metaData action before v3 files are added. ok is false
-// when md needs no change (it is current, or not a schema quarry wrote).
+// (RecordsSchemaV2String, RecordsSchemaV6String), so a table created before
+// records v3 (or v7) is upgraded by one metaData action before v3 (v7)
+// files are added. ok is false when md needs no change (it is current, or
+// not a schema quarry wrote).
 func RecordsSchemaUpdate(md delta.Metadata) (delta.Metadata, bool) {
-	return schemaUpdate(md, RecordsSchemaString(), RecordsSchemaV2String)
+	return schemaUpdate(md, RecordsSchemaString(), RecordsSchemaV2String, RecordsSchemaV6String())
 }
 
 // TemplatesSchemaUpdate is RecordsSchemaUpdate for the templates table: a

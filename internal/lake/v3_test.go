@@ -2,13 +2,17 @@ package lake_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/laketest"
@@ -17,10 +21,11 @@ import (
 	"github.com/quarrylake/quarry/streams"
 )
 
-// v3File uploads rows as a records v3 file and returns the add.
-func (f *fixture) v3File(tenant, date, writer string, rows []recfile.Row, tpl recfile.Templates) delta.Add {
+// v3File uploads rows as a records v3 file (encoded with opts) and
+// returns the add.
+func (f *fixture) v3File(tenant, date, writer string, rows []recfile.Row, tpl recfile.Templates, opts ...recfile.Option) delta.Add {
 	f.t.Helper()
-	file, err := recfile.Encode(rows, tpl)
+	file, err := recfile.Encode(rows, tpl, opts...)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -145,6 +150,105 @@ func TestOldAndNewFiles(t *testing.T) {
 	err = lake.Open(s).Query(f.ctx, lake.Filter{}, func(lake.Record) error { return nil })
 	if !errors.Is(err, lake.ErrTemplateMissing) {
 		t.Errorf("query with a template missing: %v, want ErrTemplateMissing", err)
+	}
+}
+
+// TestRecordsV7Upgrade: RecordsSchemaV6String is the schema tables were
+// created with from records v3 to v6 (its hash frozen from that code), a
+// table of it gets RecordsSchemaString (with more_text) by one metaData
+// action, and a records v7 file (more_text) in it reads back exactly
+// through Query and is accepted by the Arrow cross-check, which fails it
+// under the old schema.
+func TestRecordsV7Upgrade(t *testing.T) {
+	const v6Hash = "e9192a03f144dae19d018ca45dd4c81e2abfd21133692b2db1c05b680d069f4c" // RecordsSchemaString at e413399
+	if h := fmt.Sprintf("%x", sha256.Sum256([]byte(lake.RecordsSchemaV6String()))); h != v6Hash {
+		t.Fatalf("RecordsSchemaV6String changed: sha256 %s, want %s", h, v6Hash)
+	}
+	if strings.Contains(lake.RecordsSchemaV6String(), "more_text") || !strings.Contains(lake.RecordsSchemaString(), `"name":"more_text","type":"binary","nullable":true`) {
+		t.Fatal("more_text: not in the current schema only")
+	}
+	s, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, ctx: t.Context(), store: s, rec: delta.OpenTable(s, lake.RecordsTable), tpl: delta.OpenTable(s, lake.TemplatesTable)}
+	if err := f.rec.Create(f.ctx, delta.Metadata{Name: "records", SchemaString: lake.RecordsSchemaV6String(), PartitionColumns: lake.DatedLayout.PartitionColumns()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.tpl.Create(f.ctx, delta.Metadata{Name: "templates", SchemaString: lake.TemplatesSchemaString}); err != nil {
+		t.Fatal(err)
+	}
+	// 40 parameters: the 33rd and later have no column, so a file written
+	// at zstd's best level has more_text.
+	text := "event" + strings.Repeat(" <*>", 40)
+	texts := recfile.Templates{{ID: 1, Version: 1}: text}
+	f.commit(f.tpl, 1, f.templatesFile("w1", []lake.TemplateRow{{TemplateID: 1, Tenant: "acme", Version: 1, Template: text, Kind: "created", WALSeq: 1}}))
+	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC).UnixNano()
+	var rows []recfile.Row
+	var want []string
+	for i := range 50 {
+		params := make([]string, 40)
+		for j := range params {
+			params[j] = fmt.Sprintf("v%d.%d", i, j*j%7)
+		}
+		params[39] = ""  // an empty item
+		params[35] = "é" // UTF-8
+		rows = append(rows, recfile.Row{WALSeq: 2, Index: uint32(i), TS: at, TemplateID: 1, TemplateVersion: 1, Source: "src", Params: params})
+		want = append(want, "event "+strings.Join(params, " "))
+	}
+	add := f.v3File("acme", "2026-01-01", "w2", rows, texts, recfile.WithHighCompression(true))
+	f.commit(f.rec, 2, add)
+	data, err := s.Get(f.ctx, f.rec.FileKey(add.Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := lake.RecordsFileVersion(pf); err != nil || v != 7 {
+		t.Fatalf("the file is records v%d (%v), want 7", v, err)
+	}
+	if err := laketest.CheckWithArrow(f.ctx, s); err == nil {
+		t.Error("arrow: a v7 file under the v6 schema passed")
+	}
+	snap, err := f.rec.Snapshot(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, ok := lake.RecordsSchemaUpdate(snap.Metadata)
+	if !ok || md.SchemaString != lake.RecordsSchemaString() {
+		t.Fatal("a v6 schema is not updated to the current one")
+	}
+	if _, again := lake.RecordsSchemaUpdate(md); again {
+		t.Fatal("the current schema asks for another update")
+	}
+	if err := f.rec.Commit(f.ctx, snap.Version+1, []delta.Action{{MetaData: &md}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := laketest.CheckWithArrow(f.ctx, s); err != nil {
+		t.Errorf("arrow: %v", err)
+	}
+	lines, err := laketest.Lines(f.ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sorted := slices.Clone(want)
+	slices.Sort(sorted)
+	if d := laketest.Diff(lines, sorted); d != "" {
+		t.Error(d)
+	}
+	var got []lake.Record
+	if err := lake.Open(s).Query(f.ctx, lake.Filter{}, func(r lake.Record) error { got = append(got, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d records, want %d", len(got), len(want))
+	}
+	for i, r := range got {
+		if r.Line != want[i] || len(r.Params) != 40 || r.Params[39] != "" || r.Params[35] != "é" {
+			t.Errorf("record %d: line %q params %q, want %q", i, r.Line, r.Params, want[i])
+		}
 	}
 }
 

@@ -199,3 +199,44 @@ func BenchmarkOtherTimes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMoreText decodes each Loghub set's file written at zstd's best
+// level with every parameter in more, in WAL order, as the more list and
+// as more_text (records v7): the list is read value by value, more_text
+// as one byte array column. Reports ns a line over the sets.
+func BenchmarkMoreText(b *testing.B) {
+	var sets []*corpus
+	for _, s := range loghubSets {
+		if c := loadCorpus(b, s, s); c != nil {
+			sets = append(sets, c)
+		}
+	}
+	if len(sets) == 0 {
+		b.Skip("no Loghub data")
+	}
+	for _, mode := range []string{"off", "on"} {
+		o := defaultOptions()
+		WithHighCompression(true)(&o)
+		o.slotMin, o.sortByTpl, o.moreText = everyToMore, false, mode
+		files := make([][]byte, len(sets))
+		lines := 0
+		for k, c := range sets {
+			f, _, err := encodeOnce(c.rows, c.tpl, &o, splitNone, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			files[k] = f.Data
+			lines += len(c.rows)
+		}
+		b.Run("decode/"+map[string]string{"off": "list", "on": "more_text"}[mode], func(b *testing.B) {
+			for b.Loop() {
+				for k, c := range sets {
+					if _, err := Decode(files[k], c.tpl); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
+		})
+	}
+}

@@ -207,7 +207,7 @@ func FuzzByteDelta(f *testing.F) {
 }
 
 // TestMorePlainAtBestLevel: at zstd's best level the more column's items
-// are PLAIN (each value after its 4-byte length, which zstd models beside
+// (or its more_text values, records v7) are PLAIN (each value after its 4-byte length, which zstd models beside
 // the text); the default level keeps DELTA_LENGTH_BYTE_ARRAY. Over the
 // Loghub files and this machine's logs the PLAIN column is smaller in
 // every file written at the best level (docs/benchmarks.md, "Lake size:
@@ -237,12 +237,24 @@ func TestMorePlainAtBestLevel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if es := columnEncodings(t, hi.Data, colMore); !slices.Contains(es, format.Plain) || slices.Contains(es, format.DeltaLengthByteArray) {
-		t.Errorf("best level: more's encodings %v, want PLAIN", es)
+	if es := columnEncodings(t, hi.Data, colMoreText); !slices.Contains(es, format.Plain) || slices.Contains(es, format.DeltaLengthByteArray) {
+		t.Errorf("best level: more_text's encodings %v, want PLAIN", es)
+	}
+	// An item that holds moreSep: the list, PLAIN at the best level too.
+	was := rows[7].Params[39]
+	rows[7].Params[39] = "ab\x1eab"
+	hiList, err := Encode(rows, tpl, WithHighCompression(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es := columnEncodings(t, hiList.Data, colMore); !slices.Contains(es, format.Plain) || slices.Contains(es, format.DeltaLengthByteArray) {
+		t.Errorf("best level, an item with 0x1e: more's encodings %v, want PLAIN", es)
 	}
 	if es := columnEncodings(t, busy.Data, colMore); !slices.Contains(es, format.DeltaLengthByteArray) {
 		t.Errorf("default level: more's encodings %v, want DELTA_LENGTH_BYTE_ARRAY", es)
 	}
+	readsBack(t, tpl, rows, hiList.Data)
+	rows[7].Params[39] = was
 	readsBack(t, tpl, rows, hi.Data, busy.Data)
 }
 

@@ -1,6 +1,7 @@
 package recfile
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -465,9 +466,62 @@ func (cv *colVals) listAt(i int) [][]byte {
 	return nil
 }
 
+// moreItems walks a row's items of more: the items of the more column's
+// list, or those of its more_text value, split at moreSep (records v7).
+// It holds no scratch of its own, so renderers of one group may walk rows
+// at once.
+type moreItems struct {
+	list   [][]byte
+	text   []byte
+	joined bool // text holds one item or more yet
+}
+
+// moreOf returns row i's items of more (none when the file has neither
+// column, or the row no value).
+func (g *group) moreOf(i int) moreItems {
+	if c := g.base[cMoreText]; c != nil {
+		if v := c.valueAt(i); v >= 0 {
+			return moreItems{text: c.str(v), joined: true}
+		}
+		return moreItems{}
+	}
+	if c := g.base[cMore]; c != nil {
+		return moreItems{list: c.listAt(i)}
+	}
+	return moreItems{}
+}
+
+// left reports whether an item is left.
+func (m *moreItems) left() bool { return m.joined || len(m.list) > 0 }
+
+// next returns the next item; left must be true.
+func (m *moreItems) next() []byte {
+	if !m.joined {
+		item := m.list[0]
+		m.list = m.list[1:]
+		return item
+	}
+	if k := bytes.IndexByte(m.text, moreSep); k >= 0 {
+		item := m.text[:k]
+		m.text = m.text[k+1:]
+		return item
+	}
+	item := m.text
+	m.text, m.joined = nil, false
+	return item
+}
+
+// count is how many items are left.
+func (m *moreItems) count() int {
+	if m.joined {
+		return bytes.Count(m.text, []byte{moreSep}) + 1 + len(m.list)
+	}
+	return len(m.list)
+}
+
 func isBytes(kind int) bool {
 	switch kind {
-	case cSource, cKinds, cResidue, cP, cB:
+	case cSource, cKinds, cResidue, cP, cB, cMoreText:
 		return true
 	}
 	return false
@@ -514,7 +568,7 @@ func (d *decoder) readGroup(rg parquet.RowGroup, cols []column) (*group, error) 
 			need[i] = source
 		case cAttrKey, cAttrValue:
 			need[i] = attrs
-		case cKinds, cResidue, cP, cN, cB, cMore:
+		case cKinds, cResidue, cP, cN, cB, cMore, cMoreText:
 			need[i] = lines
 		case cDate:
 			need[i] = false // the UTC day of ts: nothing to read

@@ -43,11 +43,13 @@
 // rounded up to whole bytes (bytedelta.go: zstd models bytes, not 5- or
 // 11-bit fields; any reader unpacks the width a miniblock gives). In a
 // file written at zstd's best level the more column's items are PLAIN,
+// or written as more_text (PLAIN, records v7) where that compresses
+// smaller and no item holds the byte 0x1E (chooseMoreText),
 // and in such a file of one row group kinds is PLAIN where smaller than
 // its dictionary (chooseKinds).
 // The footer's key-value metadata holds quarry.records.version = 3 (4 in
 // a file with rows marked r, 5 in one with d items, 6 in one with w or y
-// items) and
+// items, 7 in one with the more_text column) and
 // the file's template summary (SummaryKey, Summary: per template version
 // its row count and the bytes its parameters use), which readers
 // use to skip templates and files and to count without reading rows.
@@ -65,6 +67,7 @@
 //	n<k>, k < 32      INT64, optional              the record's k-th parameter of kind i, f, a, x or w (a y item: one per time), then its d items' runs
 //	b<k>, k < 32      BYTE_ARRAY, optional         the record's k-th parameter of kind b (not UTF-8)
 //	more              LIST<BYTE_ARRAY>, optional   the exact text of parameters without a column value, in order
+//	more_text         BYTE_ARRAY, optional         the same items joined by 0x1E, one value a row (records v7; a file has more or more_text, not both)
 //	attrs             MAP<STRING,STRING>, optional record attributes (CDC), in input order
 //	date              INT32 DATE (DELTA_BINARY_PACKED; a dictionary when few days: fewDaysOf) the UTC day of ts (WithDate; Day)
 //
@@ -187,8 +190,9 @@
 // "<*>"; for each item j of kinds (after a leading r) write piece j (unless
 // the item is c), then the parameter as its kind says (skip c), taking the
 // next p (s, u, d, v; counted from the right after r), n or b column (d, v: its
-// runs' n columns, after the row's numeric ones), or, when that column's value is null, the next item of more as
-// the parameter's text; then the last piece.
+// runs' n columns, after the row's numeric ones), or, when that column's value is null, the next item of more
+// (or of the row's more_text value split at 0x1E) as the parameter's text;
+// then the last piece.
 //
 // # Measurements
 //

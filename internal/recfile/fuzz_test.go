@@ -142,6 +142,25 @@ func FuzzDecode(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(timed.Data)
+	// A file with more_text (records v7): 40 parameters a row, the 33rd
+	// and later in more, at zstd's best level.
+	tpl[Key{4, 1}] = "flags" + strings.Repeat(" <*>", 40)
+	var flagRows []Row
+	for i := range 3 {
+		params := make([]string, 40)
+		for j := range params {
+			params[j] = []string{"on", "", "\xff", "42"}[(i+j)%4]
+		}
+		flagRows = append(flagRows, Row{WALSeq: 4, Index: uint32(i), TS: ns("2026-11-29T00:00:03Z"), TemplateID: 4, TemplateVersion: 1, Source: "s", Params: params})
+	}
+	o = defaultOptions()
+	WithHighCompression(true)(&o)
+	o.moreText = "on"
+	joined, err := encode(flagRows, tpl, &o)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(joined.Data)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		recs, err := Decode(data, tpl)
 		for _, r := range recs {

@@ -222,10 +222,7 @@ func (d *decoder) appendLineWith(dst []byte, g *group, r lineRef, times *eventti
 	if len(slots) != len(pieces)-1 {
 		return nil, fmt.Errorf("%w: record wal %d index %d: %d kinds for %d wildcards", ErrCorrupt, r.seq, r.idx, len(slots), len(pieces)-1)
 	}
-	var more [][]byte
-	if c := g.base[cMore]; c != nil {
-		more = c.listAt(i)
-	}
+	more := g.moreOf(i)
 	ts := time.UnixMicro(g.ts(i) / 1000)
 	var kn, kb int // the next n and b column (p: the slot's col)
 	var runs []int64
@@ -302,10 +299,10 @@ func (d *decoder) appendLineWith(dst []byte, g *group, r lineRef, times *eventti
 			continue
 		case v >= 0:
 			text = cv.str(v)
-		case len(more) > 0:
+		case more.left():
 			// No column value: the parameter's exact text is the next
 			// item of more.
-			text, more = more[0], more[1:]
+			text = more.next()
 		case s.kind == kindInner || s.kind == kindInnerD || s.kind == kindInnerW:
 			return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d of kind %c has no text", ErrCorrupt, r.seq, r.idx, j, s.kind)
 		default:
@@ -328,8 +325,8 @@ func (d *decoder) appendLineWith(dst []byte, g *group, r lineRef, times *eventti
 		}
 		dst = append(dst, text...)
 	}
-	if len(more) != 0 {
-		return nil, fmt.Errorf("%w: record wal %d index %d: %d values left in more", ErrCorrupt, r.seq, r.idx, len(more))
+	if more.left() {
+		return nil, fmt.Errorf("%w: record wal %d index %d: %d values left in more", ErrCorrupt, r.seq, r.idx, more.count())
 	}
 	if d.bounds != nil {
 		d.bounds = append(d.bounds, len(dst))

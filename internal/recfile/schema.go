@@ -15,14 +15,16 @@ import (
 )
 
 // Version is the newest records file format this package writes and
-// reads: records v6, which is v3 with kinds items 'w' and 'y' (other times
-// of the line, as steps from ts). v5 is v3 with kinds items 'd' (string
+// reads: records v7, which is v3 with a more_text column (a row's items of
+// more joined by moreSep into one value, instead of the more list). v6 is
+// v3 with kinds items 'w' and 'y' (other times
+// of the line, as steps from ts), v5 v3 with kinds items 'd' (string
 // parameters split at their digit runs), v4 v3 with rows whose p<k>
 // columns are numbered from the record's last string parameter (kinds item
 // 'r', alignRight); a file is of the highest version whose items it has,
 // one with none of them v3. Version 2 is lake.RecordRow
 // (params as list<string>, one row per record in WAL order).
-const Version = 6
+const Version = 7
 
 // MaxSlots is how many parameters of a record have columns of their own
 // (p<j>, n<j>, b<j> for j < MaxSlots); the rest go to more.
@@ -40,6 +42,7 @@ const (
 	colKinds      = "kinds"
 	colResidue    = "ts_residue"
 	colMore       = "more"
+	colMoreText   = "more_text"
 	colAttrs      = "attrs"
 	colDate       = "date"
 )
@@ -76,6 +79,7 @@ func buildSchemaString() string {
 		field(slotName('b', j), `"binary"`, true)
 	}
 	field(colMore, `{"type":"array","elementType":"binary","containsNull":false}`, true)
+	field(colMoreText, `"binary"`, true)
 	field(colAttrs, `{"type":"map","keyType":"string","valueType":"string","valueContainsNull":false}`, true)
 	field("tenant", `"string"`, false)
 	b.WriteString(`{"name":"date","type":"date","nullable":false,"metadata":{}}]}`)
@@ -94,6 +98,7 @@ type options struct {
 	strings     string  // "auto", "dict", "delta" or "plain" for p<j>
 	dictShare   float64 // strings "auto": a dictionary when distinct values are at most this share of the values
 	intTrial    bool    // with hiLevel: date, ts and n<j> PLAIN or DELTA_BINARY_PACKED, whichever compresses smaller (chooseDelta)
+	moreText    string  // with hiLevel: more's items joined in more_text (records v7): "auto" where smaller (chooseMoreText), "on" or "off"; never where an item holds moreSep
 	plainTrial  bool    // strings "auto" with hiLevel: each p<j> that is no dictionary PLAIN or DELTA_LENGTH_BYTE_ARRAY, whichever compresses smaller (choosePlain)
 	ints        string  // "delta" or "plain" for n<j>
 	pageBuffer  int
@@ -148,7 +153,7 @@ type options struct {
 var statsColumns = map[string]bool{colWALSeq: true, colTS: true, colTemplateID: true, colDate: true}
 
 func defaultOptions() options {
-	return options{dictDays: true, rightShare: 0.9, level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, plainTrial: true, intTrial: true, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, shift: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows, digits: "trial"}
+	return options{dictDays: true, rightShare: 0.9, level: zstd.SpeedDefault, strings: "auto", dictShare: 0.25, plainTrial: true, moreText: "auto", intTrial: true, ints: "plain", pageBuffer: 1 << 20, sortByTpl: true, noPageStats: true, trimFooter: true, innerTime: true, shift: true, slotMin: 1.0 / 16, tsMillis: true, pageVersion: 1, dictRows: 64, rawBytes: 32, noCRC: true, slotRows: 16, groupRows: 8192, rareRows: paramBytesMinRows, digits: "trial"}
 }
 
 // schemaFor builds the Parquet schema of a file using the given optional
@@ -202,6 +207,11 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 			item = parquet.Compressed(parquet.Encoded(bin, &parquet.Plain), o.highCodec())
 		}
 		g[colMore] = parquet.Optional(parquet.List(item))
+	}
+	if u.moreText {
+		// more's items as one value a row (records v7): PLAIN, each row's
+		// items after one 4-byte length instead of one each.
+		g[colMoreText] = parquet.Optional(parquet.Compressed(parquet.Encoded(bin, &parquet.Plain), o.highCodec()))
 	}
 	if u.attrs {
 		g[colAttrs] = parquet.Optional(parquet.Map(parquet.String(), parquet.String()))
@@ -304,11 +314,14 @@ func (s *strStats) dict(o *options) bool {
 // usage records which optional columns a file needs.
 type usage struct {
 	residue, more, attrs bool
-	tsMillis             bool // ts is written in milliseconds
-	rows                 int
-	textBytes            map[string]int // source, kinds: bytes of their values
-	p                    [MaxSlots]strStats
-	n, b                 [MaxSlots]int // values per column
+	// moreText: more's items are written joined by moreSep, one value a
+	// row, in the more_text column (records v7), and more is not written.
+	moreText  bool
+	tsMillis  bool // ts is written in milliseconds
+	rows      int
+	textBytes map[string]int // source, kinds: bytes of their values
+	p         [MaxSlots]strStats
+	n, b      [MaxSlots]int // values per column
 	// pr estimates the p columns as they would be with the rows' string
 	// parameters numbered from the right (alignRight); right says the
 	// file is written so.

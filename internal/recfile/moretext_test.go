@@ -1,0 +1,133 @@
+package recfile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// TestMoreText: at zstd's best level a file writes more's items as one
+// more_text value a row (records v7) where that is smaller than the more
+// list: lines of 64 parameters (the 33rd and later in more) take
+// more_text; the file is no larger than written the other way,
+// and reads back exactly through Decode, DecodeRows and a LineRenderer.
+// The default level always writes the list.
+func TestMoreText(t *testing.T) {
+	flags := &corpus{name: "flags", tpl: Templates{{1, 1}: "flags" + strings.Repeat(" <*>", 64)}}
+	rng := rand.New(rand.NewPCG(13, 14))
+	for i := range 400 {
+		params := make([]string, 64)
+		for j := range params {
+			params[j] = []string{"on", "off", "auto", "", fmt.Sprint(rng.IntN(1000))}[rng.IntN(5)]
+		}
+		flags.rows = append(flags.rows, Row{WALSeq: 1, Index: uint32(i), TS: ns("2026-11-29T00:00:00Z") + int64(i)*1e9, TemplateID: 1, TemplateVersion: 1,
+			Source: "s", Params: params})
+		flags.lines = append(flags.lines, "flags "+strings.Join(params, " "))
+	}
+	for _, c := range []struct {
+		c    *corpus
+		text bool // more_text, not the list
+	}{{flags, true}} {
+		t.Run(c.c.name, func(t *testing.T) {
+			hi, err := Encode(c.c.rows, c.c.tpl, WithHighCompression(true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cols := fileColumns(t, hi.Data)
+			if cols[colMoreText] != c.text || cols[colMore] == c.text {
+				t.Fatalf("best level: columns %v, want more_text %v", cols, c.text)
+			}
+			pf, err := parquet.OpenFile(bytes.NewReader(hi.Data), int64(len(hi.Data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, _ := pf.Lookup("quarry.records.version"); (v == "7") != c.text {
+				t.Errorf("records version %q, more_text %v", v, c.text)
+			}
+			o := defaultOptions()
+			WithHighCompression(true)(&o)
+			o.moreText = "on"
+			if c.text {
+				o.moreText = "off"
+			}
+			other, err := encode(c.c.rows, c.c.tpl, &o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(hi.Data) > len(other.Data) {
+				t.Errorf("%d bytes, %d with more %q", len(hi.Data), len(other.Data), o.moreText)
+			}
+			checkLines(t, hi, c.c)
+			checkLines(t, other, c.c)
+			busy, err := Encode(c.c.rows, c.c.tpl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cols := fileColumns(t, busy.Data); cols[colMoreText] {
+				t.Errorf("default level: columns %v, want no more_text", cols)
+			}
+			checkLines(t, busy, c.c)
+		})
+	}
+}
+
+// moreTextRow is a records v7 row written by hand (parquet-go alone).
+type moreTextRow struct {
+	WALSeq   int64     `parquet:"wal_seq"`
+	Index    int32     `parquet:"record_index"`
+	TS       time.Time `parquet:"ts,timestamp(microsecond)"`
+	ID       int64     `parquet:"template_id"`
+	Version  int32     `parquet:"template_version"`
+	Source   string    `parquet:"source"`
+	Kinds    string    `parquet:"kinds"`
+	MoreText *[]byte   `parquet:"more_text,optional"`
+}
+
+// TestMoreTextDamaged: a more_text value with more or fewer items than
+// the row's parameters without a column is ErrCorrupt from Decode and
+// DecodeRows; empty items and a parameter holding the separator's
+// neighbours read back.
+func TestMoreTextDamaged(t *testing.T) {
+	tpl := Templates{{1, 1}: "a <*> b <*> c"}
+	text := func(s string) *[]byte { b := []byte(s); return &b }
+	for _, c := range []struct {
+		name string
+		more *[]byte
+		want string // the line; "" for ErrCorrupt
+	}{
+		{"two items", text("x\x1ey"), "a x b y c"},
+		{"two empty items", text("\x1e"), "a  b  c"},
+		{"bytes around the separator", text("\x1d\x1e\x1f"), "a \x1d b \x1f c"},
+		{"one item", text("x"), ""},
+		{"three items", text("x\x1ey\x1ez"), ""},
+		{"no value", nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			w := parquet.NewGenericWriter[moreTextRow](&buf, parquet.KeyValueMetadata("quarry.records.version", "7"))
+			if _, err := w.Write([]moreTextRow{{WALSeq: 1, TS: time.Unix(1117838570, 0), ID: 1, Version: 1, Source: "s",
+				Kinds: "ss", MoreText: c.more}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			recs, err := Decode(buf.Bytes(), tpl)
+			rows, rerr := DecodeRows(buf.Bytes(), tpl)
+			switch {
+			case c.want != "" && (err != nil || rerr != nil || len(recs) != 1 || string(recs[0].Line) != c.want):
+				t.Fatalf("%v, %v, %d records; want %q", err, rerr, len(recs), c.want)
+			case c.want != "" && len(rows) == 1 && strings.Join(rows[0].Params, "|") != strings.ReplaceAll(string(*c.more), "\x1e", "|"):
+				t.Fatalf("DecodeRows params %q, want the items of %q", rows[0].Params, *c.more)
+			case c.want == "" && (!errors.Is(err, ErrCorrupt) || !errors.Is(rerr, ErrCorrupt)):
+				t.Fatalf("Decode: %v, DecodeRows: %v; want ErrCorrupt", err, rerr)
+			}
+		})
+	}
+}
