@@ -12,10 +12,61 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
+// aptCorpus is made-up lines of apt's term.log shape: per package a
+// Selecting, a Preparing and an Unpacking line (three templates, the name
+// in each) in turn, then a Setting up line per package in another order.
+// Of 200 packages, a file is smallest with every parameter in more in WAL
+// order, though in template order the columns are smaller than every
+// parameter in more, by less than nearLoss (TestInMoreInWALOrder checks it
+// still is so), and its more list is smaller than its more_text
+// (TestMoreText).
+func aptCorpus(packages int) *corpus {
+	c := &corpus{name: "apt", tpl: Templates{
+		{1, 1}: "Selecting previously unselected package <*>.",
+		{2, 1}: "Preparing to unpack .../<*>-<*>_<*>_amd64.deb ...",
+		{3, 1}: "Unpacking <*> (<*>) ...",
+		{4, 1}: "Setting up <*> (<*>) ...",
+	}}
+	rng := rand.New(rand.NewPCG(11, 12))
+	ts := ns("2026-11-29T00:00:00Z")
+	add := func(k uint64, params ...string) {
+		i := len(c.rows)
+		c.rows = append(c.rows, Row{WALSeq: uint64(1 + i/256), Index: uint32(i % 256), TS: ts, TemplateID: k, TemplateVersion: 1,
+			Source: "file:term.log", Params: params})
+		pieces := strings.Split(c.tpl[Key{k, 1}], "<*>")
+		var b strings.Builder
+		for j, p := range params {
+			b.WriteString(pieces[j])
+			b.WriteString(p)
+		}
+		b.WriteString(pieces[len(pieces)-1])
+		c.lines = append(c.lines, b.String())
+	}
+	syl := []string{"lib", "py", "thon", "gtk", "x", "cb", "font", "config", "perl", "ssl", "gnu", "tls", "core", "util", "data", "dev", "common", "bin", "3", "6", "-"}
+	var setup [][2]string
+	for n := range packages {
+		name := ""
+		for len(name) < 6+rng.IntN(12) {
+			name += syl[rng.IntN(len(syl))]
+		}
+		ver := fmt.Sprintf("%d.%d.%d-%d+deb12u%d", rng.IntN(9), rng.IntN(40), rng.IntN(20), 1+rng.IntN(3), rng.IntN(5))
+		add(1, name+":amd64")
+		add(2, fmt.Sprintf("%03d", n), name, ver)
+		add(3, name+":amd64", ver)
+		setup = append(setup, [2]string{name + ":amd64", ver})
+	}
+	rng.Shuffle(len(setup), func(i, j int) { setup[i], setup[j] = setup[j], setup[i] })
+	for _, s := range setup {
+		add(4, s[0], s[1])
+	}
+	return c
+}
+
 // TestMoreText: at zstd's best level a file writes more's items as one
 // more_text value a row (records v7) where that is smaller than the more
 // list: lines of 64 parameters (the 33rd and later in more) take
-// more_text; the file is no larger than written the other way,
+// more_text, apt's lines (one or two short items a row, all in more) keep
+// the list; either way the file is no larger than written the other way,
 // and reads back exactly through Decode, DecodeRows and a LineRenderer.
 // The default level always writes the list.
 func TestMoreText(t *testing.T) {
@@ -33,7 +84,7 @@ func TestMoreText(t *testing.T) {
 	for _, c := range []struct {
 		c    *corpus
 		text bool // more_text, not the list
-	}{{flags, true}} {
+	}{{flags, true}, {aptCorpus(200), false}} {
 		t.Run(c.c.name, func(t *testing.T) {
 			hi, err := Encode(c.c.rows, c.c.tpl, WithHighCompression(true))
 			if err != nil {
@@ -74,6 +125,41 @@ func TestMoreText(t *testing.T) {
 			}
 			checkLines(t, busy, c.c)
 		})
+	}
+}
+
+// TestInMoreInWALOrder: the best level's trials include every parameter
+// in more with the rows in WAL order, where every parameter in more lost
+// in template order by a little (apt's package names repeat next to
+// themselves only in WAL order): Encode's file is as small as that layout
+// written once.
+func TestInMoreInWALOrder(t *testing.T) {
+	c := aptCorpus(200)
+	hi, err := Encode(c.rows, c.tpl, WithHighCompression(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := defaultOptions()
+	WithHighCompression(true)(&o)
+	columns, _, err := encodeOnce(c.rows, c.tpl, &o, splitNone, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.slotMin = everyToMore
+	inMore, _, err := encodeOnce(c.rows, c.tpl, &o, splitNone, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.sortByTpl = false
+	walInMore, _, err := encodeOnce(c.rows, c.tpl, &o, splitNone, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inMore.Data) < len(columns.Data) || len(walInMore.Data) >= len(columns.Data) {
+		t.Fatalf("the corpus does not test the trial: columns %d bytes, all in more %d, in WAL order %d", len(columns.Data), len(inMore.Data), len(walInMore.Data))
+	}
+	if len(hi.Data) > len(walInMore.Data) {
+		t.Errorf("Encode %d bytes, every parameter in more in WAL order %d", len(hi.Data), len(walInMore.Data))
 	}
 }
 
