@@ -8,6 +8,7 @@ import (
 	"path"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -148,8 +149,13 @@ func checkParquetMeta(t *testing.T, data []byte, key string) {
 	if err != nil {
 		t.Fatalf("open %s: %v", key, err)
 	}
-	if v, _ := f.Lookup("quarry.records.version"); strings.HasPrefix(key, "records/") && v != "3" {
-		t.Errorf("%s: records version %q, want 3", key, v)
+	// Records v3 or a later form of it (not the v2 fallback): which one
+	// depends on the rows and, through encoder.high_compression auto, on
+	// the machine's load (records v7 is written at zstd's best level only).
+	if v, _ := f.Lookup("quarry.records.version"); strings.HasPrefix(key, "records/") {
+		if n, err := strconv.Atoi(v); err != nil || n < 3 || n > recfile.Version {
+			t.Errorf("%s: records version %q, want 3 to %d", key, v, recfile.Version)
+		}
 	}
 	for _, rg := range f.Metadata().RowGroups {
 		for _, c := range rg.Columns {
