@@ -466,11 +466,11 @@ func (cv *colVals) listAt(i int) [][]byte {
 	return nil
 }
 
-// moreItems walks a row's items of more: the items of the more column's
+// moreIter walks a row's items of more: the items of the more column's
 // list, or those of its more_text value, split at moreSep (records v7).
 // It holds no scratch of its own, so renderers of one group may walk rows
 // at once.
-type moreItems struct {
+type moreIter struct {
 	list   [][]byte
 	text   []byte
 	joined bool // text holds one item or more yet
@@ -478,24 +478,24 @@ type moreItems struct {
 
 // moreOf returns row i's items of more (none when the file has neither
 // column, or the row no value).
-func (g *group) moreOf(i int) moreItems {
+func (g *group) moreOf(i int) moreIter {
 	if c := g.base[cMoreText]; c != nil {
 		if v := c.valueAt(i); v >= 0 {
-			return moreItems{text: c.str(v), joined: true}
+			return moreIter{text: c.str(v), joined: true}
 		}
-		return moreItems{}
+		return moreIter{}
 	}
 	if c := g.base[cMore]; c != nil {
-		return moreItems{list: c.listAt(i)}
+		return moreIter{list: c.listAt(i)}
 	}
-	return moreItems{}
+	return moreIter{}
 }
 
 // left reports whether an item is left.
-func (m *moreItems) left() bool { return m.joined || len(m.list) > 0 }
+func (m *moreIter) left() bool { return m.joined || len(m.list) > 0 }
 
 // next returns the next item; left must be true.
-func (m *moreItems) next() []byte {
+func (m *moreIter) next() []byte {
 	if !m.joined {
 		item := m.list[0]
 		m.list = m.list[1:]
@@ -512,7 +512,7 @@ func (m *moreItems) next() []byte {
 }
 
 // count is how many items are left.
-func (m *moreItems) count() int {
+func (m *moreIter) count() int {
 	if m.joined {
 		return bytes.Count(m.text, []byte{moreSep}) + 1 + len(m.list)
 	}

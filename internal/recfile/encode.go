@@ -1608,18 +1608,20 @@ const moreSep = 0x1e
 
 // chooseMoreText reports whether more's items are written as more_text
 // (records v7): joined by moreSep, one value a row, where that compresses
-// smaller than the list's items (both PLAIN, compressed at zstd's default
-// level: at the column's best level the choice cost 16% of a best-level
-// encode's CPU, at the default 6%, and picked the same in 15 of the 16
-// files of the size table, and in Spark's a smaller one; the list's levels, a repetition level an item, counted
-// as a bit an item: the written files differ by more than the values so
-// compressed, by 0.03 to 0.6 bytes an item in term.log, history.log,
-// alternatives.log, dockerd.log and TestMoreText's lines) and no item
-// holds moreSep. A row's
-// items as one value, after one 4-byte length, repeat with their
-// neighbours where each item after its own length does not: apt's
-// term.log all in more 33,552 -> 31,077 bytes; a file of one or two
-// short items a row can be smaller as the list (TestMoreText).
+// smaller than the list's items, and no item holds moreSep. A row's items
+// as one value, after one 4-byte length, repeat with their neighbours
+// where each item after its own length does not: apt's term.log all in
+// more 33,552 -> 31,077 bytes; a file of one or two short items a row can
+// be smaller as the list (TestMoreText).
+//
+// Both forms are PLAIN, compressed at zstd's default level: at the
+// column's own (best) level the choice cost 16% of a best-level encode's
+// CPU, at the default 6%, and picked the same in 15 of the 16 files of
+// the size table (in Spark's a smaller one). The list's levels, a
+// repetition level an item, are counted as a bit an item: the written
+// files differ by more than the values so compressed, by 0.03 to 0.6
+// bytes an item in term.log, history.log, alternatives.log, dockerd.log
+// and TestMoreText's lines.
 //
 // With always, only the items are looked at (tests).
 func (e *encoder) chooseMoreText(rows []Row, order []int32, enc []encoded, always bool) bool {
