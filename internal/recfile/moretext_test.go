@@ -2,7 +2,6 @@ package recfile
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -195,24 +194,11 @@ func TestMoreTextDamaged(t *testing.T) {
 		{"no value", nil, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			w := parquet.NewGenericWriter[moreTextRow](&buf, parquet.KeyValueMetadata("quarry.records.version", "7"))
-			if _, err := w.Write([]moreTextRow{{WALSeq: 1, TS: time.Unix(1117838570, 0), ID: 1, Version: 1, Source: "s",
-				Kinds: "ss", MoreText: c.more}}); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			recs, err := Decode(buf.Bytes(), tpl)
-			rows, rerr := DecodeRows(buf.Bytes(), tpl)
-			switch {
-			case c.want != "" && (err != nil || rerr != nil || len(recs) != 1 || string(recs[0].Line) != c.want):
-				t.Fatalf("%v, %v, %d records; want %q", err, rerr, len(recs), c.want)
-			case c.want != "" && len(rows) == 1 && strings.Join(rows[0].Params, "|") != strings.ReplaceAll(string(*c.more), "\x1e", "|"):
+			data := handFile(t, "7", moreTextRow{WALSeq: 1, TS: time.Unix(1117838570, 0), ID: 1, Version: 1, Source: "s",
+				Kinds: "ss", MoreText: c.more})
+			rows := checkHand(t, data, tpl, c.want)
+			if c.want != "" && strings.Join(rows[0].Params, "|") != strings.ReplaceAll(string(*c.more), "\x1e", "|") {
 				t.Fatalf("DecodeRows params %q, want the items of %q", rows[0].Params, *c.more)
-			case c.want == "" && (!errors.Is(err, ErrCorrupt) || !errors.Is(rerr, ErrCorrupt)):
-				t.Fatalf("Decode: %v, DecodeRows: %v; want ErrCorrupt", err, rerr)
 			}
 		})
 	}

@@ -279,6 +279,37 @@ type handRow struct {
 	N0      *int64    `parquet:"n0,optional"`
 }
 
+// handFile writes row as a records file of the given version with
+// parquet-go alone, not recfile's encoder: for files no encoder writes.
+func handFile[T any](t *testing.T, version string, row T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[T](&buf, parquet.KeyValueMetadata("quarry.records.version", version))
+	if _, err := w.Write([]T{row}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// checkHand decodes a file of one row with Decode and DecodeRows: its line
+// must be want, or both must give ErrCorrupt when want is "". It returns
+// DecodeRows' rows.
+func checkHand(t *testing.T, data []byte, tpl Templates, want string) []Row {
+	t.Helper()
+	recs, err := Decode(data, tpl)
+	rows, rerr := DecodeRows(data, tpl)
+	switch {
+	case want != "" && (err != nil || rerr != nil || len(recs) != 1 || string(recs[0].Line) != want):
+		t.Fatalf("%v, %v, %d records; want %q", err, rerr, len(recs), want)
+	case want == "" && (!errors.Is(err, ErrCorrupt) || !errors.Is(rerr, ErrCorrupt)):
+		t.Fatalf("Decode: %v, DecodeRows: %v; want ErrCorrupt", err, rerr)
+	}
+	return rows
+}
+
 // TestOtherTimesDamaged: a w or y item whose values are missing or do not
 // fit its text is ErrCorrupt from every decoder, not a panic or a wrong
 // line; the same file with its values renders the line.
@@ -300,23 +331,9 @@ func TestOtherTimesDamaged(t *testing.T) {
 		{"w without its value", "wR0", nil, nil, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			w := parquet.NewGenericWriter[handRow](&buf, parquet.KeyValueMetadata("quarry.records.version", "6"))
-			if _, err := w.Write([]handRow{{WALSeq: 1, TS: time.Unix(1117838570, 0), ID: 1, Version: 1, Source: "s",
-				Kinds: c.kinds, P0: c.p, N0: c.n}}); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			recs, err := Decode(buf.Bytes(), tpl)
-			_, rerr := DecodeRows(buf.Bytes(), tpl)
-			switch {
-			case c.want != "" && (err != nil || rerr != nil || len(recs) != 1 || string(recs[0].Line) != c.want):
-				t.Fatalf("%v, %v, %d records; want %q", err, rerr, len(recs), c.want)
-			case c.want == "" && (!errors.Is(err, ErrCorrupt) || !errors.Is(rerr, ErrCorrupt)):
-				t.Fatalf("Decode: %v, DecodeRows: %v; want ErrCorrupt", err, rerr)
-			}
+			data := handFile(t, "6", handRow{WALSeq: 1, TS: time.Unix(1117838570, 0), ID: 1, Version: 1, Source: "s",
+				Kinds: c.kinds, P0: c.p, N0: c.n})
+			checkHand(t, data, tpl, c.want)
 		})
 	}
 }
