@@ -2,6 +2,7 @@ package recfile
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"regexp"
@@ -503,5 +504,127 @@ func TestSizeSecondTime(t *testing.T) {
 			}
 		}
 		fmt.Fprintf(os.Stderr, "%-10s lines with a second timestamp: %d of %d; shifts %v\n", s, n, len(c.lines), shifts)
+	}
+}
+
+// TestSizeCrossValues estimates two levers that did not pay (docs/benchmarks.md,
+// "Lake size: more as one value a row"), per dataset at zstd's best level;
+// it runs only with RECFILE_LEVERS=1 and prints one line per dataset:
+//
+//   - dict: a file-wide dictionary of parameter values, as CLP's: a value of
+//     3 bytes or more seen at two or more places (template version,
+//     position) is stored once, and the places whose values are mostly such
+//     hold a reference (written here as a short text, 0x12 and the number);
+//     the dictionary's values are compressed after one another.
+//   - joined: a row's parameters joined into one with the template text
+//     between them (one wildcard a template).
+func TestSizeCrossValues(t *testing.T) {
+	if os.Getenv("RECFILE_LEVERS") == "" {
+		t.Skip("set RECFILE_LEVERS=1")
+	}
+	high := func(rows []Row, tpl Templates) int {
+		f, err := Encode(rows, tpl, WithDate(true), WithHighCompression(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(f.Data)
+	}
+	for _, s := range loghubSets {
+		c := loadCorpus(t, s, s)
+		if c == nil {
+			continue
+		}
+		type place struct {
+			k Key
+			j int
+		}
+		where := map[string]map[place]bool{}
+		for _, r := range c.rows {
+			for j, p := range r.Params {
+				if len(p) < 3 {
+					continue
+				}
+				if where[p] == nil {
+					where[p] = map[place]bool{}
+				}
+				where[p][place{Key{r.TemplateID, r.TemplateVersion}, j}] = true
+			}
+		}
+		shared, all := map[place]int{}, map[place]int{}
+		for _, r := range c.rows {
+			for j, p := range r.Params {
+				pl := place{Key{r.TemplateID, r.TemplateVersion}, j}
+				all[pl]++
+				if len(where[p]) > 1 {
+					shared[pl]++
+				}
+			}
+		}
+		// References numbered in the order the encoder writes rows.
+		order := make([]int, len(c.rows))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int {
+			ka, kb := c.rows[a], c.rows[b]
+			if ka.TemplateID != kb.TemplateID {
+				return cmp.Compare(ka.TemplateID, kb.TemplateID)
+			}
+			return cmp.Compare(ka.TemplateVersion, kb.TemplateVersion)
+		})
+		ids := map[string]int{}
+		var dict []byte
+		dictRows := slices.Clone(c.rows)
+		for _, i := range order {
+			r := c.rows[i]
+			ps := slices.Clone(r.Params)
+			for j, p := range ps {
+				pl := place{Key{r.TemplateID, r.TemplateVersion}, j}
+				if len(where[p]) < 2 || 2*shared[pl] < all[pl] {
+					continue
+				}
+				id, ok := ids[p]
+				if !ok {
+					id = len(ids)
+					ids[p] = id
+					dict = append(append(dict, p...), 0)
+				}
+				ps[j] = fmt.Sprintf("\x12%d", id)
+			}
+			dictRows[i].Params = ps
+		}
+		z, err := highCodec.Encode(nil, dict)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Joined: every template of two or more wildcards becomes one.
+		jtpl := Templates{}
+		for k, text := range c.tpl {
+			pieces := strings.Split(text, "<*>")
+			jtpl[k] = text
+			if len(pieces) > 2 {
+				jtpl[k] = pieces[0] + "<*>" + pieces[len(pieces)-1]
+			}
+		}
+		jrows := slices.Clone(c.rows)
+		for i, r := range c.rows {
+			pieces := strings.Split(c.tpl[Key{r.TemplateID, r.TemplateVersion}], "<*>")
+			if len(r.Params) < 2 {
+				continue
+			}
+			var b strings.Builder
+			for j, p := range r.Params {
+				if j > 0 {
+					b.WriteString(pieces[j])
+				}
+				b.WriteString(p)
+			}
+			jrows[i].Params = []string{b.String()}
+		}
+		now := high(c.rows, c.tpl)
+		d := high(dictRows, c.tpl) + len(z)
+		j := high(jrows, jtpl)
+		fmt.Fprintf(os.Stderr, "%-12s records %7d  dict %7d (%.3f, %d values)  joined %7d (%.3f)\n",
+			s, now, d, float64(d)/float64(now), len(ids), j, float64(j)/float64(now))
 	}
 }
