@@ -197,23 +197,31 @@ func readColumn(t *testing.T, data []byte, name string) []parquet.Value {
 	}
 	var out []parquet.Value
 	for _, rg := range f.RowGroups() {
-		pages := rg.ColumnChunks()[leaf.ColumnIndex].Pages()
-		for {
-			p, err := pages.ReadPage()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			vals := make([]parquet.Value, p.NumValues())
-			n, _ := p.Values().ReadValues(vals)
-			for _, v := range vals[:n] {
-				out = append(out, v.Clone())
-			}
-			parquet.Release(p)
+		out = append(out, chunkValues(t, rg.ColumnChunks()[leaf.ColumnIndex])...)
+	}
+	return out
+}
+
+// chunkValues returns a column chunk's values with parquet-go alone.
+func chunkValues(t *testing.T, cc parquet.ColumnChunk) []parquet.Value {
+	t.Helper()
+	pages := cc.Pages()
+	defer pages.Close()
+	var out []parquet.Value
+	for {
+		p, err := pages.ReadPage()
+		if err == io.EOF {
+			break
 		}
-		pages.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals := make([]parquet.Value, p.NumValues())
+		n, _ := p.Values().ReadValues(vals)
+		for _, v := range vals[:n] {
+			out = append(out, v.Clone())
+		}
+		parquet.Release(p)
 	}
 	return out
 }
