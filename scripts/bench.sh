@@ -38,6 +38,17 @@ search_bench() {
 	zbytes=$(wc -c <"$zst")
 	lakebytes=$(find "$lk/records" "$lk/templates" -name '*.parquet' -printf '%s\n' | awk '{s += $1} END {print s}')
 	nterm=$(grep -cF -- "$SEARCH_TERM" "$raw" || true)
+	# The needle: a value of a parameter, not of any template's text (an
+	# id, a host, a file name), as users mostly search. Of the tokens with
+	# a digit in the middle line, the one in the fewest lines (the longest
+	# of those), so the term is rare and chosen the same way every run.
+	local needle="" nneedle="" tok n
+	while read -r tok; do
+		n=$(grep -cF -- "$tok" "$raw" || true)
+		if [ -z "$nneedle" ] || [ "$n" -lt "$nneedle" ] || { [ "$n" -eq "$nneedle" ] && [ ${#tok} -gt ${#needle} ]; }; then
+			needle=$tok nneedle=$n
+		fi
+	done < <(sed -n "$((nlines / 2))p" "$raw" | grep -oE '[A-Za-z0-9_.-]*[0-9][A-Za-z0-9_.-]*' | awk 'length >= 6' | sort -u)
 	# best CMD: the fastest of three runs of a shell command: "WALL CPU" in
 	# seconds (CPU = user + sys of the command and its pipeline, the fairer
 	# figure on a shared machine); the last run's output in $tmp/best.out.
@@ -57,6 +68,11 @@ search_bench() {
 	za=$(best "zstdcat $zst | wc -c"); za_out=$(cat "$tmp/best.out")
 	qb=$(best "$q '$SEARCH_TERM' | wc -l"); qb_out=$(cat "$tmp/best.out")
 	zb=$(best "zstdcat $zst | grep -F -- '$SEARCH_TERM' | wc -l"); zb_out=$(cat "$tmp/best.out")
+	local qn="" qn_out="" zn="" zn_out=""
+	if [ -n "$needle" ]; then
+		qn=$(best "$q '$needle' | wc -l"); qn_out=$(cat "$tmp/best.out")
+		zn=$(best "zstdcat $zst | grep -F -- '$needle' | wc -l"); zn_out=$(cat "$tmp/best.out")
+	fi
 	qc=$(best "$q '| count by template' | awk -F'\t' '{s += \$2} END {print s}'"); qc_out=$(cat "$tmp/best.out")
 	zc=$(best "zstdcat $zst | wc -l"); zc_out=$(cat "$tmp/best.out")
 	# The term through quarry serve's API (a long-running reader that keeps
@@ -109,12 +125,14 @@ search_bench() {
 	read -r qaw qac <<<"$qa"; read -r zaw zac <<<"$za"
 	read -r qbw qbc <<<"$qb"; read -r zbw zbc <<<"$zb"
 	read -r qcw qcc <<<"$qc"; read -r zcw zcc <<<"$zc"
+	local qnw="" qnc="" znw="" znc=""
+	read -r qnw qnc <<<"$qn"; read -r znw znc <<<"$zn"
 	local ok="yes"
-	if [ "$qa_out" != "$za_out" ] || [ "$qb_out" != "$zb_out" ] || [ "$qc_out" != "$zc_out" ] ||
+	if [ "$qa_out" != "$za_out" ] || [ "$qb_out" != "$zb_out" ] || [ "$qc_out" != "$zc_out" ] || [ "$qn_out" != "$zn_out" ] ||
 		{ [ -n "$sq" ] && { [ "$sq_out" != "$zb_out" ] || [ "$sr_out" != "$zb_out" ] || [ "$sk_out" != "$zb_out" ]; }; }; then
-		ok="NO: quarry $qa_out/$qb_out/$qc_out, serve $sq_out/$sr_out/$sk_out, zstd $za_out/$zb_out/$zc_out"
+		ok="NO: quarry $qa_out/$qb_out/$qc_out/$qn_out, serve $sq_out/$sr_out/$sk_out, zstd $za_out/$zb_out/$zc_out/$zn_out"
 	fi
-	echo "search (wall cpu): render $qa vs $za, term $qb vs $zb, count $qc vs $zc; term through serve (cpu per query: ndjson, raw, raw one client) ${sq:-skipped} ${sr} ${sk}; outputs agree: $ok" >&2
+	echo "search (wall cpu): render $qa vs $za, term $qb vs $zb, needle ${needle:-none} $qn vs $zn, count $qc vs $zc; term through serve (cpu per query: ndjson, raw, raw one client) ${sq:-skipped} ${sr} ${sk}; outputs agree: $ok" >&2
 	QUARRY_BENCH_LAKE="$lk" QUARRY_BENCH_TERM="$SEARCH_TERM" go test -run '^$' -bench 'BenchmarkSearch' -benchtime 3x ./internal/lake/ >"$tmp/search-go.txt" 2>&1 ||
 		{ cat "$tmp/search-go.txt" >&2; return 1; }
 	grep -E '^BenchmarkSearch' "$tmp/search-go.txt" >&2
@@ -139,6 +157,9 @@ search_bench() {
 		echo "|---|---|---:|---:|---|---:|---:|---:|---:|"
 		echo "| full render | \`quarry query --format raw \| wc -c\` | ${qaw} s | ${qac} s | \`zstdcat F \| wc -c\` | ${zaw} s | ${zac} s | $(ratio "$qaw" "$zaw") | $(ratio "$qac" "$zac") |"
 		echo "| selective term | \`quarry query --format raw '$SEARCH_TERM' \| wc -l\` | ${qbw} s | ${qbc} s | \`zstdcat F \| grep -F $SEARCH_TERM \| wc -l\` | ${zbw} s | ${zbc} s | $(ratio "$qbw" "$zbw") | $(ratio "$qbc" "$zbc") |"
+		if [ -n "$needle" ]; then
+			echo "| needle: a parameter's value | \`quarry query --format raw '$needle' \| wc -l\` | ${qnw} s | ${qnc} s | \`zstdcat F \| grep -F $needle \| wc -l\` | ${znw} s | ${znc} s | $(ratio "$qnw" "$znw") | $(ratio "$qnc" "$znc") |"
+		fi
 		echo "| count by template | \`quarry query --format raw '\| count by template'\` | ${qcw} s | ${qcc} s | \`zstdcat F \| wc -l\` | ${zcw} s | ${zcc} s | $(ratio "$qcw" "$zcw") | $(ratio "$qcc" "$zcc") |"
 		if [ -n "$sq" ]; then
 			echo "| selective term, through \`quarry serve\` | \`curl '/api/search?limit=0&q=$SEARCH_TERM' \| grep -c hit\` (server + client CPU per query) | | ${sq} s | \`zstdcat F \| grep -F $SEARCH_TERM \| wc -l\` | | ${zbc} s | | $(ratio "$sq" "$zbc") |"
@@ -155,6 +176,13 @@ search_bench() {
 		fi
 		echo "reads no parameter (met by construction: TestSummarySkipsRows answers it from footers over files whose"
 		echo "rows are garbage) and is $(ratio "$qcc" "$zcc")× zstdcat | wc -l."
+		if [ -n "$needle" ]; then
+			echo "The needle \`$needle\` (in $nneedle lines) is a parameter's value, in no template's text: $(verdict "$qnc" "$znc" 10) by CPU."
+			echo "It is chosen by the script (of the tokens with a digit in the middle line, the one in the fewest lines), as"
+			echo "users mostly search an id, a host or a name: the summaries' byte sets rule out only the templates whose"
+			echo "parameters lack one of its bytes, and the lines of the others are rendered to match it (bloom filters:"
+			echo "docs/benchmarks.md, \"Search: needles and bloom filters\")."
+		fi
 		echo "How quarry reads: each records file's footer carries a summary per template version (rows and"
 		echo "the bytes its parameters use). The term is settled per file: true for templates whose text holds it,"
 		echo "false for those whose text and parameter bytes cannot spell it; a file with nothing left is not read"
