@@ -1279,7 +1279,9 @@ func (s *search) filePlan(f searchFile, sum recfile.Summary) (*tenantPlan, bool,
 		}
 		// The tenant's plan with the file's ParamBytes: only its Scan
 		// templates are settled again (query.Plan.WithParamBytes).
-		p := tp.plan.WithParamBytes(f.tenant, func(id uint64, v uint32) *query.Charset { return chars[recfile.Key{ID: id, Version: v}] })
+		p := tp.plan.WithParamBytes(f.tenant, func(id uint64, v uint32) (*query.Charset, query.PairSet) {
+			return chars[recfile.Key{ID: id, Version: v}], nil
+		})
 		tp = s.tenantPlanOf(p, s.q.NewAggregator())
 	}
 	skip := true

@@ -129,25 +129,25 @@ func (q *Query) PlanTemplates(tenant string, tpls []Template) *Plan {
 	return p
 }
 
-// WithParamBytes is p planned again with each template's ParamBytes taken
-// from pb (a records file's summary; nil: unknown, as in p), the same plan
-// PlanTemplates gives over p's templates with those ParamBytes, for less:
+// WithParamBytes is p planned again with each template's ParamBytes and
+// ParamPairs taken from pb (a records file's summary; nil: unknown, as in
+// p), the same plan PlanTemplates gives over p's templates with those, for less:
 // only the Scan templates are settled again, from their text already cut
 // at its wildcards. A template settled All or None stays so: ParamBytes
 // only turns a text term that was open into false (settleText), and a
 // settled answer of the three-valued evaluation does not change when an
 // open operand settles. tenant is PlanTemplates' tenant.
-func (p *Plan) WithParamBytes(tenant string, pb func(id uint64, version uint32) *Charset) *Plan {
+func (p *Plan) WithParamBytes(tenant string, pb func(id uint64, version uint32) (*Charset, PairSet)) *Plan {
 	np := &Plan{q: p.q, templates: slices.Clone(p.templates), byKey: p.byKey}
 	for i := range np.templates {
 		tp := &np.templates[i]
 		if tp.Decision != Scan {
 			continue
 		}
-		if cs := pb(tp.Template.ID, tp.Template.Version); cs != nil {
+		if cs, pairs := pb(tp.Template.ID, tp.Template.Version); cs != nil {
 			info := *tp.info
-			info.t.ParamBytes = cs
-			tp.Template.ParamBytes = cs
+			info.t.ParamBytes, info.t.ParamPairs = cs, pairs
+			tp.Template.ParamBytes, tp.Template.ParamPairs = cs, pairs
 			tp.info = &info
 			switch r, res := settle(p.q.root, tp.info, tenant); r {
 			case settledTrue:
@@ -315,7 +315,7 @@ func settleText(n *node, t *tplInfo) tri {
 	if inPieces(n.segs, t.pieces) {
 		return settledTrue
 	}
-	if t.t.ParamBytes != nil && n.form != nil && !n.form.canForm(t.pieces, t.t.ParamBytes) {
+	if t.t.ParamBytes != nil && n.form != nil && !n.form.canForm(t.pieces, t.t.ParamBytes, t.t.ParamPairs) {
 		return settledFalse
 	}
 	return unsettled
@@ -388,10 +388,12 @@ func newFormer(segs []string) *former {
 }
 
 // canForm reports whether some rendering P0 x1 P1 ... xn Pn of pieces,
-// with every parameter xi a string over chars (possibly empty), contains
-// f's segments in order without overlap. The pieces advance every state
-// deterministically; a parameter closes the state set under chars' bytes.
-func (f *former) canForm(pieces []string, chars *Charset) bool {
+// with every parameter xi a string over chars (possibly empty) whose
+// adjacent bytes are pairs of pairs (nil: any pair), contains f's segments
+// in order without overlap. The pieces advance every state
+// deterministically; a parameter closes the state set under chars' bytes
+// (closePairs with pairs).
+func (f *former) canForm(pieces []string, chars *Charset, pairs PairSet) bool {
 	// The closure's alphabet: chars' bytes the segments hold, and one
 	// other if chars has any. Every byte no segment holds steps every
 	// state alike (back to its segment's start), so one stands for all: a
@@ -413,6 +415,21 @@ func (f *former) canForm(pieces []string, chars *Charset) bool {
 			break
 		}
 	}
+	// ok[k] bit c: alpha[c] may follow alpha[k] in a parameter. Only pairs
+	// of the segments' bytes are asked: the representative stands for
+	// bytes no segment holds, each of which steps every state alike,
+	// so a pair with it is taken as possible (which can only keep the
+	// answer true, never make a true one false).
+	var ok [64]uint64
+	if pairs != nil {
+		for k := range n {
+			for c := range n {
+				if !f.in.Has(alpha[k]) || !f.in.Has(alpha[c]) || pairs.HasPair(alpha[k], alpha[c]) {
+					ok[k] |= 1 << c
+				}
+			}
+		}
+	}
 	final := uint64(1) << f.final
 	cur := uint64(1) // state 0
 	for i, piece := range pieces {
@@ -430,6 +447,13 @@ func (f *former) canForm(pieces []string, chars *Charset) bool {
 		if i == len(pieces)-1 {
 			break
 		}
+		if pairs != nil {
+			cur = f.closePairs(cur, alpha[:n], &ok)
+			if cur&final != 0 {
+				return true
+			}
+			continue
+		}
 		// closure under the parameter's bytes
 		for todo := cur; todo != 0; {
 			st := bits.TrailingZeros64(todo)
@@ -446,6 +470,45 @@ func (f *former) canForm(pieces []string, chars *Charset) bool {
 		}
 	}
 	return cur&final != 0
+}
+
+// closePairs is canForm's closure of the state set cur under a parameter
+// whose adjacent bytes are pairs ok allows (ok[k] bit c: alpha[c] may
+// follow alpha[k]): the states after the empty parameter (cur itself) and
+// after every string over alpha that ok allows. It walks (last byte,
+// state) pairs: last[k] holds the states reached by a parameter ending in
+// alpha[k]. alpha holds at most 64 bytes (the segments' bytes, at most
+// maxFormState, and a representative).
+func (f *former) closePairs(cur uint64, alpha []byte, ok *[64]uint64) uint64 {
+	var last [64]uint64
+	type item struct{ k, st uint8 }
+	var todo []item
+	var buf [128]item
+	todo = buf[:0]
+	for set := cur; set != 0; set &= set - 1 {
+		st := bits.TrailingZeros64(set)
+		for k, b := range alpha {
+			if u := f.next[st][b]; last[k]&(1<<u) == 0 {
+				last[k] |= 1 << u
+				todo = append(todo, item{uint8(k), u})
+			}
+		}
+	}
+	for len(todo) > 0 {
+		it := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		for c := ok[it.k]; c != 0; c &= c - 1 {
+			k := bits.TrailingZeros64(c)
+			if u := f.next[it.st][alpha[k]]; last[k]&(1<<u) == 0 {
+				last[k] |= 1 << u
+				todo = append(todo, item{uint8(k), u})
+			}
+		}
+	}
+	for k := range alpha {
+		cur |= last[k]
+	}
+	return cur
 }
 
 // seqMatcher is a deterministic automaton for "segs in order": state

@@ -267,20 +267,28 @@ func TestWithParamBytesEqualsPlanTemplates(t *testing.T) {
 		}
 		var tpls, with []Template
 		bytes := map[tplKey]*Charset{}
+		pairs := map[tplKey]PairSet{}
 		for id := range uint64(4) {
 			tpl, _ := randTemplate(r)
 			tpl.ID, tpl.Version, tpl.ParamBytes = id+1, uint32(r.IntN(2)), nil
 			tpls = append(tpls, tpl)
 			if r.IntN(3) > 0 {
 				cs := new(Charset)
-				cs.AddString([]string{"1", "a", "1a", " =", "b:", ""}[r.IntN(6)])
+				v := []string{"1", "a", "1a", " =", "b:", "", "a1", "ab1"}[r.IntN(8)]
+				cs.AddString(v)
 				bytes[tplKey{tpl.ID, tpl.Version}] = cs
 				tpl.ParamBytes = cs
+				if r.IntN(2) == 0 {
+					pairs[tplKey{tpl.ID, tpl.Version}] = pairsOf(v)
+					tpl.ParamPairs = pairsOf(v)
+				}
 			}
 			with = append(with, tpl)
 		}
 		want := q.PlanTemplates("acme", with)
-		got := q.PlanTemplates("acme", tpls).WithParamBytes("acme", func(id uint64, v uint32) *Charset { return bytes[tplKey{id, v}] })
+		got := q.PlanTemplates("acme", tpls).WithParamBytes("acme", func(id uint64, v uint32) (*Charset, PairSet) {
+			return bytes[tplKey{id, v}], pairs[tplKey{id, v}]
+		})
 		if got.Columns != want.Columns {
 			t.Fatalf("query %q: columns %v, want %v", src, got.Columns, want.Columns)
 		}

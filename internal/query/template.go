@@ -18,6 +18,19 @@ type Template struct {
 	// settle a term false when no parameter could supply it; nil means any
 	// byte may occur.
 	ParamBytes *Charset
+	// ParamPairs, when set, holds every pair of adjacent bytes within
+	// one of this template's parameters (as ParamBytes, in the data the
+	// plan will be used on): a term whose bytes a parameter must hold
+	// side by side settles false without such a pair. nil means any pair
+	// may occur.
+	ParamPairs PairSet
+}
+
+// PairSet is a set of byte pairs. HasPair(a, b) reports whether b may
+// follow a within one parameter: a set may answer true for a pair that
+// never occurs (a hashed set), never false for one that does.
+type PairSet interface {
+	HasPair(a, b byte) bool
 }
 
 // Charset is a set of bytes.
