@@ -52,7 +52,10 @@
 // items, 7 in one with the more_text column) and
 // the file's template summary (SummaryKey, Summary: per template version
 // its row count and the bytes its parameters use), which readers
-// use to skip templates and files and to count without reading rows.
+// use to skip templates and files and to count without reading rows; a
+// file of several row groups at zstd's best level also holds each
+// version's pairs of adjacent bytes (PairsKey, Pairs), which narrow the
+// same skip.
 //
 //	column            Parquet type                 meaning
 //	wal_seq           INT64                        WAL sequence of the record's frame

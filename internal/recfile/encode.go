@@ -118,6 +118,9 @@ type tplInfo struct {
 	// miss for each row and parameter of a large file.
 	rows int64
 	seen [256]bool
+	// pairs is seen's pairs of adjacent bytes, in a file of several row
+	// groups (encoder.gatherPairs; nil otherwise): PairsKey.
+	pairs *pairSeen
 	// kinds is the kinds of the version's last row classified (interned
 	// in encoder.kinds).
 	kinds string
@@ -216,6 +219,8 @@ type encoder struct {
 	// tail is the number of rows at the end of the write order that are
 	// rare template versions' (rareLast): a row group of their own.
 	tail int
+	// gatherPairs: classify gathers each version's byte pairs (PairsKey).
+	gatherPairs bool
 }
 
 // scratch are an encode's arrays of a value per row or parameter, kept for
@@ -416,6 +421,15 @@ func encodeOnce(rows []Row, tpl Templates, o *options, how int, picks map[Key][]
 	if o.sortByTpl && o.groupRows > 0 && len(rows) >= 2*o.groupRows {
 		e.tail = rareLast(rows, order, o.rareRows)
 	}
+	// A file of several row groups (groupCuts) written at zstd's best
+	// level (compaction's, an idle encoder's) gets PairsKey: its versions'
+	// rows are many and worth skipping, where in a small file the sets
+	// would cost more than the rows they let a search skip. A busy
+	// encoder's files go without: gathering the pairs cost 8% of the
+	// default level's encode CPU (BenchmarkEncodeV3) and 3% of a quarry
+	// run's user CPU, and compaction rewrites those files (committer's
+	// compaction, within committer.compaction.idle or the day's end).
+	e.gatherPairs = o.hiLevel != 0 && o.groupRows > 0 && len(rows) >= 2*o.groupRows
 	nparams, first := 0, 0
 	for i := range rows {
 		nparams += len(rows[i].Params)
@@ -709,9 +723,18 @@ func (e *encoder) classify(r *Row, t *tplInfo, out *encoded) error {
 			ErrInput, r.TemplateID, r.TemplateVersion, len(t.pieces)-1, r.WALSeq, r.Index, len(r.Params))
 	}
 	t.rows++
-	for _, p := range r.Params {
-		for j := 0; j < len(p); j++ {
-			t.seen[p[j]] = true
+	if e.gatherPairs {
+		if t.pairs == nil {
+			t.pairs = new(pairSeen)
+		}
+		for _, p := range r.Params {
+			t.pairs.addParam(p, &t.seen)
+		}
+	} else {
+		for _, p := range r.Params {
+			for j := 0; j < len(p); j++ {
+				t.seen[p[j]] = true
+			}
 		}
 	}
 	out.s = span{off: int32(len(e.svals))}
@@ -1280,6 +1303,11 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	}
 	if e.tail > 0 {
 		opts = append(opts, parquet.KeyValueMetadata(TailKey, strconv.Itoa(e.o.rareRows)))
+	}
+	if e.gatherPairs {
+		if v := encodePairs(e.pairs()); v != "" {
+			opts = append(opts, parquet.KeyValueMetadata(PairsKey, v))
+		}
 	}
 	cuts := e.groupCuts(rows, order)
 	keep := statsColumns

@@ -30,6 +30,10 @@ type TemplateSummary struct {
 	// not known (AnyBytes) for a version with few rows in the file.
 	ParamBytes [4]uint64
 	AnyBytes   bool
+	// ParamPairs holds every pair of adjacent bytes within one of these
+	// rows' parameters (PairsKey): nil in a file without them (one of
+	// one row group, or written before 2026-12-06) and where AnyBytes.
+	ParamPairs Pairs
 }
 
 // Summary is a records file's per-template summary, in key order (by
@@ -257,10 +261,26 @@ func ParseSummary(v string) (Summary, error) {
 
 // FileSummary returns the summary in f's footer; nil without error when f
 // has none (a file written before summaries, or by another writer).
+// Its entries carry the file's ParamPairs (PairsKey) where it has them; a
+// damaged PairsKey value leaves them nil (a search then settles terms by
+// the byte sets alone, as in a file without them).
 func FileSummary(f *parquet.File) (Summary, error) {
 	v, ok := f.Lookup(SummaryKey)
 	if !ok {
 		return nil, nil
 	}
-	return ParseSummary(v)
+	s, err := ParseSummary(v)
+	if err != nil {
+		return nil, err
+	}
+	if pv, ok := f.Lookup(PairsKey); ok {
+		if ps, err := ParsePairs(pv); err == nil {
+			for i := range s {
+				if !s[i].AnyBytes {
+					s[i].ParamPairs = ps[s[i].Key]
+				}
+			}
+		}
+	}
+	return s, nil
 }
