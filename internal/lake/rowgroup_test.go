@@ -27,8 +27,8 @@ func rowGroupLake(t *testing.T, prep func(name string, data []byte) []byte) *fix
 		big := summaryRows(r, 20000, 5000, day1.Add(2*time.Hour), 1, 2, 4, 6, 9, 10)
 		big = append(big, summaryRows(r, 60, 20000, day1.Add(9*time.Hour), 3, 5, 7, 8)...)
 		return []summaryFile{
-			{"a", "2026-01-01", summaryRows(r, 1500, 10, day1, 1, 2, 3, 5, 6, 7, 8, 9, 10)},
-			{"big", "2026-01-01", big},
+			{"a", "2026-01-01", summaryRows(r, 1500, 10, day1, 1, 2, 3, 5, 6, 7, 8, 9, 10), nil},
+			{"big", "2026-01-01", big, nil},
 		}
 	})
 }

@@ -1256,7 +1256,8 @@ func (l *Lake) openMeta(ctx context.Context, rel string) (*fileMeta, error) {
 }
 
 // filePlan narrows f's plan with the file's summary: the query planned over
-// the tenant's templates with each version's ParamBytes taken from the
+// the tenant's templates with each version's ParamBytes (and ParamPairs,
+// in a file of several row groups) taken from the
 // summary, so that a term no parameter of this file could supply settles
 // false for its template. skip reports that no row of the file can match:
 // every version the summary lists is None or outside opts' template
@@ -1270,17 +1271,23 @@ func (s *search) filePlan(f searchFile, sum recfile.Summary) (*tenantPlan, bool,
 	}
 	if tp.scan {
 		chars := make(map[recfile.Key]*query.Charset, len(sum))
+		pairs := map[recfile.Key]query.PairSet{}
 		for i := range sum {
 			if sum[i].AnyBytes {
 				continue // any byte may occur: ParamBytes stays nil
 			}
 			cs := query.Charset(sum[i].ParamBytes)
 			chars[sum[i].Key] = &cs
+			if sum[i].ParamPairs != nil {
+				pairs[sum[i].Key] = sum[i].ParamPairs
+			}
 		}
-		// The tenant's plan with the file's ParamBytes: only its Scan
-		// templates are settled again (query.Plan.WithParamBytes).
+		// The tenant's plan with the file's ParamBytes and ParamPairs:
+		// only its Scan templates are settled again
+		// (query.Plan.WithParamBytes).
 		p := tp.plan.WithParamBytes(f.tenant, func(id uint64, v uint32) (*query.Charset, query.PairSet) {
-			return chars[recfile.Key{ID: id, Version: v}], nil
+			k := recfile.Key{ID: id, Version: v}
+			return chars[k], pairs[k]
 		})
 		tp = s.tenantPlanOf(p, s.q.NewAggregator())
 	}

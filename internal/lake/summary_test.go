@@ -133,9 +133,9 @@ func summaryRows(r *rand.Rand, n int, seq uint64, ts0 time.Time, ids ...uint64) 
 func summaryLake(t *testing.T, prep func(name string, data []byte) []byte) *fixture {
 	return summaryLakeOf(t, prep, func(r *rand.Rand, day1, day2 time.Time) []summaryFile {
 		return []summaryFile{
-			{"a", "2026-01-01", summaryRows(r, 1500, 10, day1, 1, 2, 3, 5, 6, 7, 8, 9, 10)},
-			{"b", "2026-01-01", summaryRows(r, 800, 600, day1.Add(time.Hour), 1, 2, 4, 9)},
-			{"c", "2026-01-02", summaryRows(r, 900, 1000, day2, 4, 5, 6, 8, 10)},
+			{"a", "2026-01-01", summaryRows(r, 1500, 10, day1, 1, 2, 3, 5, 6, 7, 8, 9, 10), nil},
+			{"b", "2026-01-01", summaryRows(r, 800, 600, day1.Add(time.Hour), 1, 2, 4, 9), nil},
+			{"c", "2026-01-02", summaryRows(r, 900, 1000, day2, 4, 5, 6, 8, 10), nil},
 		}
 	})
 }
@@ -144,6 +144,7 @@ func summaryLake(t *testing.T, prep func(name string, data []byte) []byte) *fixt
 type summaryFile struct {
 	name, date string
 	rows       []recfile.Row
+	opts       []recfile.Option // the encoder's (default: none)
 }
 
 // summaryLakeOf writes the v3 files files gives (and one v2 file) of acme,
@@ -159,8 +160,8 @@ func summaryLakeOf(t *testing.T, prep func(name string, data []byte) []byte, fil
 	r := rand.New(rand.NewPCG(12, 12))
 	day1 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	day2 := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
-	file := func(name, date string, rows []recfile.Row) delta.Add {
-		enc, err := recfile.Encode(rows, summaryTexts)
+	file := func(name, date string, rows []recfile.Row, opts []recfile.Option) delta.Add {
+		enc, err := recfile.Encode(rows, summaryTexts, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,7 +178,7 @@ func summaryLakeOf(t *testing.T, prep func(name string, data []byte) []byte, fil
 	}
 	var adds []delta.Add
 	for _, sf := range files(r, day1, day2) {
-		adds = append(adds, file(sf.name, sf.date, sf.rows))
+		adds = append(adds, file(sf.name, sf.date, sf.rows, sf.opts))
 	}
 	adds = append(adds, f.recordsFile("acme", "2026-01-01", "w2", []lake.RecordRow{
 		rec(5, 0, "2026-01-01T10:00:00Z", 1, 1, "/a", "200", "12"),
