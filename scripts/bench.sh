@@ -187,7 +187,7 @@ search_bench() {
 		echo "reads no parameter (met by construction: TestSummarySkipsRows answers it from footers over files whose"
 		echo "rows are garbage) and is $(ratio "$qcc" "$zcc")× zstdcat | wc -l."
 		if [ -n "$needle" ]; then
-			echo "The needle \`$needle\` (in $nneedle lines) is a parameter's value, in no template's text: $(verdict "$qnc" "$znc" 10) by CPU"
+			echo "The needle \`$needle\` ($nneedle of the lines) is a parameter's value, in no template's text: $(verdict "$qnc" "$znc" 10) by CPU"
 			echo "over the files a busy encoder writes, $(verdict "$qpc" "$znc" 10) over the same lines at zstd's best level (lake B:"
 			echo "\`quarry run\` with \`encoder.high_compression: always\`, as compaction rewrites closed files). It is chosen by the"
 			echo "script (of the tokens with a digit in the middle line, the one in the fewest lines), as users mostly search"
