@@ -30,19 +30,7 @@ func pairsLake(t *testing.T, prep func(name string, data []byte) []byte) *lake.L
 
 // withoutPairs is data with its PairsKey entry taken out of the footer, as
 // files written before it are.
-func withoutPairs(t testing.TB, data []byte) []byte {
-	found := false
-	out := rewriteFooter(t, data, func(md *format.FileMetaData) {
-		md.KeyValueMetadata = slices.DeleteFunc(md.KeyValueMetadata, func(kv format.KeyValue) bool {
-			found = found || kv.Key == recfile.PairsKey
-			return kv.Key == recfile.PairsKey
-		})
-	})
-	if !found {
-		t.Fatal("the encoder wrote no parameter pairs")
-	}
-	return out
-}
+func withoutPairs(t testing.TB, data []byte) []byte { return withoutKey(t, data, recfile.PairsKey) }
 
 // TestPairsSkipRows: a term whose bytes template 2's parameters all hold,
 // but never side by side ("ecila": alice's bytes backwards), settles false

@@ -40,16 +40,21 @@ func rewriteFooter(t testing.TB, data []byte, edit func(*format.FileMetaData)) [
 }
 
 // withoutSummary is a records file as written before summaries existed.
-func withoutSummary(t testing.TB, data []byte) []byte {
+func withoutSummary(t testing.TB, data []byte) []byte { return withoutKey(t, data, recfile.SummaryKey) }
+
+// withoutKey is data with the footer's key-value entry key taken out; the
+// test fails when the file has none.
+func withoutKey(t testing.TB, data []byte, key string) []byte {
+	t.Helper()
 	found := false
 	out := rewriteFooter(t, data, func(md *format.FileMetaData) {
 		md.KeyValueMetadata = slices.DeleteFunc(md.KeyValueMetadata, func(kv format.KeyValue) bool {
-			found = found || kv.Key == recfile.SummaryKey
-			return kv.Key == recfile.SummaryKey
+			found = found || kv.Key == key
+			return kv.Key == key
 		})
 	})
 	if !found {
-		t.Fatal("the encoder wrote no summary")
+		t.Fatalf("the encoder wrote no %s", key)
 	}
 	return out
 }

@@ -90,31 +90,42 @@ func pairsOf(ws ...string) pairSet {
 	return p
 }
 
-func TestCanFormAgreesWithEveryByte(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	word := func(alpha string, n int) string {
-		var b strings.Builder
-		for range r.IntN(n + 1) {
-			b.WriteByte(alpha[r.IntN(len(alpha))])
-		}
-		return b.String()
+// formCases makes random terms (segs) and templates (pieces) for canForm,
+// over small alphabets so that terms, texts and parameters overlap often;
+// word gives a parameter value.
+type formCases struct{ r *rand.Rand }
+
+const formAlpha = "abab.=x "
+
+func (c formCases) word(alpha string, n int) string {
+	var b strings.Builder
+	for range c.r.IntN(n + 1) {
+		b.WriteByte(alpha[c.r.IntN(len(alpha))])
 	}
-	// Small alphabets so that terms, texts and parameters overlap often.
-	const alpha = "abab.=x "
+	return b.String()
+}
+
+func (c formCases) next() (segs, pieces []string) {
+	segs = make([]string, 1+c.r.IntN(3))
+	for j := range segs {
+		for segs[j] == "" {
+			segs[j] = c.word(formAlpha, 4)
+		}
+	}
+	pieces = make([]string, 1+c.r.IntN(4))
+	for j := range pieces {
+		pieces[j] = c.word(formAlpha, 5)
+	}
+	return segs, pieces
+}
+
+func TestCanFormAgreesWithEveryByte(t *testing.T) {
+	cases := formCases{rand.New(rand.NewPCG(1, 2))}
 	trues, falses := 0, 0
 	for i := range 20000 {
-		segs := make([]string, 1+r.IntN(3))
-		for j := range segs {
-			for segs[j] == "" {
-				segs[j] = word(alpha, 4)
-			}
-		}
-		pieces := make([]string, 1+r.IntN(4))
-		for j := range pieces {
-			pieces[j] = word(alpha, 5)
-		}
+		segs, pieces := cases.next()
 		var chars Charset
-		chars.AddString(word(alpha+"yz019-", 6))
+		chars.AddString(cases.word(formAlpha+"yz019-", 6))
 		want := canFormAll(segs, pieces, &chars)
 		if got := newFormer(segs).canForm(pieces, &chars, nil); got != want {
 			t.Fatalf("case %d: former(%q).canForm(%q, %q) = %v, every byte says %v", i, segs, pieces, charsString(&chars), got, want)
@@ -138,30 +149,14 @@ func TestCanFormAgreesWithEveryByte(t *testing.T) {
 // byte set alone leaves open.
 func TestCanFormPairsAgrees(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	word := func(alpha string, n int) string {
-		var b strings.Builder
-		for range r.IntN(n + 1) {
-			b.WriteByte(alpha[r.IntN(len(alpha))])
-		}
-		return b.String()
-	}
-	const alpha = "abab.=x "
+	cases := formCases{r}
 	trues, falses, narrowed := 0, 0, 0
 	for i := range 20000 {
-		segs := make([]string, 1+r.IntN(3))
-		for j := range segs {
-			for segs[j] == "" {
-				segs[j] = word(alpha, 4)
-			}
-		}
-		pieces := make([]string, 1+r.IntN(4))
-		for j := range pieces {
-			pieces[j] = word(alpha, 5)
-		}
+		segs, pieces := cases.next()
 		values := make([]string, 1+r.IntN(3))
 		var chars Charset
 		for j := range values {
-			values[j] = word(alpha+"yz019-", 6)
+			values[j] = cases.word(formAlpha+"yz019-", 6)
 			chars.AddString(values[j])
 		}
 		pairs := pairsOf(values...)

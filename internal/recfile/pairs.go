@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
-
-	"github.com/klauspost/compress/zstd"
 )
 
 // PairsKey is the footer key-value entry of a records file of several row
@@ -136,11 +134,7 @@ func encodePairs(ps map[Key]Pairs) string {
 			raw = binary.LittleEndian.AppendUint64(raw, w)
 		}
 	}
-	z, err := codec(zstd.SpeedBetterCompression).Encode(nil, raw)
-	if err != nil {
-		return "" // not written: readers settle terms by the byte sets
-	}
-	return pack7(append([]byte{pairsVersion}, z...))
+	return packFooterValue(pairsVersion, raw) // "": not written, readers settle terms by the byte sets
 }
 
 var errPairs = errors.New("recfile: bad parameter pairs")
@@ -149,31 +143,11 @@ var errPairs = errors.New("recfile: bad parameter pairs")
 // later version or a damaged one is an error; FileSummary then gives the
 // summary without pairs.
 func ParsePairs(v string) (map[Key]Pairs, error) {
-	if len(v) == 0 || v[0] != text7 {
-		return nil, fmt.Errorf("%w: not text7", errPairs)
-	}
-	z, err := unpack7(v[1:])
+	b, err := unpackFooterValue(v, pairsVersion, false, errPairs)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errPairs, err)
+		return nil, err
 	}
-	if len(z) == 0 || z[0] != pairsVersion {
-		return nil, fmt.Errorf("%w: unknown version", errPairs)
-	}
-	b, err := codec(zstd.SpeedBetterCompression).Decode(nil, z[1:])
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errPairs, err)
-	}
-	if len(b) > maxSummary {
-		return nil, fmt.Errorf("%w: %d bytes", errPairs, len(b))
-	}
-	next := func() (uint64, bool) {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			return 0, false
-		}
-		b = b[n:]
-		return v, true
-	}
+	next := func() (uint64, bool) { return nextUvarint(&b) }
 	n, ok := next()
 	if !ok || n > uint64(len(b)) {
 		return nil, fmt.Errorf("%w: count", errPairs)
