@@ -1,15 +1,22 @@
 package lake_test
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/objstore"
 	quarryql "github.com/quarrylake/quarry/internal/query"
 	"github.com/quarrylake/quarry/internal/recfile"
 )
@@ -131,5 +138,113 @@ func TestPairsAgreeWithoutPairs(t *testing.T) {
 	}
 	if n < len(srcs)/2 {
 		t.Fatalf("only %d of %d queries found anything", n, len(srcs))
+	}
+}
+
+// TestPairsLevers measures what the versions' byte pairs rule out on a
+// lake: for each term, the rows of the versions a term within one
+// parameter is not ruled out for by the byte sets, by exact pair sets
+// (every pair the rows' parameters hold), by the files' own PairsKey
+// sets where they have them, and the rows of the versions whose
+// parameters hold it (docs/benchmarks.md, "Search: needles and bloom
+// filters"):
+//
+//	QUARRY_BENCH_LAKE=<lake> [QUARRY_PAIRS_TERMS=a,b] go test -count=1 -v -run '^TestPairsLevers$' ./internal/lake/
+func TestPairsLevers(t *testing.T) {
+	dir := os.Getenv("QUARRY_BENCH_LAKE")
+	if dir == "" {
+		t.Skip("set QUARRY_BENCH_LAKE to a lake")
+	}
+	terms := strings.Split(cmp.Or(os.Getenv("QUARRY_PAIRS_TERMS"), "fc9d3e55.css,api-59ba0834bc-764b4,worker-fd872,bob46,192.168.200.6"), ",")
+	store, err := objstore.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts, err := lake.Open(store).TemplateTexts(context.Background(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "records", "*", "*.parquet"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no records files under %s: %v", dir, err)
+	}
+	type version struct {
+		rows   int64
+		bytes  [256]bool
+		pairs  map[[2]byte]bool
+		params []string
+		file   recfile.Pairs // the file's PairsKey set (nil: none)
+	}
+	kept := make([][4]int64, len(terms)) // byte sets, exact pairs, file pairs, holding it
+	var rows int64
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := recfile.DecodeRows(data, texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pf, err := recfile.OpenParquet(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum, err := recfile.FileSummary(pf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs := map[recfile.Key]*version{}
+		for _, r := range recs {
+			k := recfile.Key{ID: r.TemplateID, Version: r.TemplateVersion}
+			v := vs[k]
+			if v == nil {
+				v = &version{pairs: map[[2]byte]bool{}}
+				vs[k] = v
+			}
+			v.rows++
+			for _, p := range r.Params {
+				for i := 0; i < len(p); i++ {
+					v.bytes[p[i]] = true
+					if i > 0 {
+						v.pairs[[2]byte{p[i-1], p[i]}] = true
+					}
+				}
+				v.params = append(v.params, p)
+			}
+		}
+		for _, s := range sum {
+			if v := vs[s.Key]; v != nil {
+				v.file = s.ParamPairs
+			}
+		}
+		rows += int64(len(recs))
+		for ti, term := range terms {
+			for _, v := range vs {
+				inBytes := true
+				for i := 0; i < len(term); i++ {
+					inBytes = inBytes && v.bytes[term[i]]
+				}
+				inPairs, inFile := inBytes, inBytes
+				for i := 1; i < len(term); i++ {
+					inPairs = inPairs && v.pairs[[2]byte{term[i-1], term[i]}]
+					inFile = inFile && v.file.HasPair(term[i-1], term[i])
+				}
+				for j, in := range []bool{inBytes, inPairs, inFile, slices.ContainsFunc(v.params, func(p string) bool { return strings.Contains(p, term) })} {
+					if in {
+						kept[ti][j] += v.rows
+					}
+				}
+			}
+		}
+	}
+	fmt.Printf("%d records files, %d rows; rows of the versions not ruled out for a term within one parameter:\n", len(files), rows)
+	fmt.Println("term | byte sets | exact pair sets | the files' pair sets | versions holding it")
+	for ti, term := range terms {
+		k := kept[ti]
+		fmt.Printf("%s | %d | %d | %d | %d\n", term, k[0], k[1], k[2], k[3])
+		if k[1] > k[0] || k[2] < k[1] || k[3] > k[1] {
+			t.Errorf("%s: %v: a pair set keeps more than the byte set, a hashed set less than the exact one, or the exact one less than the rows that hold it", term, k)
+		}
 	}
 }
