@@ -1257,7 +1257,7 @@ func (l *Lake) openMeta(ctx context.Context, rel string) (*fileMeta, error) {
 
 // filePlan narrows f's plan with the file's summary: the query planned over
 // the tenant's templates with each version's ParamBytes (and ParamPairs,
-// in a file of several row groups) taken from the
+// in a file of several row groups at zstd's best level) taken from the
 // summary, so that a term no parameter of this file could supply settles
 // false for its template. skip reports that no row of the file can match:
 // every version the summary lists is None or outside opts' template

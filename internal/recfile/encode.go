@@ -119,7 +119,8 @@ type tplInfo struct {
 	rows int64
 	seen [256]bool
 	// pairs is seen's pairs of adjacent bytes, in a file of several row
-	// groups (encoder.gatherPairs; nil otherwise): PairsKey.
+	// groups at zstd's best level (encoder.gatherPairs; nil otherwise):
+	// PairsKey.
 	pairs *pairSeen
 	// kinds is the kinds of the version's last row classified (interned
 	// in encoder.kinds).
@@ -425,7 +426,7 @@ func encodeOnce(rows []Row, tpl Templates, o *options, how int, picks map[Key][]
 	// level (compaction's, an idle encoder's) gets PairsKey: its versions'
 	// rows are many and worth skipping, where in a small file the sets
 	// would cost more than the rows they let a search skip. A busy
-	// encoder's files go without: gathering the pairs cost 8% of the
+	// encoder's files go without: gathering the pairs cost 8-9% of the
 	// default level's encode CPU (BenchmarkEncodeV3) and 3% of a quarry
 	// run's user CPU, and compaction rewrites those files (committer's
 	// compaction, within committer.compaction.idle or the day's end).

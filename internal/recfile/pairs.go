@@ -10,7 +10,8 @@ import (
 )
 
 // PairsKey is the footer key-value entry of a records file of several row
-// groups (since 2026-12-06) that holds, for each template version with a
+// groups written at zstd's best level (since 2026-12-06; encodeOnce's
+// gatherPairs) that holds, for each template version with a
 // byte set in the summary, the pairs of adjacent bytes within its
 // parameters (Pairs). A term whose bytes a parameter would have to hold
 // side by side is settled false for a version whose pairs lack one, where

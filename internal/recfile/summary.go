@@ -32,7 +32,8 @@ type TemplateSummary struct {
 	AnyBytes   bool
 	// ParamPairs holds every pair of adjacent bytes within one of these
 	// rows' parameters (PairsKey): nil in a file without them (one of
-	// one row group, or written before 2026-12-06) and where AnyBytes.
+	// one row group, one written at zstd's default level, or one written
+	// before 2026-12-06) and where AnyBytes.
 	ParamPairs Pairs
 }
 
