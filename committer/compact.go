@@ -150,11 +150,11 @@ type compactGroup struct {
 	bins   [][]delta.Add
 }
 
-// compactionPlan picks, per closed partition matching only, the live files
-// smaller than half the target whose WAL sequences are all at or below hw, in
-// WAL order, cut into bins of about TargetBytes. A bin of one file is not
-// rewritten.
-func compactionPlan(snap *delta.Snapshot, hw int64, c Compaction, only Partition, now time.Time) []compactGroup {
+// compactionPlan picks, per closed partition matching only (every one when
+// allClosed), the live files smaller than half the target whose WAL
+// sequences are all at or below hw, in WAL order, cut into bins of about
+// TargetBytes. A bin of one file is not rewritten.
+func compactionPlan(snap *delta.Snapshot, hw int64, c Compaction, only Partition, allClosed bool, now time.Time) []compactGroup {
 	type partFiles struct {
 		newest int64       // newest modificationTime of any file (ms)
 		small  []delta.Add // small files below the high-water
@@ -189,7 +189,7 @@ func compactionPlan(snap *delta.Snapshot, hw int64, c Compaction, only Partition
 		// else the small files whose rows' days have all ended: in a dated
 		// partition all or none (its date), in a tenant's (layout 2) those
 		// of past days, while today's keep coming.
-		if now.Sub(time.UnixMilli(pf.newest)) < c.Idle {
+		if !allClosed && now.Sub(time.UnixMilli(pf.newest)) < c.Idle {
 			pf.small = pf.ended
 		}
 		if len(pf.small) < 2 {

@@ -155,7 +155,11 @@
 // retention: removes with dataChange=true) and no txn, so the high-water
 // is unchanged. A compacted file's "quarry.reports" tag lists the reports
 // of the files it replaced; a rebuild marks them committed. Compact runs a
-// pass by hand under the lease (quarry compact).
+// pass by hand under the lease (quarry compact); Maintain asks the active
+// term for a pass at once, the same jobs through the same term goroutine
+// (quarry run --compact, with MaintainOptions.AllClosed), one pass at a
+// time with the background's; a committer without a term answers
+// ErrNotActive.
 //
 // # Bounds
 //

@@ -48,7 +48,7 @@ func TestRetentionCurrentLayout(t *testing.T) {
 	off := false
 	cfg.Compaction.Enabled = &off
 	m, submit := l.maint(cfg, now)
-	res, err := m.pass(l.ctx, Partition{}, true, false, submit)
+	res, err := m.pass(l.ctx, passSpec{retain: true}, submit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestRetentionCurrentLayout(t *testing.T) {
 	if removes != 4 || adds != 1 {
 		t.Fatalf("retention commit: %d removes, %d adds", removes, adds)
 	}
-	if res, err := m.pass(l.ctx, Partition{}, true, false, submit); err != nil || res.Expired != 0 || res.Rewritten != 0 {
+	if res, err := m.pass(l.ctx, passSpec{retain: true}, submit); err != nil || res.Expired != 0 || res.Rewritten != 0 {
 		t.Fatalf("second pass: %+v, %v", res, err)
 	}
 	l.checkIndependently()
@@ -150,7 +150,7 @@ func TestCompactionCurrentLayout(t *testing.T) {
 	cfg := testConfig("c1")
 	cfg.Compaction.TargetBytes = 5 * small
 	m, submit := l.maint(cfg, now)
-	res, err := m.pass(l.ctx, Partition{}, false, true, submit)
+	res, err := m.pass(l.ctx, passSpec{compact: true}, submit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestCompactionCurrentLayout(t *testing.T) {
 	l.checkIndependently() // the date column of the rewritten files, by Arrow
 	// Idle: the live tenant's files are compacted once idle long enough.
 	m2, submit2 := l.maint(cfg, now.Add(2*time.Hour))
-	if res, err := m2.pass(l.ctx, Partition{Tenant: "live"}, false, true, submit2); err != nil || res.Compacted != 4 {
+	if res, err := m2.pass(l.ctx, passSpec{only: Partition{Tenant: "live"}, compact: true}, submit2); err != nil || res.Compacted != 4 {
 		t.Fatalf("idle pass: %+v, %v", res, err)
 	}
 	if got := l.rowSet(); !slices.Equal(got, rowsBefore) {

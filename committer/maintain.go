@@ -36,6 +36,10 @@ const (
 // committer, which compacts in the background itself.
 var ErrLeaseHeld = errors.New("the committer lease is held by a running committer")
 
+// ErrNotActive: Maintain asked a committer that holds no active term (a
+// standby, or one stopping); the active committer maintains the lake.
+var ErrNotActive = errors.New("committer is not active")
+
 // errStale: a maintenance commit would remove a file that is no longer
 // live (a retention or compaction commit since it was planned).
 var errStale = errors.New("maintenance plan is stale")
@@ -111,7 +115,15 @@ type maintainer struct {
 	records *delta.Table
 	rw      *rewriter
 	now     func() time.Time
-	jobs    chan *job // to the active term (background runs)
+	jobs    chan *job // to the active term
+
+	// passMu makes passes one at a time: the background loop's and
+	// Maintain's would plan the same files (and share rw.texts).
+	passMu sync.Mutex
+	// termMu guards term: open while a term takes jobs (startMaintenance
+	// to its stop), closed when it stops, nil before the first term.
+	termMu sync.Mutex
+	term   chan struct{}
 }
 
 func newMaintainer(cfg Config, store objstore.Store, log *slog.Logger, now func() time.Time) *maintainer {
@@ -134,12 +146,23 @@ type PassResult struct {
 	Skipped    int // partitions whose rewrite failed (logged)
 }
 
-// pass runs retention (when retain) and compaction (when compact) once,
-// for the partitions only matches.
-func (m *maintainer) pass(ctx context.Context, only Partition, retain, compact bool, submit func(context.Context, *job) error) (PassResult, error) {
+// passSpec is what one pass does.
+type passSpec struct {
+	only    Partition // the partitions it touches (empty fields match all)
+	retain  bool      // retention (where cfg.Retention has one)
+	compact bool      // compaction of the closed partitions
+	// allClosed takes every partition as closed (MaintainOptions).
+	allClosed bool
+}
+
+// pass runs retention and compaction once, as spec says.
+func (m *maintainer) pass(ctx context.Context, spec passSpec, submit func(context.Context, *job) error) (PassResult, error) {
+	only := spec.only
+	m.passMu.Lock()
+	defer m.passMu.Unlock()
 	var res PassResult
 	now := m.now()
-	if retain && m.cfg.Retention.Enabled() {
+	if spec.retain && m.cfg.Retention.Enabled() {
 		snap, err := m.records.Snapshot(ctx)
 		if err != nil {
 			return res, fmt.Errorf("records snapshot: %w", err)
@@ -190,7 +213,7 @@ func (m *maintainer) pass(ctx context.Context, only Partition, retain, compact b
 			m.log.Info("retention removed expired records", "files", len(acts), "files_rewritten", len(adds))
 		}
 	}
-	if !compact {
+	if !spec.compact {
 		return res, nil
 	}
 	snap, err := m.records.Snapshot(ctx)
@@ -202,7 +225,7 @@ func (m *maintainer) pass(ctx context.Context, only Partition, retain, compact b
 		hw = v
 	}
 	m.rw.texts = map[string]recfile.Templates{} // templates change between passes
-	for _, g := range compactionPlan(snap, hw, m.cfg.Compaction, only, now) {
+	for _, g := range compactionPlan(snap, hw, m.cfg.Compaction, only, spec.allClosed, now) {
 		j, err := m.prepare(ctx, snap.Version, g, now)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -265,7 +288,7 @@ func (m *maintainer) prepare(ctx context.Context, base int64, g compactGroup, no
 // commits to the active term; done sees each finished pass.
 func (m *maintainer) loop(ctx context.Context, done func(PassResult, error)) {
 	for backoff.Sleep(ctx, m.cfg.Compaction.Interval) {
-		res, err := m.pass(ctx, Partition{}, true, m.cfg.Compaction.enabled(), m.submit)
+		res, err := m.pass(ctx, passSpec{retain: true, compact: m.cfg.Compaction.enabled()}, m.submit)
 		if ctx.Err() != nil {
 			return
 		}
@@ -276,11 +299,27 @@ func (m *maintainer) loop(ctx context.Context, done func(PassResult, error)) {
 	}
 }
 
-// submit hands j to the active term and waits for its commit.
+// activeTerm is the channel the active term closes when it stops taking
+// jobs; nil or closed when there is none.
+func (m *maintainer) activeTerm() chan struct{} {
+	m.termMu.Lock()
+	defer m.termMu.Unlock()
+	return m.term
+}
+
+// submit hands j to the active term and waits for its commit. It returns
+// ErrNotActive when no term takes it: the term's goroutine answers every
+// job it took before it stops, so a job taken is always answered.
 func (m *maintainer) submit(ctx context.Context, j *job) error {
+	term := m.activeTerm()
+	if term == nil {
+		return ErrNotActive
+	}
 	j.done = make(chan error, 1)
 	select {
 	case m.jobs <- j:
+	case <-term:
+		return ErrNotActive
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
@@ -292,38 +331,89 @@ func (m *maintainer) submit(ctx context.Context, j *job) error {
 	}
 }
 
-// startMaintenance runs the maintainer for one term; stop ends it and
-// waits.
+// startMaintenance runs the maintainer for one term (its background loop
+// when compaction or retention is enabled) and takes Maintain's jobs;
+// stop ends it and waits.
 func (c *Committer) startMaintenance(ctx context.Context) (stop func()) {
-	if !c.cfg.Compaction.enabled() && !c.cfg.Retention.Enabled() {
-		return func() {}
-	}
+	term := make(chan struct{})
+	c.maint.termMu.Lock()
+	c.maint.term = term
+	c.maint.termMu.Unlock()
 	mctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		c.maint.loop(mctx, func(res PassResult, err error) {
-			c.m.maintFiles.WithLabelValues("compacted").Add(float64(res.Compacted))
-			c.m.maintFiles.WithLabelValues("written").Add(float64(res.Written))
-			c.m.maintFiles.WithLabelValues("expired").Add(float64(res.Expired))
-			c.m.maintFiles.WithLabelValues("retained").Add(float64(res.Rewritten))
-			if err != nil {
-				c.bgFailed("maintenance pass", err)
-			} else {
-				c.bgSucceeded("maintenance pass")
-			}
-			switch {
-			case err != nil:
-				c.m.maintPasses.WithLabelValues("error").Inc()
-			case res.Skipped > 0:
-				c.m.maintPasses.WithLabelValues("skipped").Inc()
-			default:
-				c.m.maintPasses.WithLabelValues("ok").Inc()
-			}
-		})
-	})
+	if c.cfg.Compaction.enabled() || c.cfg.Retention.Enabled() {
+		wg.Go(func() { c.maint.loop(mctx, c.passDone) })
+	}
 	return func() {
+		c.maint.termMu.Lock()
+		close(term)
+		c.maint.termMu.Unlock()
 		cancel()
 		wg.Wait()
+	}
+}
+
+// passDone counts a finished maintenance pass in the metrics and in the
+// background jobs' health (stall.go).
+func (c *Committer) passDone(res PassResult, err error) {
+	c.m.maintFiles.WithLabelValues("compacted").Add(float64(res.Compacted))
+	c.m.maintFiles.WithLabelValues("written").Add(float64(res.Written))
+	c.m.maintFiles.WithLabelValues("expired").Add(float64(res.Expired))
+	c.m.maintFiles.WithLabelValues("retained").Add(float64(res.Rewritten))
+	if err != nil {
+		c.bgFailed("maintenance pass", err)
+	} else {
+		c.bgSucceeded("maintenance pass")
+	}
+	switch {
+	case err != nil:
+		c.m.maintPasses.WithLabelValues("error").Inc()
+	case res.Skipped > 0:
+		c.m.maintPasses.WithLabelValues("skipped").Inc()
+	default:
+		c.m.maintPasses.WithLabelValues("ok").Inc()
+	}
+}
+
+// MaintainOptions say what Maintain does beyond the background pass.
+type MaintainOptions struct {
+	// AllClosed compacts every partition's small files, also those of
+	// partitions not closed yet (today's, or one that got a file within
+	// committer.compaction.idle), even when committer.compaction.enabled
+	// is false: for a writer whose input has ended (quarry run --compact),
+	// whose lake would otherwise wait for the partitions to close. A
+	// partition that gets files later is compacted again once closed.
+	AllClosed bool
+}
+
+// Maintain runs one maintenance pass now, as the background loop does
+// every committer.compaction.interval: retention where configured and,
+// when compaction is enabled (or o.AllClosed), the rewrite of the closed
+// partitions' small files, its commits made by the active term between
+// two high-water advances. It returns ErrNotActive on a committer that
+// holds no active term (a standby: the active one maintains the lake), and
+// a zero result when there is nothing to do.
+func (c *Committer) Maintain(ctx context.Context, o MaintainOptions) (PassResult, error) {
+	spec := passSpec{retain: true, compact: c.cfg.Compaction.enabled() || o.AllClosed, allClosed: o.AllClosed}
+	if !spec.compact && !c.cfg.Retention.Enabled() {
+		return PassResult{}, nil
+	}
+	if t := c.maint.activeTerm(); t == nil || isClosed(t) {
+		return PassResult{}, ErrNotActive
+	}
+	res, err := c.maint.pass(ctx, spec, c.maint.submit)
+	if ctx.Err() == nil && !errors.Is(err, ErrNotActive) {
+		c.passDone(res, err)
+	}
+	return res, err
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -416,7 +506,7 @@ func Compact(ctx context.Context, cfg Config, deps Deps, o CompactOptions) (Pass
 	submit := func(ctx context.Context, j *job) error {
 		return commitJob(ctx, st, l, c.cfg.Name, 3*c.cfg.OpTimeout, j)
 	}
-	res, err := c.maint.pass(workCtx, o.Only, o.Retention, true, submit)
+	res, err := c.maint.pass(workCtx, passSpec{only: o.Only, retain: o.Retention, compact: true}, submit)
 	if err != nil && context.Cause(workCtx) != nil && !errors.Is(context.Cause(workCtx), context.Canceled) {
 		err = context.Cause(workCtx) // the lease was lost
 	}

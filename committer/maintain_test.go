@@ -262,7 +262,7 @@ func TestRetentionKeepsThirtyDays(t *testing.T) {
 	off := false
 	cfg.Compaction.Enabled = &off
 	m, submit := l.maint(cfg, now)
-	res, err := m.pass(l.ctx, Partition{}, true, false, submit)
+	res, err := m.pass(l.ctx, passSpec{retain: true}, submit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestRetentionKeepsThirtyDays(t *testing.T) {
 		t.Fatalf("%d tombstones, want 43", len(snap.Tombstones))
 	}
 	// A second pass finds nothing to do.
-	if res, err := m.pass(l.ctx, Partition{}, true, false, submit); err != nil || res.Expired != 0 {
+	if res, err := m.pass(l.ctx, passSpec{retain: true}, submit); err != nil || res.Expired != 0 {
 		t.Fatalf("second pass: %+v, %v", res, err)
 	}
 	l.checkIndependently()
@@ -390,7 +390,7 @@ func TestCompactionKeepsRows(t *testing.T) {
 	cfg := testConfig("c1")
 	cfg.Compaction.TargetBytes = 5 * small // about 5 files a bin: 12 -> 3 files
 	m, submit := l.maint(cfg, now)
-	res, err := m.pass(l.ctx, Partition{}, true, true, submit)
+	res, err := m.pass(l.ctx, passSpec{retain: true, compact: true}, submit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +455,7 @@ func TestCompactionKeepsRows(t *testing.T) {
 	for pass := 2; ; pass++ {
 		var m2 *maintainer
 		m2, submit2 = l.maint(cfg, now)
-		res, err := m2.pass(l.ctx, Partition{}, true, true, submit2)
+		res, err := m2.pass(l.ctx, passSpec{retain: true, compact: true}, submit2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -515,7 +515,7 @@ func TestCompactionCrashChild(t *testing.T) {
 		cfg.Compaction.Enabled = &off
 	}
 	m, submit := l.maint(cfg, crashNow)
-	if _, err := m.pass(l.ctx, Partition{}, true, true, submit); err != nil {
+	if _, err := m.pass(l.ctx, passSpec{retain: true, compact: true}, submit); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -592,6 +592,13 @@ func TestCompactionCrash(t *testing.T) {
 // templates file for bs and returns the report, unpublished.
 func (e *env) encodeV3(id string, bs ...batch) *streams.Report {
 	e.t.Helper()
+	return e.encodeV3At(id, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), bs...)
+}
+
+// encodeV3At is encodeV3 with the records on day (batch seq s at s seconds
+// past its start).
+func (e *env) encodeV3At(id string, day time.Time, bs ...batch) *streams.Report {
+	e.t.Helper()
 	ctx := context.Background()
 	tpls := recfile.Templates{{ID: 1, Version: 1}: "x <*> y <*>"}
 	r := &streams.Report{ID: id, Encoder: "e1", CreatedAt: time.Now()}
@@ -599,7 +606,7 @@ func (e *env) encodeV3(id string, bs ...batch) *streams.Report {
 	first, last := bs[0].seq, bs[0].seq
 	for _, b := range bs {
 		r.Batches = append(r.Batches, streams.BatchRef{Seq: b.seq, Prev: b.prev, Records: 1})
-		rows = append(rows, recfile.Row{WALSeq: b.seq, TS: time.Date(2026, 1, 1, 0, 0, int(b.seq), 0, time.UTC).UnixNano(),
+		rows = append(rows, recfile.Row{WALSeq: b.seq, TS: day.Add(time.Duration(b.seq) * time.Second).UnixNano(),
 			TemplateID: 1, TemplateVersion: 1, Params: []string{id, fmt.Sprint(b.seq)}, Source: "s"})
 		first, last = min(first, b.seq), max(last, b.seq)
 	}
@@ -699,6 +706,72 @@ func TestCommitterCompactsInBackground(t *testing.T) {
 		t.Fatalf("committed seqs after the takeover %v", got)
 	}
 	if err := laketest.CheckWithArrow(context.Background(), e.local); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCommitterMaintain: Maintain runs a pass at once through the active
+// term (the background pass's interval is an hour here). Today's
+// partition is open, so a plain pass leaves its files; with AllClosed
+// (quarry run --compact) they become one, every row kept, and the
+// committer goes on committing. A committer that holds no term, before it
+// starts and after it stops, answers ErrNotActive.
+func TestCommitterMaintain(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cfg := testConfig("c1")
+	cfg.Compaction.Interval = time.Hour
+	c, err := New(cfg, Deps{JS: e.js, Store: e.local, Log: testLog(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Maintain(ctx, MaintainOptions{AllClosed: true}); !errors.Is(err, ErrNotActive) {
+		t.Fatalf("Maintain before Run: %v, want ErrNotActive", err)
+	}
+	r := runCommitter(t, c)
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	for s := uint64(1); s <= 4; s++ {
+		e.publish(e.encodeV3At(fmt.Sprintf("a.%d", s), today, batch{s, s - 1}))
+	}
+	e.waitHW(c, 4)
+	files := func() (live, compacted int) {
+		snap, err := delta.OpenTable(e.local, lake.RecordsTable).Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range snap.Files {
+			if strings.Contains(f.Path, "/compact-") {
+				compacted++
+			}
+		}
+		return len(snap.Files), compacted
+	}
+	if res, err := c.Maintain(ctx, MaintainOptions{}); err != nil || res.Compacted != 0 {
+		t.Fatalf("a pass over today's open partition: %+v, %v; want nothing compacted", res, err)
+	}
+	if live, _ := files(); live != 4 {
+		t.Fatalf("%d live files after the plain pass, want 4", live)
+	}
+	res, err := c.Maintain(ctx, MaintainOptions{AllClosed: true})
+	if err != nil || res.Compacted != 4 || res.Written != 1 || res.Partitions != 1 {
+		t.Fatalf("a pass with AllClosed: %+v, %v; want 4 files into 1", res, err)
+	}
+	if live, compacted := files(); live != 1 || compacted != 1 {
+		t.Fatalf("%d live files (%d compacted) after AllClosed, want the one compacted", live, compacted)
+	}
+	if n := testutil.ToFloat64(c.m.maintFiles.WithLabelValues("compacted")); n != 4 {
+		t.Fatalf("quarry_committer maintenance files compacted %v, want 4", n)
+	}
+	e.publish(e.encodeV3At("a.5", today, batch{5, 4}))
+	e.waitHW(c, 5)
+	r.stop(t)
+	if got := e.walSeqs(); !slices.Equal(got, seqRange(1, 5)) {
+		t.Fatalf("committed seqs %v", got)
+	}
+	if _, err := c.Maintain(ctx, MaintainOptions{AllClosed: true}); !errors.Is(err, ErrNotActive) {
+		t.Fatalf("Maintain after Run: %v, want ErrNotActive", err)
+	}
+	if err := laketest.CheckWithArrow(ctx, e.local); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -267,6 +267,12 @@ func (p *Pipeline) Detail() string { return p.committer.Detail() }
 // is committed to the lake.
 func (p *Pipeline) HighWater() uint64 { return p.committer.HighWater() }
 
+// Maintain runs one maintenance pass of the committer now (compaction of
+// closed partitions, retention): committer.Committer.Maintain.
+func (p *Pipeline) Maintain(ctx context.Context, o committer.MaintainOptions) (committer.PassResult, error) {
+	return p.committer.Maintain(ctx, o)
+}
+
 // WALLastSeq is the WAL's last sequence.
 func (p *Pipeline) WALLastSeq(ctx context.Context) (uint64, error) {
 	s, err := p.JS.Stream(ctx, streams.WALStream)

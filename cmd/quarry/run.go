@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quarrylake/quarry/committer"
 	"github.com/quarrylake/quarry/encoder"
 	"github.com/quarrylake/quarry/internal/cputime"
 	"github.com/quarrylake/quarry/internal/health"
@@ -43,6 +44,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	data := fs.String("data", "./data", "data directory: NATS store in DIR/nats, lake in DIR/lake unless --lake")
 	input := fs.String("input", "", "ingest FILE (or - for stdin) as one line per record; default: the built-in generator")
 	tenant := fs.String("tenant", pipeline.DefaultTenant, "tenant of the --input lines (producer.tenant in --config)")
+	compact := fs.Bool("compact", false, "once every line is committed, compact every partition's small files (as committer.compaction does once a partition closes); not with --follow")
 	follow := fs.Bool("follow", false, "keep running: tail --input, or serve the ingest subject quarry.ingest.<tenant> when there is no --input")
 	lines := fs.Int("lines", 100000, "generator: lines per tenant")
 	tenants := fs.String("tenants", "acme,globex,initech", "generator: comma-separated tenants")
@@ -94,6 +96,9 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	}
 	if *follow && *input != "" && *input != "-" {
 		cfg.Producer.Follow = true
+	}
+	if *follow && *compact {
+		return errUsage{"--compact needs an input that ends: not with --follow"}
 	}
 	rf.apply(fs, &cfg.Producer)
 	if cfg.Producer.Receivers.Enabled() && !*follow {
@@ -224,6 +229,17 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w (waiting for: %v)", err, p.Ready())
 	}
 	elapsed, cpu := time.Since(start), cpuSince(cpu0)
+	if *compact {
+		// Every line is committed: the input has ended, so every
+		// partition is compacted now, as the committer's background
+		// compaction would once they close (committer.compaction),
+		// rather than left as the encoders' flushes.
+		res, err := p.Maintain(wctx, committer.MaintainOptions{AllClosed: true})
+		if err != nil {
+			return fmt.Errorf("compact: %w (every line is committed; a committer compacts them once their partitions close)", err)
+		}
+		fmt.Fprintf(e.stderr, "quarry: compacted %d partitions: %d files into %d\n", res.Partitions, res.Compacted, res.Written)
+	}
 	if err := p.Close(); err != nil {
 		return err
 	}

@@ -457,3 +457,52 @@ func TestLendSlotWhenIdle(t *testing.T) {
 		t.Fatalf("after stop: %d encode slots in use, want 0", n)
 	}
 }
+
+// TestRunCompact: a run's encoders leave several records files (a batch a
+// file here); with --compact the run ends with them compacted into one,
+// though its lines are today's (an open partition), and the lake reads
+// back exactly. --compact with --follow is refused.
+func TestRunCompact(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.log")
+	var b strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&b, "job %d of worker w%d took %d ms\n", i, i%7, i*13%997)
+	}
+	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "small.yaml")
+	if err := os.WriteFile(cfg, []byte("producer:\n  frame_max_records: 100\nencoder:\n  max_batches: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	liveRecords := func(lakeDir string) int {
+		n := 0
+		for p := range liveDataFiles(t, lakeDir) {
+			if strings.HasPrefix(p, lake.RecordsTable+"/") {
+				n++
+			}
+		}
+		return n
+	}
+	// Without --compact: a file per batch.
+	plain := filepath.Join(dir, "plain")
+	runCLI(t, "", "run", "--config", cfg, "--data", plain, "--input", in, "--tenant", "acme", "--timestamp", "none", "--timeout", "5m")
+	if n := liveRecords(filepath.Join(plain, "lake")); n < 2 {
+		t.Fatalf("%d records files without --compact, want several (a batch a file)", n)
+	}
+	data := filepath.Join(dir, "data")
+	_, stderr := runCLI(t, "", "run", "--config", cfg, "--compact", "--data", data, "--input", in, "--tenant", "acme", "--timestamp", "none", "--timeout", "5m")
+	lakeDir := filepath.Join(data, "lake")
+	if n := liveRecords(lakeDir); n != 1 || !strings.Contains(stderr, "quarry: compacted 1 partitions: ") {
+		t.Fatalf("%d records files with --compact, want 1; stderr:\n%s", n, stderr)
+	}
+	if got, _ := runCLI(t, "", "query", "--lake", lakeDir, "--format", "raw"); got != b.String() {
+		t.Fatalf("the compacted lake reads back %d bytes, the input has %d", len(got), b.Len())
+	}
+	var out, errb bytes.Buffer
+	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+	if code := runMain(context.Background(), e, []string{"run", "--data", t.TempDir(), "--follow", "--compact"}); code != 2 || !strings.Contains(errb.String(), "--compact needs an input that ends") {
+		t.Fatalf("--follow --compact: exit %d, stderr %q", code, errb.String())
+	}
+}
