@@ -166,7 +166,7 @@ func checkParquetMeta(t *testing.T, data []byte, key string) {
 			if c.MetaData.Codec != format.Zstd && !tiny {
 				t.Errorf("%s column %v: codec %v (%d bytes), want zstd", key, c.MetaData.PathInSchema, c.MetaData.Codec, c.MetaData.TotalUncompressedSize)
 			}
-			// A templates file keeps no chunk statistics (encodeTemplates:
+			// A templates file keeps no chunk statistics (lake.EncodeTemplates:
 			// the add action's stats bound the file).
 			if strings.HasPrefix(key, "templates/") && c.MetaData.Statistics.MinValue != nil {
 				t.Errorf("%s column %v: statistics kept", key, c.MetaData.PathInSchema)

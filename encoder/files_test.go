@@ -47,7 +47,7 @@ func TestRecordStats(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := recordStats(tc.rows)
+			got := lake.RecordRowStats(tc.rows)
 			if got != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
@@ -59,7 +59,7 @@ func TestRecordStats(t *testing.T) {
 }
 
 func TestTemplateStats(t *testing.T) {
-	got := templateStats([]lake.TemplateRow{{TemplateID: 3, Tenant: "b", Version: 2, WALSeq: 9}, {TemplateID: 1, Tenant: "a", Version: 1, WALSeq: 4}})
+	got := lake.TemplateStats([]lake.TemplateRow{{TemplateID: 3, Tenant: "b", Version: 2, WALSeq: 9}, {TemplateID: 1, Tenant: "a", Version: 1, WALSeq: 4}})
 	want := `{"numRecords":2,"minValues":{"template_id":1,"tenant":"a","version":1,"wal_seq":4},` +
 		`"maxValues":{"template_id":3,"tenant":"b","version":2,"wal_seq":9},"nullCount":{"template_id":0,"tenant":0,"version":0,"wal_seq":0}}`
 	if got != want {
@@ -99,18 +99,6 @@ func TestTimestampUnit(t *testing.T) {
 	col, ok := f.Schema().Lookup("ts")
 	if !ok || !strings.Contains(fmt.Sprint(col.Node.Type().LogicalType()), "TIMESTAMP") {
 		t.Errorf("ts column type %v", col.Node.Type().LogicalType())
-	}
-}
-
-func TestTruncatePrefix(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		n    int
-		want string
-	}{{"abc", 2, "ab"}, {"abc", 3, "abc"}, {"", 1, ""}, {"ééé", 2, "éé"}} {
-		if got := truncatePrefix(tc.in, tc.n); got != tc.want {
-			t.Errorf("truncatePrefix(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
-		}
 	}
 }
 
@@ -155,7 +143,7 @@ func FuzzRecordStats(f *testing.F) {
 		if ts1 < -62135596800000000 || ts2 < -62135596800000000 || ts1 > 253402300799000000 || ts2 > 253402300799000000 {
 			return // outside years 1..9999, which ISO-8601 stats cannot hold
 		}
-		st, err := delta.ParseStats(recordStats(rows))
+		st, err := delta.ParseStats(lake.RecordRowStats(rows))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +205,7 @@ func TestTemplateRowsKeepKinds(t *testing.T) {
 	}
 }
 
-// encodeTemplates writes the templates file small: no page index, no
+// lake.EncodeTemplates writes the templates file small: no page index, no
 // chunk statistics and no column_orders, version 1 pages; its rows read
 // back as written.
 func TestEncodeTemplatesTrimmed(t *testing.T) {
@@ -228,7 +216,7 @@ func TestEncodeTemplatesTrimmed(t *testing.T) {
 	}
 	rows = append(rows, lake.TemplateRow{TemplateID: 100, Tenant: "acme", Version: 2, Template: "user <*> logged <*> from <*> step 0",
 		Kind: "changed", Previous: rows[0].Template, WALSeq: 11, Kinds: []string{"", "", "ipv4"}})
-	data, err := encodeTemplates(rows, true)
+	data, err := lake.EncodeTemplates(rows, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +383,7 @@ func TestTemplatesBusyFlushAtBetter(t *testing.T) {
 func checkTemplatesFile(t *testing.T, name string, rows []lake.TemplateRow, want []string, high bool) []byte {
 	t.Helper()
 	name = fmt.Sprintf("%s (high %v)", name, high)
-	data, err := encodeTemplates(rows, high)
+	data, err := lake.EncodeTemplates(rows, high)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +433,7 @@ func TestTemplatesDictionaryColumns(t *testing.T) {
 		name string
 		rows []lake.TemplateRow
 	}{{"live", rows}, {"with a merge", append(slices.Clone(rows), merge)}} {
-		data, err := encodeTemplates(c.rows, true)
+		data, err := lake.EncodeTemplates(c.rows, true)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -554,14 +554,14 @@ func (w *worker) flush(ctx context.Context) error {
 	}
 	if len(buf.templates) > 0 {
 		sortTemplateRows(buf.templates)
-		data, err := encodeTemplates(buf.templates, high)
+		data, err := lake.EncodeTemplates(buf.templates, high)
 		if err != nil {
 			return w.failFlush(ctx, fmt.Errorf("encode templates: %w", err), nil, false)
 		}
 		path := lake.FileName(buf.tplMin, buf.tplMax, writer)
 		files = append(files, out{table: streams.TableTemplates, path: path, data: data, info: streams.FileInfo{
 			Table: streams.TableTemplates, Path: path, Size: int64(len(data)), PartitionValues: map[string]string{},
-			NumRecords: int64(len(buf.templates)), Stats: templateStats(buf.templates),
+			NumRecords: int64(len(buf.templates)), Stats: lake.TemplateStats(buf.templates),
 		}})
 	}
 
@@ -917,7 +917,7 @@ func (w *worker) encodeRecords(ctx context.Context, tenant string, rows []recfil
 		return nil, "", err
 	}
 	w.e.m.v2Files.Inc()
-	return data, recordStats(v2), nil
+	return data, lake.RecordRowStats(v2), nil
 }
 
 // settleLayout reads the records table's layout until the table exists

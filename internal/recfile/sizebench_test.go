@@ -96,7 +96,7 @@ func loadCorpus(t testing.TB, name string, sets ...string) *corpus {
 }
 
 // templatesFile is the templates table's file for the corpus, as the
-// encoder writes it (encoder.encodeTemplates, templates v2: ZstdHigh,
+// encoder writes it (lake.EncodeTemplates, templates v2: ZstdHigh,
 // version 1 pages, no page statistics, no previous text, integer columns
 // DELTA_BINARY_PACKED, footer trimmed, no chunk statistics).
 func (c *corpus) templatesFile(t testing.TB) []byte { return c.templatesFileWith(t, ZstdHigh) }
