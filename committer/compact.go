@@ -236,6 +236,51 @@ func compactionPlan(snap *delta.Snapshot, hw int64, c Compaction, only Partition
 	return out
 }
 
+// templatesPlan picks the templates table's live files smaller than half
+// the target whose WAL sequences are all at or below hw (the records
+// table's high-water: their reports are committed in both tables), in WAL
+// order, at most TargetBytes and maxBinReports reports of them, when the
+// table is closed: it got no new file for Idle, or allClosed. Nil unless
+// two or more. A template version is written once, by the flush that saw
+// it first, so the table keeps getting files while the miner finds new
+// ones; merging on the Idle rule rewrites it once a quiet spell.
+func templatesPlan(snap *delta.Snapshot, hw int64, c Compaction, allClosed bool, now time.Time) []delta.Add {
+	var newest int64
+	var small []delta.Add
+	for _, f := range snap.Files {
+		newest = max(newest, f.ModificationTime)
+		_, hi, ok := walRange(f)
+		if ok && hi <= hw && f.Size < c.TargetBytes/2 {
+			small = append(small, f)
+		}
+	}
+	if !allClosed && now.Sub(time.UnixMilli(newest)) < c.Idle {
+		return nil
+	}
+	sort.Slice(small, func(i, j int) bool {
+		a, _, _ := walRange(small[i])
+		b, _, _ := walRange(small[j])
+		if a != b {
+			return a < b
+		}
+		return small[i].Path < small[j].Path
+	})
+	var size int64
+	var reports, n int
+	for ; n < len(small); n++ {
+		k := len(reportsOf(small[n]))
+		if n > 0 && (size+small[n].Size > c.TargetBytes || reports+k > maxBinReports) {
+			break
+		}
+		size += small[n].Size
+		reports += k
+	}
+	if n < 2 {
+		return nil
+	}
+	return small[:n]
+}
+
 // walRange is the WAL sequence range of a records file: from its stats,
 // else from its seqs tag.
 func walRange(f delta.Add) (lo, hi int64, ok bool) {
@@ -317,6 +362,22 @@ func (rw *rewriter) write(ctx context.Context, base int64, name string, p Partit
 	return delta.Add{
 		Path: path, PartitionValues: lake.Part(p).PartitionValues(),
 		Size: int64(len(f.Data)), ModificationTime: now.UnixMilli(), DataChange: false, Stats: f.Stats,
-		Tags: map[string]string{TagCompaction: fmt.Sprint(base), TagReports: strings.Join(slices.Compact(slices.Sorted(slices.Values(ids))), ",")},
+		Tags: compactTags(base, ids),
 	}, len(rows), nil
+}
+
+// compactTags are the tags of a file a compaction planned from table
+// version base wrote: base, and the reports of the files it replaces
+// (ids, sorted and without repeats).
+func compactTags(base int64, ids []string) map[string]string {
+	return map[string]string{TagCompaction: fmt.Sprint(base), TagReports: strings.Join(slices.Compact(slices.Sorted(slices.Values(ids))), ",")}
+}
+
+// compactRemove is the remove of a file a compaction replaces, at ms:
+// dataChange=false, with the file's partition values, size and tags.
+func compactRemove(f delta.Add, ms int64) delta.Action {
+	return delta.Action{Remove: &delta.Remove{
+		Path: f.Path, DeletionTimestamp: ms, DataChange: false, ExtendedFileMetadata: true,
+		PartitionValues: f.PartitionValues, Size: f.Size, Tags: f.Tags,
+	}}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -25,6 +26,12 @@ const (
 	CrashCompactBeforeCommit = "committer.compact-before-commit"
 	// CrashCompactAfterCommit: the compaction's commit is written.
 	CrashCompactAfterCommit = "committer.compact-after-commit"
+	// CrashCompactTemplatesBeforeCommit: the templates compaction's new
+	// file is written, its commit is not.
+	CrashCompactTemplatesBeforeCommit = "committer.compact-templates-before-commit"
+	// CrashCompactTemplatesAfterCommit: the templates compaction's commit
+	// is written.
+	CrashCompactTemplatesAfterCommit = "committer.compact-templates-after-commit"
 	// CrashRetainBeforeCommit: retention's rewrites of the files that
 	// straddle its cut are written, its commit is not.
 	CrashRetainBeforeCommit = "committer.retain-before-commit"
@@ -44,9 +51,39 @@ var ErrNotActive = errors.New("committer is not active")
 // live (a retention or compaction commit since it was planned).
 var errStale = errors.New("maintenance plan is stale")
 
+// newTableState is the state of table t (name) at snap: its version, txn
+// and live paths.
+func newTableState(name string, t *delta.Table, snap *delta.Snapshot) *tableState {
+	st := &tableState{name: name, t: t, version: snap.Version, txn: -1, paths: map[string]bool{}}
+	if v, ok := snap.Txns[AppID]; ok {
+		st.txn = v
+	}
+	for _, f := range snap.Files {
+		st.paths[f.Path] = true
+	}
+	return st
+}
+
+// submitTo commits each job to rec or tpl (job.target) under l: the
+// commit path of a pass that holds the lease itself (Compact).
+func submitTo(rec, tpl *tableState, l *lease, name string, timeout time.Duration) func(context.Context, *job) error {
+	return func(ctx context.Context, j *job) error {
+		return commitJob(ctx, j.target(rec, tpl), l, name, timeout, j)
+	}
+}
+
+// target is the state of the table j commits to.
+func (j *job) target(rec, tpl *tableState) *tableState {
+	if j.table == lake.TemplatesTable {
+		return tpl
+	}
+	return rec
+}
+
 // job is one maintenance commit of the records table: removes and adds,
 // no txn (the high-water stays).
 type job struct {
+	table   string         // lake.RecordsTable ("" too) or lake.TemplatesTable
 	op      string         // commitInfo operation: "OPTIMIZE" or "DELETE"
 	params  map[string]any // commitInfo operationParameters
 	actions []delta.Action // removes, then adds
@@ -110,12 +147,13 @@ func commitJob(ctx context.Context, st *tableState, l *lease, name string, timeo
 // compaction. It never commits itself: submit hands a job to the holder
 // of the lease.
 type maintainer struct {
-	cfg     Config
-	log     *slog.Logger
-	records *delta.Table
-	rw      *rewriter
-	now     func() time.Time
-	jobs    chan *job // to the active term
+	cfg       Config
+	log       *slog.Logger
+	records   *delta.Table
+	templates *delta.Table
+	rw        *rewriter
+	now       func() time.Time
+	jobs      chan *job // to the active term
 
 	// passMu makes passes one at a time: the background loop's and
 	// Maintain's would plan the same files (and share rw.texts).
@@ -131,7 +169,7 @@ func newMaintainer(cfg Config, store objstore.Store, log *slog.Logger, now func(
 	_, _ = rand.Read(b[:])
 	lk := lake.Open(store)
 	return &maintainer{
-		cfg: cfg, log: log, records: lk.Records(), now: now, jobs: make(chan *job),
+		cfg: cfg, log: log, records: lk.Records(), templates: lk.TemplatesTable(), now: now, jobs: make(chan *job),
 		rw: &rewriter{lake: lk, records: lk.Records(), token: hex.EncodeToString(b[:])},
 	}
 }
@@ -144,6 +182,9 @@ type PassResult struct {
 	Written    int // files compaction wrote and committed
 	Partitions int // partitions compacted
 	Skipped    int // partitions whose rewrite failed (logged)
+	// TemplateFiles are the templates table's files compaction merged
+	// into one (compactTemplates); 0 when it merged none.
+	TemplateFiles int
 }
 
 // passSpec is what one pass does.
@@ -253,7 +294,87 @@ func (m *maintainer) pass(ctx context.Context, spec passSpec, submit func(contex
 		res.Partitions++
 		m.log.Info("partition compacted", "partition", g.part.String(), "files_removed", removed, "files_written", added)
 	}
+	if spec.only == (Partition{}) { // the templates table has no partitions
+		if err := m.compactTemplates(ctx, spec, hw, now, submit, &res); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// compactTemplates merges the templates table's small files into one when
+// the table is closed (templatesPlan): the rows as they are, every file's
+// in (wal_seq, template_id, version) order, at zstd's best level, one
+// commit of remove + add with dataChange=false and no txn. The new file
+// names the reports of the files it replaces (TagReports); a rebuild knows
+// them as committed from the records table, where their files are at or
+// below the high-water. A crash before the commit leaves the new file an
+// orphan for vacuum; after it, the table is merged.
+func (m *maintainer) compactTemplates(ctx context.Context, spec passSpec, hw int64, now time.Time, submit func(context.Context, *job) error, res *PassResult) error {
+	snap, err := m.templates.Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("templates snapshot: %w", err)
+	}
+	files := templatesPlan(snap, hw, m.cfg.Compaction, spec.allClosed, now)
+	if len(files) == 0 {
+		return nil
+	}
+	var rows []lake.TemplateRow
+	var ids []string
+	for _, f := range files {
+		ids = append(ids, reportsOf(f)...)
+		r, err := m.rw.lake.TemplateFileRows(ctx, f.Path)
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			m.log.Warn("compaction skipped the templates table", "path", f.Path, "err", err)
+			res.Skipped++
+			return nil
+		}
+		rows = append(rows, r...)
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.WALSeq != b.WALSeq {
+			return a.WALSeq < b.WALSeq
+		}
+		if a.TemplateID != b.TemplateID {
+			return a.TemplateID < b.TemplateID
+		}
+		return a.Version < b.Version
+	})
+	data, err := lake.EncodeTemplates(rows, true)
+	if err != nil {
+		return fmt.Errorf("encode the templates compaction: %w", err)
+	}
+	name := lake.CompactFileName(snap.Version, m.rw.token, 0)
+	if err := m.templates.Store().Put(ctx, m.templates.FileKey(name), data); err != nil {
+		return fmt.Errorf("upload %s: %w", name, err)
+	}
+	ms := now.UnixMilli()
+	var acts []delta.Action
+	for _, f := range files {
+		acts = append(acts, compactRemove(f, ms))
+	}
+	acts = append(acts, delta.Action{Add: &delta.Add{
+		Path: name, PartitionValues: map[string]string{}, Size: int64(len(data)), ModificationTime: ms, DataChange: false,
+		Stats: lake.TemplateStats(rows), Tags: compactTags(snap.Version, ids),
+	}})
+	j := &job{table: lake.TemplatesTable, op: "OPTIMIZE", params: map[string]any{"predicate": "[]", "files": len(files)}, actions: acts}
+	crashpoint.Hit(CrashCompactTemplatesBeforeCommit)
+	err = submit(ctx, j)
+	if errors.Is(err, errStale) {
+		m.log.Warn("templates compaction plan went stale, its file is left for vacuum", "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("templates compaction commit: %w", err)
+	}
+	crashpoint.Hit(CrashCompactTemplatesAfterCommit)
+	res.TemplateFiles += len(files)
+	m.log.Info("templates compacted", "files_removed", len(files), "rows", len(rows))
+	return nil
 }
 
 // prepare writes a group's new files and returns its commit.
@@ -267,10 +388,7 @@ func (m *maintainer) prepare(ctx context.Context, base int64, g compactGroup, no
 		}
 		adds = append(adds, delta.Action{Add: &add})
 		for _, f := range bin {
-			removes = append(removes, delta.Action{Remove: &delta.Remove{
-				Path: f.Path, DeletionTimestamp: ms, DataChange: false, ExtendedFileMetadata: true,
-				PartitionValues: f.PartitionValues, Size: f.Size, Tags: f.Tags,
-			}})
+			removes = append(removes, compactRemove(f, ms))
 		}
 	}
 	pred := fmt.Sprintf("tenant = '%s'", g.part.Tenant)
@@ -356,8 +474,12 @@ func (c *Committer) startMaintenance(ctx context.Context) (stop func()) {
 // passDone counts a finished maintenance pass in the metrics and in the
 // background jobs' health (stall.go).
 func (c *Committer) passDone(res PassResult, err error) {
-	c.m.maintFiles.WithLabelValues("compacted").Add(float64(res.Compacted))
-	c.m.maintFiles.WithLabelValues("written").Add(float64(res.Written))
+	written := res.Written
+	if res.TemplateFiles > 0 {
+		written++
+	}
+	c.m.maintFiles.WithLabelValues("compacted").Add(float64(res.Compacted + res.TemplateFiles))
+	c.m.maintFiles.WithLabelValues("written").Add(float64(written))
 	c.m.maintFiles.WithLabelValues("expired").Add(float64(res.Expired))
 	c.m.maintFiles.WithLabelValues("retained").Add(float64(res.Rewritten))
 	if err != nil {
@@ -423,14 +545,15 @@ func (c *Committer) maintenanceCommits(ctx context.Context, ts *termState) error
 	for {
 		select {
 		case j := <-c.maint.jobs:
-			before := ts.rec.version
-			err := commitJob(ctx, ts.rec, ts.l, c.cfg.Name, 3*c.cfg.OpTimeout, j)
+			st := j.target(ts.rec, ts.tpl)
+			before := st.version
+			err := commitJob(ctx, st, ts.l, c.cfg.Name, 3*c.cfg.OpTimeout, j)
 			j.done <- err
 			if errors.Is(err, errLeaseLost) || errors.Is(err, errFenced) {
 				return err
 			}
 			if err == nil {
-				c.cp.committed(ts.rec, before)
+				c.cp.committed(st, before)
 			}
 		default:
 			return nil
@@ -496,16 +619,15 @@ func Compact(ctx context.Context, cfg Config, deps Deps, o CompactOptions) (Pass
 	if err := snap.Writable(); err != nil {
 		return PassResult{}, fmt.Errorf("table %s: %w", lake.RecordsTable, err)
 	}
-	st := &tableState{name: lake.RecordsTable, t: c.records, version: snap.Version, txn: -1, paths: map[string]bool{}}
-	if v, ok := snap.Txns[AppID]; ok {
-		st.txn = v
+	tsnap, err := c.templates.Snapshot(workCtx)
+	if err != nil {
+		return PassResult{}, fmt.Errorf("templates snapshot: %w", err)
 	}
-	for _, f := range snap.Files {
-		st.paths[f.Path] = true
+	if err := tsnap.Writable(); err != nil {
+		return PassResult{}, fmt.Errorf("table %s: %w", lake.TemplatesTable, err)
 	}
-	submit := func(ctx context.Context, j *job) error {
-		return commitJob(ctx, st, l, c.cfg.Name, 3*c.cfg.OpTimeout, j)
-	}
+	submit := submitTo(newTableState(lake.RecordsTable, c.records, snap), newTableState(lake.TemplatesTable, c.templates, tsnap),
+		l, c.cfg.Name, 3*c.cfg.OpTimeout)
 	res, err := c.maint.pass(workCtx, passSpec{only: o.Only, retain: o.Retention, compact: true}, submit)
 	if err != nil && context.Cause(workCtx) != nil && !errors.Is(context.Cause(workCtx), context.Canceled) {
 		err = context.Cause(workCtx) // the lease was lost

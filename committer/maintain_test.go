@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -178,12 +179,12 @@ func (l *testLake) maint(cfg Config, now time.Time) (*maintainer, func(context.C
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	st := &tableState{name: lake.RecordsTable, t: l.rec, version: snap.Version, txn: snap.Txns[AppID], paths: map[string]bool{}}
-	for _, f := range snap.Files {
-		st.paths[f.Path] = true
+	tsnap, err := l.tpl.Snapshot(l.ctx)
+	if err != nil {
+		l.t.Fatal(err)
 	}
 	ls := &lease{validUntil: time.Now().Add(time.Hour)}
-	return m, func(ctx context.Context, j *job) error { return commitJob(ctx, st, ls, "test", time.Minute, j) }
+	return m, submitTo(newTableState(lake.RecordsTable, l.rec, snap), newTableState(lake.TemplatesTable, l.tpl, tsnap), ls, "test", time.Minute)
 }
 
 // rowSet is the multiset of every committed record: (wal_seq,
@@ -587,6 +588,95 @@ func TestCompactionCrash(t *testing.T) {
 	}
 }
 
+// TestTemplatesCompactionCrash kills a process compacting the templates
+// table after it wrote the merged file and before its commit, and right
+// after the commit: the table then holds the old files or the merged one,
+// the same template rows either way, and the merged file of the first case
+// is vacuum's.
+func TestTemplatesCompactionCrash(t *testing.T) {
+	for _, tc := range []struct {
+		point     string
+		committed bool
+	}{{CrashCompactTemplatesBeforeCommit, false}, {CrashCompactTemplatesAfterCommit, true}} {
+		t.Run(tc.point, func(t *testing.T) {
+			dir := t.TempDir()
+			store, err := objstore.NewLocal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := newTestLake(t, store, "acme")
+			l.addFile("acme", "2026-03-09", []uint64{1, 2, 3}, crashNow.Add(-2*time.Hour), false)
+			// Three templates files of flushes at or below the high-water
+			// (the test lake's first file has no stats: not taken).
+			for i, seq := range []int64{1, 2, 3} {
+				rows := []lake.TemplateRow{{TemplateID: 10 + int64(i), Tenant: "acme", Version: 1, Template: fmt.Sprintf("job <*> step %d", i), Kind: "created", WALSeq: seq}}
+				data, err := lake.EncodeTemplates(rows, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := fmt.Sprintf("part-%d.zstd.parquet", i)
+				if err := store.Put(l.ctx, lake.TemplatesTable+"/"+name, data); err != nil {
+					t.Fatal(err)
+				}
+				l.commit(l.tpl, delta.Add{Path: name, Size: int64(len(data)), ModificationTime: crashNow.Add(-2 * time.Hour).UnixMilli(), DataChange: true,
+					Stats: lake.TemplateStats(rows), Tags: map[string]string{TagReport: fmt.Sprintf("t%d", i), TagSeqs: fmt.Sprint(seq)}}, seq)
+			}
+			tplSnap := func() *delta.Snapshot {
+				snap, err := l.tpl.Snapshot(l.ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return snap
+			}
+			templates := func() []lake.TemplateInfo {
+				ts, err := lake.Open(store).Templates(l.ctx, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ts
+			}
+			before, rows := tplSnap(), templates()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestCompactionCrashChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), crashLakeEnv+"="+dir, crashpoint.Env+"="+tc.point)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != crashpoint.ExitCode {
+				t.Fatalf("child: %v, want exit %d\n%s", err, crashpoint.ExitCode, out)
+			}
+			after := tplSnap()
+			merged := 0
+			for _, f := range after.Files {
+				if strings.HasPrefix(f.Path, "compact-") {
+					merged++
+				}
+			}
+			switch {
+			case !tc.committed && (after.Version != before.Version || merged != 0 || len(after.Files) != 4):
+				t.Fatalf("crash before the commit: version %d -> %d, %d files (%d merged)", before.Version, after.Version, len(after.Files), merged)
+			case tc.committed && (after.Version != before.Version+1 || merged != 1 || len(after.Files) != 2):
+				t.Fatalf("crash after the commit: version %d -> %d, %d files (%d merged)", before.Version, after.Version, len(after.Files), merged)
+			}
+			if got := templates(); !reflect.DeepEqual(got, rows) {
+				t.Fatalf("templates after the crash:\n%+v\nwant\n%+v", got, rows)
+			}
+			clock := time.Now
+			if tc.committed {
+				clock = func() time.Time { return crashNow.Add(time.Hour) }
+			}
+			orphans, err := lake.Open(store).Vacuum(l.ctx, lake.VacuumOptions{DryRun: true, Now: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.committed && (len(orphans) != 1 || !strings.Contains(orphans[0], "templates/compact-")) {
+				t.Fatalf("orphans vacuum would delete: %v, want the merged templates file", orphans)
+			}
+			if tc.committed && len(orphans) != 0 {
+				t.Fatalf("vacuum would delete %v right after the commit (grace)", orphans)
+			}
+		})
+	}
+}
+
 // encodeV3 uploads a records v3 file (template 1 version 1 of tenant acme,
 // rows of 2026-01-01, in the current layout the committer creates) and a
 // templates file for bs and returns the report, unpublished.
@@ -746,21 +836,39 @@ func TestCommitterMaintain(t *testing.T) {
 		}
 		return len(snap.Files), compacted
 	}
-	if res, err := c.Maintain(ctx, MaintainOptions{}); err != nil || res.Compacted != 0 {
+	tplFiles := func() int {
+		snap, err := delta.OpenTable(e.local, lake.TemplatesTable).Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(snap.Files)
+	}
+	templates := func() []lake.TemplateInfo {
+		ts, err := lake.Open(e.local).Templates(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	before := templates()
+	if res, err := c.Maintain(ctx, MaintainOptions{}); err != nil || res.Compacted != 0 || res.TemplateFiles != 0 {
 		t.Fatalf("a pass over today's open partition: %+v, %v; want nothing compacted", res, err)
 	}
-	if live, _ := files(); live != 4 {
-		t.Fatalf("%d live files after the plain pass, want 4", live)
+	if live, _ := files(); live != 4 || tplFiles() != 4 {
+		t.Fatalf("%d live records files and %d templates files after the plain pass, want 4 and 4", live, tplFiles())
 	}
 	res, err := c.Maintain(ctx, MaintainOptions{AllClosed: true})
-	if err != nil || res.Compacted != 4 || res.Written != 1 || res.Partitions != 1 {
-		t.Fatalf("a pass with AllClosed: %+v, %v; want 4 files into 1", res, err)
+	if err != nil || res.Compacted != 4 || res.Written != 1 || res.Partitions != 1 || res.TemplateFiles != 4 {
+		t.Fatalf("a pass with AllClosed: %+v, %v; want 4 files into 1 in each table", res, err)
 	}
-	if live, compacted := files(); live != 1 || compacted != 1 {
-		t.Fatalf("%d live files (%d compacted) after AllClosed, want the one compacted", live, compacted)
+	if live, compacted := files(); live != 1 || compacted != 1 || tplFiles() != 1 {
+		t.Fatalf("%d live records files (%d compacted) and %d templates files after AllClosed, want 1 and 1", live, compacted, tplFiles())
 	}
-	if n := testutil.ToFloat64(c.m.maintFiles.WithLabelValues("compacted")); n != 4 {
-		t.Fatalf("quarry_committer maintenance files compacted %v, want 4", n)
+	if after := templates(); !reflect.DeepEqual(after, before) {
+		t.Fatalf("templates after the compaction:\n%+v\nbefore:\n%+v", after, before)
+	}
+	if n := testutil.ToFloat64(c.m.maintFiles.WithLabelValues("compacted")); n != 8 {
+		t.Fatalf("quarry_committer maintenance files compacted %v, want 8 (4 records, 4 templates)", n)
 	}
 	e.publish(e.encodeV3At("a.5", today, batch{5, 4}))
 	e.waitHW(c, 5)
@@ -770,6 +878,26 @@ func TestCommitterMaintain(t *testing.T) {
 	}
 	if _, err := c.Maintain(ctx, MaintainOptions{AllClosed: true}); !errors.Is(err, ErrNotActive) {
 		t.Fatalf("Maintain after Run: %v, want ErrNotActive", err)
+	}
+	// A new committer replays the five reports over both compacted
+	// tables: it knows them as committed, adds no file again.
+	cfg2 := testConfig("c2")
+	off := false
+	cfg2.Compaction.Enabled = &off
+	r2 := e.start(cfg2, nil)
+	e.waitHW(r2.c, 5)
+	eventually(t, 15*time.Second, "c2 caught up", func() bool { return r2.c.Ready() == nil })
+	e.publish(e.encodeV3At("a.6", today, batch{6, 5}))
+	e.waitHW(r2.c, 6)
+	if n := testutil.ToFloat64(r2.c.m.reports.WithLabelValues("conflict")); n != 0 {
+		t.Fatalf("%v replayed reports conflicted with the compacted tables", n)
+	}
+	r2.stop(t)
+	if got := e.walSeqs(); !slices.Equal(got, seqRange(1, 6)) {
+		t.Fatalf("committed seqs after the takeover %v", got)
+	}
+	if n := tplFiles(); n != 3 { // the merged file, a.5's and a.6's
+		t.Fatalf("%d templates files after the takeover, want 3 (none added again)", n)
 	}
 	if err := laketest.CheckWithArrow(ctx, e.local); err != nil {
 		t.Fatal(err)

@@ -457,14 +457,7 @@ func (c *Committer) rebuild(ctx context.Context, ts *termState) error {
 		if err := snap.Writable(); err != nil {
 			return nil, nil, fmt.Errorf("table %s: %w", name, err)
 		}
-		st := &tableState{name: name, t: t, version: snap.Version, txn: -1, paths: map[string]bool{}}
-		if v, ok := snap.Txns[AppID]; ok {
-			st.txn = v
-		}
-		for _, f := range snap.Files {
-			st.paths[f.Path] = true
-		}
-		return st, snap, nil
+		return newTableState(name, t, snap), snap, nil
 	}
 	rec, recSnap, err := load(lake.RecordsTable, c.records)
 	if err != nil {
@@ -488,7 +481,11 @@ func (c *Committer) rebuild(ctx context.Context, ts *termState) error {
 	for _, f := range tplSnap.Files {
 		arb.loadCommittedPath(streams.TableTemplates, f.Path, f.Tags[TagReport])
 	}
-	loadRemoved(arb, recSnap) // reports whose files compaction or retention removed
+	// Reports whose files compaction or retention removed. Not from the
+	// templates table: its live files' reports are committed only once
+	// records has them (the repair below), and a merged templates file's
+	// reports all have records at or below the high-water, which marks them.
+	loadRemoved(arb, recSnap)
 	if tpl.txn > rec.txn {
 		c.log.Warn("templates table is ahead of records: the last advance was cut between its commits, repairing",
 			"templates_txn", tpl.txn, "records_txn", rec.txn)

@@ -467,7 +467,9 @@ func TestRunCompact(t *testing.T) {
 	in := filepath.Join(dir, "in.log")
 	var b strings.Builder
 	for i := range 1000 {
-		fmt.Fprintf(&b, "job %d of worker w%d took %d ms\n", i, i%7, i*13%997)
+		// A word of its own in each frame of 100 lines: each batch has
+		// template events, so each flush writes a templates file too.
+		fmt.Fprintf(&b, "job %d of worker w%d took %d ms in %s\n", i, i%7, i*13%997, strings.Repeat(string(rune('a'+i/100)), 3))
 	}
 	if err := os.WriteFile(in, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
@@ -476,26 +478,27 @@ func TestRunCompact(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("producer:\n  frame_max_records: 100\nencoder:\n  max_batches: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	liveRecords := func(lakeDir string) int {
-		n := 0
+	live := func(lakeDir string) (records, templates int) {
 		for p := range liveDataFiles(t, lakeDir) {
 			if strings.HasPrefix(p, lake.RecordsTable+"/") {
-				n++
+				records++
+			} else {
+				templates++
 			}
 		}
-		return n
+		return records, templates
 	}
-	// Without --compact: a file per batch.
+	// Without --compact: a file per batch, in each table.
 	plain := filepath.Join(dir, "plain")
 	runCLI(t, "", "run", "--config", cfg, "--data", plain, "--input", in, "--tenant", "acme", "--timestamp", "none", "--timeout", "5m")
-	if n := liveRecords(filepath.Join(plain, "lake")); n < 2 {
-		t.Fatalf("%d records files without --compact, want several (a batch a file)", n)
+	if r, tp := live(filepath.Join(plain, "lake")); r < 2 || tp < 2 {
+		t.Fatalf("%d records and %d templates files without --compact, want several of each (a batch a file)", r, tp)
 	}
 	data := filepath.Join(dir, "data")
 	_, stderr := runCLI(t, "", "run", "--config", cfg, "--compact", "--data", data, "--input", in, "--tenant", "acme", "--timestamp", "none", "--timeout", "5m")
 	lakeDir := filepath.Join(data, "lake")
-	if n := liveRecords(lakeDir); n != 1 || !strings.Contains(stderr, "quarry: compacted 1 partitions: ") {
-		t.Fatalf("%d records files with --compact, want 1; stderr:\n%s", n, stderr)
+	if r, tp := live(lakeDir); r != 1 || tp != 1 || !strings.Contains(stderr, "quarry: compacted 1 partitions: ") {
+		t.Fatalf("%d records and %d templates files with --compact, want 1 and 1; stderr:\n%s", r, tp, stderr)
 	}
 	if got, _ := runCLI(t, "", "query", "--lake", lakeDir, "--format", "raw"); got != b.String() {
 		t.Fatalf("the compacted lake reads back %d bytes, the input has %d", len(got), b.Len())

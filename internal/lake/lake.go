@@ -269,6 +269,12 @@ func readRows[T any](ctx context.Context, f *parquet.File, key string) ([]T, err
 // TemplateRowMerged, or without kinds TemplateRowLiveBare,
 // TemplateRowMergedBare): parquet-go converts each row of a file whose columns
 // are not T's, which cost more than reading it.
+// TemplateFileRows reads the rows of the templates file at rel (relative to
+// the templates table), whatever its column set (templates v1 to v4).
+func (l *Lake) TemplateFileRows(ctx context.Context, rel string) ([]TemplateRow, error) {
+	return readTemplateRows(ctx, l.templates, rel)
+}
+
 func readTemplateRows(ctx context.Context, t *delta.Table, rel string) ([]TemplateRow, error) {
 	f, key, closeFn, err := openFile(ctx, t, rel)
 	if err != nil {
