@@ -82,6 +82,9 @@ func runCompact(ctx context.Context, e *env, args []string) error {
 	if res.Skipped > 0 {
 		fmt.Fprintf(e.stdout, ", %d partitions skipped (see the log)", res.Skipped)
 	}
+	if res.TemplateFiles > 0 {
+		fmt.Fprintf(e.stdout, "; %d templates files into 1", res.TemplateFiles)
+	}
 	if *retention {
 		fmt.Fprintf(e.stdout, "; retention removed %d files", res.Expired)
 		if res.Rewritten > 0 {

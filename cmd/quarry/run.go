@@ -238,8 +238,11 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("compact: %w (every line is committed; a committer compacts them once their partitions close)", err)
 		}
-		fmt.Fprintf(e.stderr, "quarry: compacted %d partitions: %d files into %d; %d templates files into %d\n",
-			res.Partitions, res.Compacted, res.Written, res.TemplateFiles, min(res.TemplateFiles, 1))
+		fmt.Fprintf(e.stderr, "quarry: compacted %d partitions: %d files into %d", res.Partitions, res.Compacted, res.Written)
+		if res.TemplateFiles > 0 {
+			fmt.Fprintf(e.stderr, "; %d templates files into 1", res.TemplateFiles)
+		}
+		fmt.Fprintln(e.stderr)
 	}
 	if err := p.Close(); err != nil {
 		return err
