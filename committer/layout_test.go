@@ -1,15 +1,11 @@
 package committer
 
 import (
-	"errors"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/quarrylake/quarry/internal/crashpoint"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/objstore"
 )
@@ -218,13 +214,7 @@ func TestRetentionCrash(t *testing.T) {
 			if len(kept) == 0 || len(kept) == len(rows) {
 				t.Fatalf("the setup expires %d of %d rows", len(rows)-len(kept), len(rows))
 			}
-			cmd := exec.Command(os.Args[0], "-test.run=^TestCompactionCrashChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), crashLakeEnv+"="+dir, crashRetainEnv+"=1", crashpoint.Env+"="+tc.point)
-			out, err := cmd.CombinedOutput()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != crashpoint.ExitCode {
-				t.Fatalf("child: %v, want exit %d\n%s", err, crashpoint.ExitCode, out)
-			}
+			crashChild(t, dir, tc.point, crashRetainEnv+"=1")
 			_, after := l.partitions()
 			retained := 0
 			for _, f := range after.Files {
@@ -245,10 +235,7 @@ func TestRetentionCrash(t *testing.T) {
 				t.Fatalf("rows after the crash: %d, want %d", len(got), len(want))
 			}
 			l.checkIndependently()
-			orphans, err := lake.Open(store).Vacuum(l.ctx, lake.VacuumOptions{DryRun: true, Now: time.Now})
-			if err != nil {
-				t.Fatal(err)
-			}
+			orphans := vacuumOrphans(t, store, false) // the real clock; checked when not committed
 			if !tc.committed && (len(orphans) != 1 || !strings.Contains(orphans[0], "/retain-")) {
 				t.Fatalf("orphans vacuum would delete: %v, want the one rewrite", orphans)
 			}

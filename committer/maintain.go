@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
@@ -334,16 +333,7 @@ func (m *maintainer) compactTemplates(ctx context.Context, spec passSpec, hw int
 		}
 		rows = append(rows, r...)
 	}
-	sort.SliceStable(rows, func(i, j int) bool {
-		a, b := rows[i], rows[j]
-		if a.WALSeq != b.WALSeq {
-			return a.WALSeq < b.WALSeq
-		}
-		if a.TemplateID != b.TemplateID {
-			return a.TemplateID < b.TemplateID
-		}
-		return a.Version < b.Version
-	})
+	lake.SortTemplateRows(rows)
 	data, err := lake.EncodeTemplates(rows, true)
 	if err != nil {
 		return fmt.Errorf("encode the templates compaction: %w", err)

@@ -521,6 +521,35 @@ func TestCompactionCrashChild(t *testing.T) {
 	}
 }
 
+// crashChild runs TestCompactionCrashChild over the lake in dir with the
+// crash point set (env: more variables) and wants it killed there.
+func crashChild(t *testing.T, dir, point string, env ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCompactionCrashChild$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), crashLakeEnv+"="+dir, crashpoint.Env+"="+point), env...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != crashpoint.ExitCode {
+		t.Fatalf("child: %v, want exit %d\n%s", err, crashpoint.ExitCode, out)
+	}
+}
+
+// vacuumOrphans is what vacuum would delete from the lake in store after a
+// crash at a maintenance commit: by the real clock when the commit was not
+// written, else by the log's (crashNow) plus an hour, inside the grace.
+func vacuumOrphans(t *testing.T, store objstore.Store, committed bool) []string {
+	t.Helper()
+	clock := time.Now
+	if committed {
+		clock = func() time.Time { return crashNow.Add(time.Hour) }
+	}
+	orphans, err := lake.Open(store).Vacuum(context.Background(), lake.VacuumOptions{DryRun: true, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return orphans
+}
+
 // TestCompactionCrash kills a compacting process after it wrote the new
 // files and before its commit, and right after the commit: the lake then
 // references either the old files or the new ones (every row exactly once
@@ -545,13 +574,7 @@ func TestCompactionCrash(t *testing.T) {
 			}
 			_, before := l.partitions()
 			rows := l.rowSet()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestCompactionCrashChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), crashLakeEnv+"="+dir, crashpoint.Env+"="+tc.point)
-			out, err := cmd.CombinedOutput()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != crashpoint.ExitCode {
-				t.Fatalf("child: %v, want exit %d\n%s", err, crashpoint.ExitCode, out)
-			}
+			crashChild(t, dir, tc.point)
 			_, after := l.partitions()
 			compacted := 0
 			for _, f := range after.Files {
@@ -569,15 +592,7 @@ func TestCompactionCrash(t *testing.T) {
 				t.Fatalf("rows after the crash: %d, want %d", len(got), len(rows))
 			}
 			l.checkIndependently()
-			// The log's clock is crashNow, the files' the real one.
-			clock := time.Now
-			if tc.committed {
-				clock = func() time.Time { return crashNow.Add(time.Hour) }
-			}
-			orphans, err := lake.Open(store).Vacuum(l.ctx, lake.VacuumOptions{DryRun: true, Now: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
+			orphans := vacuumOrphans(t, store, tc.committed)
 			if !tc.committed && (len(orphans) != 1 || !strings.Contains(orphans[0], "/compact-")) {
 				t.Fatalf("orphans vacuum would delete: %v, want the one compacted file", orphans)
 			}
@@ -636,13 +651,7 @@ func TestTemplatesCompactionCrash(t *testing.T) {
 				return ts
 			}
 			before, rows := tplSnap(), templates()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestCompactionCrashChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), crashLakeEnv+"="+dir, crashpoint.Env+"="+tc.point)
-			out, err := cmd.CombinedOutput()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != crashpoint.ExitCode {
-				t.Fatalf("child: %v, want exit %d\n%s", err, crashpoint.ExitCode, out)
-			}
+			crashChild(t, dir, tc.point)
 			after := tplSnap()
 			merged := 0
 			for _, f := range after.Files {
@@ -659,14 +668,7 @@ func TestTemplatesCompactionCrash(t *testing.T) {
 			if got := templates(); !reflect.DeepEqual(got, rows) {
 				t.Fatalf("templates after the crash:\n%+v\nwant\n%+v", got, rows)
 			}
-			clock := time.Now
-			if tc.committed {
-				clock = func() time.Time { return crashNow.Add(time.Hour) }
-			}
-			orphans, err := lake.Open(store).Vacuum(l.ctx, lake.VacuumOptions{DryRun: true, Now: clock})
-			if err != nil {
-				t.Fatal(err)
-			}
+			orphans := vacuumOrphans(t, store, tc.committed)
 			if !tc.committed && (len(orphans) != 1 || !strings.Contains(orphans[0], "templates/compact-")) {
 				t.Fatalf("orphans vacuum would delete: %v, want the merged templates file", orphans)
 			}

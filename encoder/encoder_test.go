@@ -321,7 +321,7 @@ func testFilesRoundTrip(t *testing.T, layout lake.Layout) {
 				Template: d.Text, Kind: "created", WALSeq: int64(b.WALSeq)})
 		}
 	}
-	sortTemplateRows(gotTpl)
+	lake.SortTemplateRows(gotTpl)
 	if !reflect.DeepEqual(gotTpl, wantTpl) {
 		t.Errorf("template rows differ:\n got %+v\nwant %+v", gotTpl, wantTpl)
 	}

@@ -80,19 +80,6 @@ func sortRecordRows(rows []lake.RecordRow) {
 	})
 }
 
-// sortTemplateRows orders rows by (wal_seq, template_id, version).
-func sortTemplateRows(rows []lake.TemplateRow) {
-	slices.SortFunc(rows, func(a, b lake.TemplateRow) int {
-		if a.WALSeq != b.WALSeq {
-			return cmpInt(a.WALSeq, b.WALSeq)
-		}
-		if a.TemplateID != b.TemplateID {
-			return cmpInt(a.TemplateID, b.TemplateID)
-		}
-		return cmpInt(a.Version, b.Version)
-	})
-}
-
 func cmpInt[T int32 | int64](a, b T) int {
 	switch {
 	case a < b:

@@ -553,7 +553,7 @@ func (w *worker) flush(ctx context.Context) error {
 		records += int64(len(p.rows))
 	}
 	if len(buf.templates) > 0 {
-		sortTemplateRows(buf.templates)
+		lake.SortTemplateRows(buf.templates)
 		data, err := lake.EncodeTemplates(buf.templates, high)
 		if err != nil {
 			return w.failFlush(ctx, fmt.Errorf("encode templates: %w", err), nil, false)

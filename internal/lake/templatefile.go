@@ -2,7 +2,9 @@ package lake
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -12,6 +14,14 @@ import (
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/recfile"
 )
+
+// SortTemplateRows orders rows as a templates file holds them: by
+// (wal_seq, template_id, version), the order the miner's events came in.
+func SortTemplateRows(rows []TemplateRow) {
+	slices.SortStableFunc(rows, func(a, b TemplateRow) int {
+		return cmp.Or(cmp.Compare(a.WALSeq, b.WALSeq), cmp.Compare(a.TemplateID, b.TemplateID), cmp.Compare(a.Version, b.Version))
+	})
+}
 
 // statsStringPrefix is the length Delta truncates string statistics to.
 const statsStringPrefix = 32
