@@ -86,12 +86,16 @@ func (r *role) serve(ctx context.Context, name string, run func(context.Context)
 		}
 		return nil
 	})
+	hl, err := health.Listen(r.c.httpAddr) // an address in use is the role's error
+	if err != nil {
+		return err
+	}
 	hctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = r.hs.Serve(hctx, r.c.httpAddr) }()
+	go func() { defer wg.Done(); _ = r.hs.ServeOn(hctx, hl) }()
 	r.log.Info("role started")
-	err := run(ctx)
+	err = run(ctx)
 	cancel()
 	wg.Wait()
 	if err != nil && !errors.Is(err, context.Canceled) {

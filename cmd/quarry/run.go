@@ -109,11 +109,21 @@ func runRun(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	*tenant = cfg.Producer.Tenant
+	// The health address is bound first: one in use is this command's
+	// error, not a run without metrics (and the embedded server's random
+	// port cannot take it meanwhile).
+	hl, err := health.Listen(c.httpAddr)
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	start := time.Now()
 	cpu0, _ := cputime.Used()
 	p, err := pipeline.Start(ctx, cfg, log, reg)
 	if err != nil {
+		if hl != nil {
+			hl.Close()
+		}
 		return err
 	}
 	defer p.Close()
@@ -122,7 +132,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	hs.AddInfo("pipeline", p.Detail)
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
-	go hs.Serve(hctx, c.httpAddr)
+	go func() { _ = hs.ServeOn(hctx, hl) }() // it returns when hctx ends (or l fails, which an accepted socket never does)
 	natsKind := "embedded NATS"
 	if p.Server == nil {
 		natsKind = "NATS" // nats.url in --config

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -507,5 +508,37 @@ func TestRunCompact(t *testing.T) {
 	e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
 	if code := runMain(context.Background(), e, []string{"run", "--data", t.TempDir(), "--follow", "--compact"}); code != 2 || !strings.Contains(errb.String(), "--compact needs an input that ends") {
 		t.Fatalf("--follow --compact: exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// TestHealthAddressInUse: a run or a role whose --http address is taken
+// fails with that error before it does any work; it used to run on
+// without metrics, its health server's error dropped.
+func TestHealthAddressInUse(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	srv := natstest.RunServer(t)
+	in := filepath.Join(t.TempDir(), "in.log")
+	if err := os.WriteFile(in, []byte("one line\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"run", "--data", t.TempDir(), "--input", in, "--http", l.Addr().String()},
+		{"miner", "--nats", srv.URL(), "--http", l.Addr().String()},
+	} {
+		var out, errb bytes.Buffer
+		e := &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		code := runMain(ctx, e, args)
+		cancel()
+		if code != 1 || !strings.Contains(errb.String(), "health listen "+l.Addr().String()) || !strings.Contains(errb.String(), "address already in use") {
+			t.Errorf("quarry %s with --http in use: exit %d, stderr %q", args[0], code, errb.String())
+		}
+		if strings.Contains(errb.String(), "quarry: embedded NATS") {
+			t.Errorf("quarry %s started its pipeline before it found the address in use:\n%s", args[0], errb.String())
+		}
 	}
 }

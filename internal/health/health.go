@@ -128,13 +128,33 @@ func (s *Server) Handler() http.Handler {
 // Serve listens on addr and serves until ctx ends, then shuts down within
 // five seconds. An empty addr serves nothing and returns when ctx ends.
 func (s *Server) Serve(ctx context.Context, addr string) error {
+	l, err := Listen(addr)
+	if err != nil {
+		return err
+	}
+	return s.ServeOn(ctx, l)
+}
+
+// Listen binds addr for ServeOn (nil for an empty addr). A command binds
+// its health address before it starts its work, so that an address in use
+// is its error and not a process without metrics.
+func Listen(addr string) (net.Listener, error) {
 	if addr == "" {
-		<-ctx.Done()
-		return nil
+		return nil, nil
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("health listen %s: %w", addr, err)
+		return nil, fmt.Errorf("health listen %s: %w", addr, err)
+	}
+	return l, nil
+}
+
+// ServeOn serves on l (from Listen) until ctx ends, then shuts down within
+// five seconds. A nil l serves nothing and returns when ctx ends.
+func (s *Server) ServeOn(ctx context.Context, l net.Listener) error {
+	if l == nil {
+		<-ctx.Done()
+		return nil
 	}
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	s.log.Info("health endpoint listening", "addr", l.Addr().String())
