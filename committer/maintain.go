@@ -79,8 +79,8 @@ func (j *job) target(rec, tpl *tableState) *tableState {
 	return rec
 }
 
-// job is one maintenance commit of the records table: removes and adds,
-// no txn (the high-water stays).
+// job is one maintenance commit of the records table or of the templates
+// table (compactTemplates): removes and adds, no txn (the high-water stays).
 type job struct {
 	table   string         // lake.RecordsTable ("" too) or lake.TemplatesTable
 	op      string         // commitInfo operation: "OPTIMIZE" or "DELETE"
