@@ -236,14 +236,23 @@ func compactionPlan(snap *delta.Snapshot, hw int64, c Compaction, only Partition
 	return out
 }
 
+// templatesMergeFiles is how many small templates files a table may hold
+// before they are merged though it keeps getting new ones. Every query
+// reads every templates file: 200 of them cost a query 70-140 ms of CPU
+// (docs/benchmarks.md, "Lake size: an import ends compacted, templates
+// included"), 16 under a tenth of that. A merge rewrites the whole small
+// table (KBs of template texts), about once per this many flushes with
+// new template versions.
+const templatesMergeFiles = 16
+
 // templatesPlan picks the templates table's live files smaller than half
 // the target whose WAL sequences are all at or below hw (the records
 // table's high-water: their reports are committed in both tables), in WAL
 // order, at most TargetBytes and maxBinReports reports of them, when the
-// table is closed: it got no new file for Idle, or allClosed. Nil unless
-// two or more. A template version is written once, by the flush that saw
-// it first, so the table keeps getting files while the miner finds new
-// ones; merging on the Idle rule rewrites it once a quiet spell.
+// table got no new file for Idle, or holds templatesMergeFiles such files,
+// or allClosed. Nil unless two or more. A template version is written
+// once, by the flush that saw it first, so the table keeps getting files
+// while the miner finds new ones.
 func templatesPlan(snap *delta.Snapshot, hw int64, c Compaction, allClosed bool, now time.Time) []delta.Add {
 	var newest int64
 	var small []delta.Add
@@ -254,7 +263,7 @@ func templatesPlan(snap *delta.Snapshot, hw int64, c Compaction, allClosed bool,
 			small = append(small, f)
 		}
 	}
-	if !allClosed && now.Sub(time.UnixMilli(newest)) < c.Idle {
+	if !allClosed && now.Sub(time.UnixMilli(newest)) < c.Idle && len(small) < templatesMergeFiles {
 		return nil
 	}
 	sort.Slice(small, func(i, j int) bool {

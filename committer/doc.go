@@ -155,8 +155,9 @@
 // retention: removes with dataChange=true) and no txn, so the high-water
 // is unchanged. A compacted file's "quarry.reports" tag lists the reports
 // of the files it replaced; a rebuild marks them committed. The pass also
-// merges the templates table's small files once that table is closed (no
-// new file for Idle), the same kind of commit to that table; their reports
+// merges the templates table's small files once that table is idle (no
+// new file for Idle) or holds 16 of them, the same kind of commit to that
+// table; their reports
 // are committed in records already. Compact runs a
 // pass by hand under the lease (quarry compact); Maintain asks the active
 // term for a pass at once, the same jobs through the same term goroutine

@@ -302,7 +302,7 @@ func (m *maintainer) pass(ctx context.Context, spec passSpec, submit func(contex
 }
 
 // compactTemplates merges the templates table's small files into one when
-// the table is closed (templatesPlan): the rows as they are, every file's
+// templatesPlan says (idle, or templatesMergeFiles of them): the rows as they are, every file's
 // in (wal_seq, template_id, version) order, at zstd's best level, one
 // commit of remove + add with dataChange=false and no txn. The new file
 // names the reports of the files it replaces (TagReports); a rebuild knows

@@ -950,3 +950,45 @@ func TestCommitterRetentionReplay(t *testing.T) {
 		t.Fatalf("records txn %d, want 4", v.txn)
 	}
 }
+
+// TestTemplatesPlan: the templates table's small files at or below the
+// high-water are merged once the table is idle, or holds
+// templatesMergeFiles of them though it is not, or with allClosed; a file
+// above the high-water, a large one or one without a WAL range stays.
+func TestTemplatesPlan(t *testing.T) {
+	now := time.Date(2026, 3, 10, 15, 0, 0, 0, time.UTC)
+	cfg := Compaction{}.Defaults()
+	files := func(n int, mod time.Time) []delta.Add {
+		var out []delta.Add
+		for i := range n {
+			seq := int64(i + 1)
+			out = append(out, delta.Add{Path: fmt.Sprintf("part-%d.zstd.parquet", i), Size: 1000, ModificationTime: mod.UnixMilli(),
+				Stats: delta.StatsJSON(1, map[string]any{"wal_seq": seq}, map[string]any{"wal_seq": seq}, nil)})
+		}
+		return out
+	}
+	recent, old := now.Add(-time.Minute), now.Add(-2*time.Hour)
+	for _, tc := range []struct {
+		name      string
+		files     []delta.Add
+		hw        int64
+		allClosed bool
+		want      int
+	}{
+		{"recent, a few", files(5, recent), 100, false, 0},
+		{"recent, a few, all closed", files(5, recent), 100, true, 5},
+		{"idle", files(5, old), 100, false, 5},
+		{"recent, just under the count", files(templatesMergeFiles-1, recent), 100, false, 0},
+		{"recent, the count", files(templatesMergeFiles, recent), 100, false, templatesMergeFiles},
+		{"idle, above the high-water", files(5, old), 3, false, 3},
+		{"idle, one at or below the high-water", files(5, old), 1, false, 0},
+		{"idle, one large", append(files(2, old), delta.Add{Path: "big", Size: cfg.TargetBytes, ModificationTime: old.UnixMilli(),
+			Stats: delta.StatsJSON(1, map[string]any{"wal_seq": 1}, map[string]any{"wal_seq": 1}, nil)}), 100, false, 2},
+		{"idle, one without a WAL range", append(files(2, old), delta.Add{Path: "x", Size: 10, ModificationTime: old.UnixMilli()}), 100, false, 2},
+	} {
+		got := templatesPlan(&delta.Snapshot{Files: tc.files}, tc.hw, cfg, tc.allClosed, now)
+		if len(got) != tc.want {
+			t.Errorf("%s: %d files planned, want %d", tc.name, len(got), tc.want)
+		}
+	}
+}
