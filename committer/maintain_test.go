@@ -621,21 +621,7 @@ func TestTemplatesCompactionCrash(t *testing.T) {
 			}
 			l := newTestLake(t, store, "acme")
 			l.addFile("acme", "2026-03-09", []uint64{1, 2, 3}, crashNow.Add(-2*time.Hour), false)
-			// Three templates files of flushes at or below the high-water
-			// (the test lake's first file has no stats: not taken).
-			for i, seq := range []int64{1, 2, 3} {
-				rows := []lake.TemplateRow{{TemplateID: 10 + int64(i), Tenant: "acme", Version: 1, Template: fmt.Sprintf("job <*> step %d", i), Kind: "created", WALSeq: seq}}
-				data, err := lake.EncodeTemplates(rows, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				name := fmt.Sprintf("part-%d.zstd.parquet", i)
-				if err := store.Put(l.ctx, lake.TemplatesTable+"/"+name, data); err != nil {
-					t.Fatal(err)
-				}
-				l.commit(l.tpl, delta.Add{Path: name, Size: int64(len(data)), ModificationTime: crashNow.Add(-2 * time.Hour).UnixMilli(), DataChange: true,
-					Stats: lake.TemplateStats(rows), Tags: map[string]string{TagReport: fmt.Sprintf("t%d", i), TagSeqs: fmt.Sprint(seq)}}, seq)
-			}
+			l.addTemplatesFiles(1, 2, 3)
 			tplSnap := func() *delta.Snapshot {
 				snap, err := l.tpl.Snapshot(l.ctx)
 				if err != nil {
@@ -676,6 +662,63 @@ func TestTemplatesCompactionCrash(t *testing.T) {
 				t.Fatalf("vacuum would delete %v right after the commit (grace)", orphans)
 			}
 		})
+	}
+}
+
+// addTemplatesFiles commits a templates file for each of seqs (one new
+// template each, by a flush of that WAL sequence, part-<i>.zstd.parquet),
+// modified two hours before crashNow. The test lake's own templates file
+// has no stats, so no WAL range: compaction never takes it.
+func (l *testLake) addTemplatesFiles(seqs ...int64) {
+	l.t.Helper()
+	for i, seq := range seqs {
+		rows := []lake.TemplateRow{{TemplateID: 10 + int64(i), Tenant: "acme", Version: 1, Template: fmt.Sprintf("job <*> step %d", i), Kind: "created", WALSeq: seq}}
+		data, err := lake.EncodeTemplates(rows, false)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		name := fmt.Sprintf("part-%d.zstd.parquet", i)
+		if err := l.store.Put(l.ctx, lake.TemplatesTable+"/"+name, data); err != nil {
+			l.t.Fatal(err)
+		}
+		l.commit(l.tpl, delta.Add{Path: name, Size: int64(len(data)), ModificationTime: crashNow.Add(-2 * time.Hour).UnixMilli(), DataChange: true,
+			Stats: lake.TemplateStats(rows), Tags: map[string]string{TagReport: fmt.Sprintf("t%d", i), TagSeqs: fmt.Sprint(seq)}}, seq)
+	}
+}
+
+// TestTemplatesCompactionSkipsDamaged: a templates file that cannot be
+// read leaves the table as it was (the pass counts it skipped and goes
+// on); once the file reads again, the next pass merges the three.
+func TestTemplatesCompactionSkipsDamaged(t *testing.T) {
+	l := newTestLake(t, nil, "acme")
+	l.addFile("acme", "2026-03-09", []uint64{1, 2, 3}, crashNow.Add(-2*time.Hour), false)
+	l.addTemplatesFiles(1, 2, 3)
+	good, err := l.store.Get(l.ctx, lake.TemplatesTable+"/part-1.zstd.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.store.Put(l.ctx, lake.TemplatesTable+"/part-1.zstd.parquet", []byte("not parquet")); err != nil {
+		t.Fatal(err)
+	}
+	version := func() int64 {
+		snap, err := l.tpl.Snapshot(l.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Version
+	}
+	before := version()
+	m, submit := l.maint(testConfig("c"), crashNow)
+	res, err := m.pass(l.ctx, passSpec{compact: true}, submit)
+	if err != nil || res.Skipped != 1 || res.TemplateFiles != 0 || version() != before {
+		t.Fatalf("a pass over a damaged templates file: %+v, %v, version %d -> %d; want it skipped, the table unchanged", res, err, before, version())
+	}
+	if err := l.store.Put(l.ctx, lake.TemplatesTable+"/part-1.zstd.parquet", good); err != nil {
+		t.Fatal(err)
+	}
+	m, submit = l.maint(testConfig("c"), crashNow)
+	if res, err := m.pass(l.ctx, passSpec{compact: true}, submit); err != nil || res.TemplateFiles != 3 || version() != before+1 {
+		t.Fatalf("the pass after the repair: %+v, %v; want the 3 files merged in one commit", res, err)
 	}
 }
 
