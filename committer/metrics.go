@@ -56,9 +56,9 @@ func newMetrics(reg prometheus.Registerer, extra ...prometheus.Collector) (*metr
 		logCleanupErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_committer_log_cleanup_errors_total",
 			Help: "Log cleanups that failed (retried after the next checkpoint), by table."}, []string{"table"}),
 		maintFiles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_committer_maintenance_files_total",
-			Help: "Records files removed by compaction (compacted) or retention (expired), and written by compaction (written) or by retention with the kept rows of a file it cut (retained)."}, []string{"op"}),
+			Help: "Records and templates files removed by compaction (compacted), records files removed by retention (expired), files written by compaction (written) or by retention with the kept rows of a file it cut (retained)."}, []string{"op"}),
 		maintPasses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "quarry_committer_maintenance_passes_total",
-			Help: "Background retention and compaction passes, by result (ok, error, skipped: a partition could not be rewritten)."}, []string{"result"}),
+			Help: "Retention and compaction passes (the background's and Maintain's), by result (ok, error, skipped: a partition or the templates table could not be rewritten)."}, []string{"result"}),
 	}
 	cs := append([]prometheus.Collector{m.highWater, m.commits, m.reports, m.commitTime, m.leaseHeld, m.pending, m.deadLetters,
 		m.checkpoints, m.checkpointVersion, m.checkpointTime, m.logVersions, m.logCleanupErrors, m.maintFiles, m.maintPasses}, extra...)

@@ -44,7 +44,7 @@ func runRun(ctx context.Context, e *env, args []string) error {
 	data := fs.String("data", "./data", "data directory: NATS store in DIR/nats, lake in DIR/lake unless --lake")
 	input := fs.String("input", "", "ingest FILE (or - for stdin) as one line per record; default: the built-in generator")
 	tenant := fs.String("tenant", pipeline.DefaultTenant, "tenant of the --input lines (producer.tenant in --config)")
-	compact := fs.Bool("compact", false, "once every line is committed, compact every partition's small files (as committer.compaction does once a partition closes); not with --follow")
+	compact := fs.Bool("compact", false, "once every line is committed, compact every partition's small files and the templates table's (as committer.compaction does once they close); not with --follow")
 	follow := fs.Bool("follow", false, "keep running: tail --input, or serve the ingest subject quarry.ingest.<tenant> when there is no --input")
 	lines := fs.Int("lines", 100000, "generator: lines per tenant")
 	tenants := fs.String("tenants", "acme,globex,initech", "generator: comma-separated tenants")
