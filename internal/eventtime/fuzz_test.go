@@ -33,7 +33,8 @@ func FuzzRoundTrip(f *testing.F) {
 	items := newParser(f, Config{Mode: ModeNone})
 	f.Fuzz(func(t *testing.T, line []byte) {
 		if len(line) > 0 { // any residue renders without panicking
-			_ = Render(nil, time.Unix(int64(len(line))*1e7, 0), LayoutID(line[0]%(numLayouts+2)), line[1:])
+			l := LayoutID(line[0] % (numLayouts + 2))
+			checkBytes(t, Render(nil, time.Unix(int64(len(line))*1e7, 0), l, line[1:]), l, line[1:])
 		}
 		// A timestamp of any layout at the start, a date alone too
 		// (records' other times), renders back as well.

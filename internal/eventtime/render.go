@@ -216,3 +216,60 @@ func appendZone(dst []byte, v *variant) []byte {
 	}
 	return dst
 }
+
+// ByteSet is a set of bytes: bit b&63 of word b>>6 for byte b.
+type ByteSet [4]uint64
+
+// Add puts b in the set.
+func (s *ByteSet) Add(b byte) { s[b>>6] |= 1 << (b & 63) }
+
+// Covers reports whether every byte of o is in s.
+func (s *ByteSet) Covers(o *ByteSet) bool {
+	return o[0]&^s[0] == 0 && o[1]&^s[1] == 0 && o[2]&^s[2] == 0 && o[3]&^s[3] == 0
+}
+
+// renderBase holds every byte Render writes in a layout without names,
+// whatever the residue says: digits, the layouts' separators, the zones'
+// signs and letters; renderNames adds the letters of the month and day
+// names, for the layouts that write them.
+var renderBase, renderNames = func() (ByteSet, ByteSet) {
+	var s ByteSet
+	for _, c := range []byte("0123456789 -+:/.,TZz") {
+		s.Add(c)
+	}
+	n := s
+	for _, names := range [][]string{monthNames[:], dayNames[:]} {
+		for _, name := range names {
+			for i := 0; i < len(name); i++ {
+				n.Add(name[i])
+			}
+		}
+	}
+	return s, n
+}()
+
+// MaxLetters is the longest run of ASCII letters Render writes: a month
+// or day name (the separators, zone letters and any a residue gives stand
+// between digits, spaces or slashes).
+const MaxLetters = 3
+
+// Bytes is a set that holds every byte Render(dst, t, layout, residue)
+// writes, for any instant t of a year from 0 to 9999: the bytes of the
+// layout, and the separators and padding the residue may give (a search
+// rules a timestamp out for a term with a byte it lacks, without rendering
+// it).
+func Bytes(layout LayoutID, residue []byte) ByteSet {
+	s := renderBase
+	switch layout {
+	case LayoutSyslog, LayoutCtime, LayoutCLF:
+		s = renderNames
+	}
+	if !layout.Valid() {
+		return s
+	}
+	v := decodeResidue(layout, residue)
+	s.Add(v.fsep)
+	s.Add(v.dsep)
+	s.Add(v.pad)
+	return s
+}

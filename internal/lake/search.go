@@ -927,7 +927,29 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 	// the line alone: it is rendered into line, reused row after row, and
 	// no Record is built (scanLine).
 	lineOnly := f.plan.residual&(query.ColSource|query.ColAttrs) == 0
-	var line []byte
+	// A version whose residual requires a phrase that can only lie inside
+	// a parameter (query.TemplatePlan.Needle) has its rows ruled out by
+	// their parameters' values first (recfile.Lines.MayHold): a term users
+	// type, an id or a name, is mostly in no row of the versions the
+	// footers' byte sets leave, and rendering them all was half a needle
+	// search's CPU. A version the learner watches is rendered whole.
+	var needles []*recfile.Needle // by Lines.KeyIndex
+	if lineOnly {
+		needles = make([]*recfile.Needle, len(keys))
+		made := map[string]*recfile.Needle{}
+		for i, k := range keys {
+			if plans[i] == nil || all[i] || lr.wants(k) {
+				continue
+			}
+			if b := plans[i].Needle(); b != nil {
+				if made[string(b)] == nil {
+					made[string(b)] = recfile.NewNeedle(b)
+				}
+				needles[i] = made[string(b)]
+			}
+		}
+	}
+	var line, scratch []byte
 	for x := range l.Len() {
 		ki := l.KeyIndex(x)
 		k := keys[ki]
@@ -944,6 +966,11 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 		}
 		if lineOnly {
 			var ok bool
+			if n := needles[ki]; n != nil {
+				if ok, scratch = l.MayHold(x, n, scratch); !ok {
+					continue
+				}
+			}
 			if line, ok, err = s.scanLine(l, x, k, plans[ki], f, lr, &qr, line); err != nil {
 				return nil, err
 			} else if ok {
@@ -1044,6 +1071,15 @@ func newLearner(m *fileMeta, tp *tenantPlan) *learner {
 		return nil
 	}
 	return &learner{footer: m.footer, want: want, seen: map[recfile.Key]*learnt{}}
+}
+
+// wants reports whether lr gathers version k's rows (nil wants none).
+func (lr *learner) wants(k recfile.Key) bool {
+	if lr == nil {
+		return false
+	}
+	_, ok := lr.want[k]
+	return ok
 }
 
 func (lr *learner) add(k recfile.Key, text string, line []byte) {

@@ -130,6 +130,9 @@ func TestSearchAgreesWithNaive(t *testing.T) {
 		"tenant:acme GET", "source:web", "source:w*", "attrs.host:h2", "-attrs.host:*", "status=404", "status!=404", "status>=500",
 		"param[2]>100", "param[0]=/a", "param[5]=x", "took<10", "ts:>=2026-01-02", "ts:2026-01-01T10:07", "since:2026-01-02T00:05:00Z error",
 		"disk", `"disk full"`, "full", "nothing-matches-this",
+		// Needles: phrases only a parameter can hold (rows ruled out by
+		// their parameters' values before a line is rendered).
+		"bob", "0.0.2", "10.0.0", `"/c"`, `"/a"`, "120", "bob 10.0.0.2", "ory", "bob -out", `"d out"`, "\xff", "k \xff",
 		"| count", "| count by template", "| count by 5m", "| count by tenant, template", "GET | count by status", "| top 2 status",
 		"| top param[0]", "error OR status=404 | count by 1h", "| count by source | limit 1", "| limit 3", "GET | limit 2",
 	} {

@@ -1,0 +1,129 @@
+package recfile
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/quarrylake/quarry/internal/eventtime"
+)
+
+// TestMayHold: over rows of every parameter kind (pinRows: timestamps as
+// one parameter, over three and inside one, numbers of each kind, hex,
+// addresses, bytes that are not UTF-8, digit runs, parameters in more)
+// and the Loghub sets, MayHold is never false for a row a parameter of
+// which holds the needle (substrings of the row's own parameters, and of
+// other rows'), and it does rule most rows out for needles their
+// parameters lack: the point of it, a search renders only what it keeps.
+func TestMayHold(t *testing.T) {
+	type set struct {
+		name string
+		rows []Row
+		tpl  Templates
+	}
+	pr, pt := pinRows(t, 3000, 7)
+	dr, dt, _ := digitRows(t, 4)
+	sets := []set{{"pin", pr, pt}, {"digits", dr, dt}}
+	for _, s := range loghubSets {
+		if c := loadCorpus(t, s, s); c != nil {
+			sets = append(sets, set{s, c.rows, c.tpl})
+		}
+	}
+	for _, s := range sets {
+		t.Run(s.name, func(t *testing.T) {
+			f, err := Encode(s.rows, s.tpl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := openLines(t, f.Data, s.tpl, Projection{Lines: true})
+			type pos struct {
+				seq uint64
+				idx uint32
+			}
+			byPos := map[pos][]string{}
+			r := rand.New(rand.NewPCG(1, 2))
+			var pool []string
+			for _, row := range s.rows {
+				byPos[pos{row.WALSeq, row.Index}] = row.Params
+				if len(row.Params) > 0 && r.IntN(20) == 0 {
+					pool = append(pool, substr(r, row.Params[r.IntN(len(row.Params))]))
+				}
+			}
+			pool = append(pool, "fc9d3e55.css", "java", "blk_", "x\x80", ":", "-", "0", "Dec", "é")
+			var scratch []byte
+			var absent, ruledOut, named, namedOut int
+			for x := range l.Len() {
+				seq, idx := l.Pos(x)
+				params, ok := byPos[pos{seq, idx}]
+				if !ok {
+					t.Fatalf("row %d: no input row at %d.%d", x, seq, idx)
+				}
+				needles := make([]string, 0, 16)
+				for range 6 {
+					if len(params) > 0 {
+						needles = append(needles, substr(r, params[r.IntN(len(params))]))
+					}
+				}
+				for range 10 {
+					needles = append(needles, pool[r.IntN(len(pool))])
+				}
+				for _, nd := range needles {
+					if nd == "" {
+						continue
+					}
+					held := false
+					for _, p := range params {
+						held = held || strings.Contains(p, nd)
+					}
+					var got bool
+					got, scratch = l.MayHold(x, NewNeedle([]byte(nd)), scratch)
+					if held && !got {
+						t.Fatalf("row %d.%d %q (kinds of %v): MayHold(%q) false, a parameter holds it", seq, idx, params, l.Key(x), nd)
+					}
+					if !held {
+						absent++
+						if !got {
+							ruledOut++
+						}
+						if len(nd) >= 4 && !timeBytes.Covers(&NewNeedle([]byte(nd)).set) {
+							named++
+							if !got {
+								namedOut++
+							}
+						}
+					}
+				}
+			}
+			// Nearly every needle no parameter holds is ruled out: those
+			// left span a timestamp's pieces (a date and its clock, two
+			// parameters a time covers). A needle of a name or an id (4
+			// bytes or more, one no timestamp writes) always is.
+			t.Logf("%d rows: of %d needles no parameter holds, %d ruled out; of %d of names, %d", l.Len(), absent, ruledOut, named, namedOut)
+			if absent == 0 || ruledOut*100 < absent*95 || namedOut != named {
+				t.Fatalf("ruled out %d of %d needles no parameter holds (want 95%%), %d of %d of names (want all)", ruledOut, absent, namedOut, named)
+			}
+		})
+	}
+}
+
+// substr is a random substring of s of 1 to 12 bytes ("" for "").
+func substr(r *rand.Rand, s string) string {
+	if s == "" {
+		return ""
+	}
+	i := r.IntN(len(s))
+	n := 1 + r.IntN(min(12, len(s)-i))
+	return s[i : i+n]
+}
+
+// timeBytes holds every byte a timestamp may render, whatever its layout.
+var timeBytes = func() eventtime.ByteSet {
+	var s eventtime.ByteSet
+	for l := range 256 {
+		b := eventtime.Bytes(eventtime.LayoutID(l), nil)
+		for w := range s {
+			s[w] |= b[w]
+		}
+	}
+	return s
+}()
