@@ -475,6 +475,9 @@ type searchFile struct {
 	tenant string
 	lo     int64
 	plan   *tenantPlan
+	// needle, when set, rules rows out in decodeV3 (recfile.Projection's
+	// Needle: needles).
+	needle func(recfile.Key) *recfile.Needle
 }
 
 // tenantPlan is the query planned over one tenant's templates.
@@ -936,17 +939,9 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 	var needles []*recfile.Needle // by Lines.KeyIndex
 	if lineOnly {
 		needles = make([]*recfile.Needle, len(keys))
-		made := map[string]*recfile.Needle{}
+		needle := f.needles(lr)
 		for i, k := range keys {
-			if plans[i] == nil || all[i] || lr.wants(k) {
-				continue
-			}
-			if b := plans[i].Needle(); b != nil {
-				if made[string(b)] == nil {
-					made[string(b)] = recfile.NewNeedle(b)
-				}
-				needles[i] = made[string(b)]
-			}
+			needles[i] = needle(k)
 		}
 	}
 	var line, scratch []byte
@@ -1123,6 +1118,29 @@ func (lr *learner) done() {
 	}
 }
 
+// needles is what a file's rows are ruled out by before their lines are
+// rendered: for each template version the Needle of its plan
+// (query.TemplatePlan.Needle), nil for versions without one and for those
+// lr learns from (it needs every row's line). One per file: a Needle is
+// one goroutine's.
+func (f searchFile) needles(lr *learner) func(recfile.Key) *recfile.Needle {
+	made := map[string]*recfile.Needle{}
+	return func(k recfile.Key) *recfile.Needle {
+		tp := f.plan.plan.Template(k.ID, k.Version)
+		if tp == nil || lr.wants(k) {
+			return nil
+		}
+		b := tp.Needle()
+		if b == nil {
+			return nil
+		}
+		if made[string(b)] == nil {
+			made[string(b)] = recfile.NewNeedle(b)
+		}
+		return made[string(b)]
+	}
+}
+
 // readFile decodes one file and returns the records the plan selects, in
 // WAL order. A records v3 file is decoded column by column
 // (recfile.DecodeProjected) and only for the template versions the plan,
@@ -1141,11 +1159,12 @@ func (s *search) readFile(ctx context.Context, f searchFile) ([]Record, error) {
 			return nil, err
 		}
 		f.plan = tp
+		lr := newLearner(m, tp)
+		f.needle = f.needles(lr)
 		recs, err := s.decodeV3(ctx, f, m, true, true)
 		if err != nil {
 			return nil, err
 		}
-		lr := newLearner(m, tp)
 		for i := range recs {
 			k := recfile.Key{ID: recs[i].TemplateID, Version: recs[i].TemplateVersion}
 			lr.add(k, s.texts[k], recs[i].Line)
@@ -1392,7 +1411,7 @@ func (s *search) decodeWith(ctx context.Context, f searchFile, lines, fileOrder 
 	if agg := s.q.NewAggregator(); agg != nil {
 		c |= agg.Columns()
 	}
-	err := decode(recfile.Projection{Keep: keep, Lines: lines, FileOrder: fileOrder,
+	err := decode(recfile.Projection{Keep: keep, Lines: lines, FileOrder: fileOrder, Needle: f.needle,
 		Source: c&query.ColSource != 0 || !s.opts.LineOnly, Attrs: c&query.ColAttrs != 0 || !s.opts.LineOnly})
 	var mt *recfile.MissingTemplateError
 	if errors.As(err, &mt) {

@@ -516,15 +516,35 @@ func (l *Lines) Release() {
 	l.groups, l.rank = nil, nil
 }
 
-// records returns every row as a Record, in l's order.
+// records returns every row as a Record, in l's order, but those
+// d.proj.Needle rules out.
 func (l *Lines) records() ([]Record, error) {
-	out := make([]Record, len(l.refs))
-	for x := range out {
-		if err := l.Record(&out[x], x); err != nil {
-			return nil, err
+	var needles []*Needle // by KeyIndex
+	if l.d.proj != nil && l.d.proj.Needle != nil && len(l.d.keys) > 0 {
+		nf := l.d.proj.Needle
+		needles = make([]*Needle, len(l.d.keys))
+		for i, k := range l.d.keys {
+			needles[i] = nf(k)
 		}
 	}
-	return out, nil
+	out := make([]Record, len(l.refs))
+	n := 0
+	var scratch []byte
+	for x := range out {
+		if needles != nil && l.refs[x].tpl >= 0 {
+			if nd := needles[l.refs[x].tpl]; nd != nil {
+				var ok bool
+				if ok, scratch = l.MayHold(x, nd, scratch); !ok {
+					continue
+				}
+			}
+		}
+		if err := l.Record(&out[n], x); err != nil {
+			return nil, err
+		}
+		n++
+	}
+	return out[:n], nil
 }
 
 // DecodeLines is DecodeProjected's rows as Lines: the same rows, in the

@@ -1,6 +1,7 @@
 package recfile
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -127,3 +128,55 @@ var timeBytes = func() eventtime.ByteSet {
 	}
 	return s
 }()
+
+// TestDecodeProjectedNeedle: DecodeProjected with a Projection's Needle
+// returns, in the same order, the records of the decode without it but
+// those no parameter of which may hold the needle: every record a
+// parameter of which holds it is kept, and most others are dropped.
+func TestDecodeProjectedNeedle(t *testing.T) {
+	rows, tpl := pinRows(t, 3000, 9)
+	f, err := Encode(rows, tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := map[[2]uint64][]string{}
+	for _, r := range rows {
+		params[[2]uint64{r.WALSeq, uint64(r.Index)}] = r.Params
+	}
+	for _, nd := range []string{"blk_", "java.io", "héllo", "x\x80y", "12", "deadbeef"} {
+		all, err := DecodeProjected(f.Data, tpl, Projection{Lines: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := NewNeedle([]byte(nd))
+		got, err := DecodeProjected(f.Data, tpl, Projection{Lines: true, Needle: func(Key) *Needle { return n }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j, held := 0, 0
+		for _, r := range all {
+			in := false
+			for _, p := range params[[2]uint64{r.WALSeq, uint64(r.Index)}] {
+				in = in || strings.Contains(p, nd)
+			}
+			if in {
+				held++
+			}
+			if j < len(got) && got[j].WALSeq == r.WALSeq && got[j].Index == r.Index {
+				if !bytes.Equal(got[j].Line, r.Line) {
+					t.Fatalf("%q: record %d.%d line %q, want %q", nd, r.WALSeq, r.Index, got[j].Line, r.Line)
+				}
+				j++
+			} else if in {
+				t.Fatalf("%q: record %d.%d dropped, a parameter holds it: %q", nd, r.WALSeq, r.Index, r.Line)
+			}
+		}
+		if j != len(got) {
+			t.Fatalf("%q: %d records kept, %d of them in order among the decode's", nd, len(got), j)
+		}
+		t.Logf("%q: %d records, %d kept, %d held", nd, len(all), len(got), held)
+		if held == 0 || len(got) > held+len(all)/20 {
+			t.Fatalf("%q: kept %d of %d records, %d hold it", nd, len(got), len(all), held)
+		}
+	}
+}

@@ -22,6 +22,13 @@ type Projection struct {
 	// template), not in WAL order: WALOrder gives that order, for a caller
 	// that moves each record anyway (the lake's search).
 	FileOrder bool
+	// Needle, when not nil, is asked once per template version kept; a
+	// row of a version it gives a Needle for is dropped, its line never
+	// rendered, when no parameter of it may hold the needle
+	// (Lines.MayHold): a search whose query requires a phrase only a
+	// parameter of the version can hold. DecodeProjected only (DecodeLines
+	// leaves the rows to its caller).
+	Needle func(Key) *Needle
 }
 
 // DecodeProjected is Decode with the records of the versions p.Keep takes,
