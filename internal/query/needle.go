@@ -3,9 +3,9 @@ package query
 import "strings"
 
 // Needle is a phrase every record the template plan selects must hold
-// within one of its parameters: a phrase the residual requires (itself, or
-// a conjunct of an AND) that cannot overlap any literal piece of the
-// template. Every rendering of the template is its pieces with a
+// within one of its parameters: a phrase the residual requires (itself, a
+// part of a glob, or such a term of an AND) that cannot overlap any
+// literal piece of the template. Every rendering of the template is its pieces with a
 // parameter between each two; an occurrence of such a phrase touches no
 // piece, so it lies inside one parameter. A reader may then rule a row out
 // by its parameters' values alone, without rendering its line, and match
@@ -17,8 +17,7 @@ func (tp *TemplatePlan) Needle() []byte {
 		return nil
 	}
 	var best []byte
-	for _, n := range required(tp.residual, nil) {
-		b := n.segsB[0]
+	for _, b := range required(tp.residual, nil) {
 		if len(b) > len(best) && withinParams(string(b), tp.info.pieces) {
 			best = b
 		}
@@ -26,15 +25,20 @@ func (tp *TemplatePlan) Needle() []byte {
 	return best
 }
 
-// required appends the phrases n requires: n itself, or the phrases
+// required appends the byte strings n requires of a line: a phrase, each
+// part of a glob (the parts occur in order, so each occurs), or those
 // required by the kids of an AND.
-func required(n *node, dst []*node) []*node {
+func required(n *node, dst [][]byte) [][]byte {
 	if n == nil {
 		return dst
 	}
 	switch {
-	case n.op == opText && n.text == textPhrase && len(n.segsB) == 1 && len(n.segsB[0]) > 0:
-		return append(dst, n)
+	case n.op == opText && (n.text == textPhrase || n.text == textGlob):
+		for _, b := range n.segsB {
+			if len(b) > 0 {
+				dst = append(dst, b)
+			}
+		}
 	case n.op == opAnd:
 		for _, k := range n.kids {
 			dst = required(k, dst)
@@ -47,11 +51,11 @@ func required(n *node, dst []*node) []*node {
 // P0 x1 P1 ... xn Pn of pieces (n of at least 1) lies inside one
 // parameter xi. An occurrence that is not inside one parameter overlaps a
 // piece Pj in a byte at least (or spans an empty Pj between two
-// parameters); it is not inside Pj, or the template's text would hold t
-// and settle it. So it runs past Pj's end into x(j+1) (a prefix of t is a
-// suffix of Pj), or past its start from xj (a suffix of t is a prefix of
-// Pj), or both (Pj is inside t). The function is false when any of these
-// can happen.
+// parameters): it is inside Pj, or it runs past Pj's end into x(j+1) (a
+// prefix of t is a suffix of Pj), or past its start from xj (a suffix of
+// t is a prefix of Pj), or both (Pj is inside t). The function is false
+// when any of these can happen. (A phrase inside a piece settles its
+// template, but a part of a glob does not.)
 func withinParams(t string, pieces []string) bool {
 	n := len(pieces) - 1
 	if n < 1 || t == "" {
@@ -64,6 +68,9 @@ func withinParams(t string, pieces []string) bool {
 				return false // xj and x(j+1) adjoin: t may span both
 			}
 			continue
+		}
+		if strings.Contains(p, t) {
+			return false
 		}
 		for k := 1; k <= len(p) && k < len(t); k++ {
 			if after && strings.HasSuffix(p, t[:k]) {
