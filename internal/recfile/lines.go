@@ -157,6 +157,64 @@ func (g *group) runs(dst []int64, i int, s slot) ([]int64, bool) {
 	return dst, true
 }
 
+// slotValue is the column that holds row i's value of slot s in g and the
+// value's index in it (-1 when the row has none, nil when there is no
+// column: a parameter's exact text is then the next item of more): p<col>
+// for text (and the skeleton of digit runs, whose runs group.runs reads),
+// the next n column for a number or another time, the next b column for
+// bytes. kn and kb count the n and b columns a row's slots took so far,
+// left to right (the other times inside a text take theirs): every reader
+// of a row's parameters (appendLineWith, Lines.MayHold) walks its slots
+// through it. Not for kindTime and kindCovered, which read no column.
+func (g *group) slotValue(s slot, i int, kn, kb *int) (*colVals, int) {
+	var cv *colVals
+	switch s.kind {
+	case kindDigits, kindInnerD:
+		if s.col < MaxSlots {
+			cv = g.slots[0][s.col]
+		}
+	case kindString, kindInner, kindInnerW:
+		*kn += len(s.shifts)
+		if s.col < MaxSlots {
+			cv = g.slots[0][s.col]
+		}
+	case kindBytes:
+		if *kb < MaxSlots {
+			cv = g.slots[2][*kb]
+		}
+		*kb++
+	default:
+		if *kn < MaxSlots {
+			cv = g.slots[1][*kn]
+		}
+		*kn++
+	}
+	if cv == nil {
+		return nil, -1
+	}
+	return cv, cv.valueAt(i)
+}
+
+// appendDigits appends the text of row i's slot s of kind d or v (for v,
+// the text around its timestamp): the skeleton in p<col> with each run
+// marker replaced by its run's value (runs is scratch for the values).
+// ok is false when the row has no skeleton or a run lacks its value: the
+// parameter's exact text is then the next item of more.
+func (g *group) appendDigits(dst []byte, s slot, i int, runs *[]int64) (out []byte, ok bool, err error) {
+	var kn, kb int // a d item takes no n or b column of its own
+	cv, v := g.slotValue(s, i, &kn, &kb)
+	if v < 0 {
+		return dst, false, nil
+	}
+	if *runs, ok = g.runs((*runs)[:0], i, s); !ok {
+		return dst, false, nil
+	}
+	if dst, ok = appendRuns(dst, cv.str(v), *runs); !ok {
+		return dst, false, fmt.Errorf("%d runs do not match its text", s.runs)
+	}
+	return dst, true, nil
+}
+
 // slotsOf is row i's kinds, parsed.
 func (d *decoder) slotsOf(g *group, i int) ([]slot, error) { return slotsIn(g, i, d.kinds) }
 
@@ -235,6 +293,7 @@ func (d *decoder) appendLineWith(dst []byte, g *group, r lineRef, times *eventti
 			d.bounds = append(d.bounds, len(dst))
 		}
 		var cv *colVals
+		v := -1
 		switch s.kind {
 		case kindTime:
 			dst = times.Render(dst, ts, s.layout, g.residue(i))
@@ -242,52 +301,27 @@ func (d *decoder) appendLineWith(dst []byte, g *group, r lineRef, times *eventti
 		case kindDigits, kindInnerD:
 			// The skeleton in p<col> and every run in its n column, or
 			// the parameter's text in more.
-			if s.col < MaxSlots {
-				cv = g.slots[0][s.col]
+			start := len(dst)
+			var ok bool
+			if dst, ok, err = g.appendDigits(dst, s, i, &runs); err != nil {
+				return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: %w", ErrCorrupt, r.seq, r.idx, j, err)
 			}
-			if v := -1; cv != nil {
-				if v = cv.valueAt(i); v >= 0 {
-					var ok bool
-					if runs, ok = g.runs(runs[:0], i, s); ok {
-						start := len(dst)
-						if dst, ok = appendRuns(dst, cv.str(v), runs); !ok {
-							return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: %d runs do not match its text", ErrCorrupt, r.seq, r.idx, j, s.runs)
-						}
-						if s.kind == kindInnerD {
-							if start+s.offset > len(dst) {
-								return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: time offset %d past its text", ErrCorrupt, r.seq, r.idx, j, s.offset)
-							}
-							// The timestamp after the text, then turned into place.
-							at, end := start+s.offset, len(dst)
-							dst = times.Render(dst, ts, s.layout, g.residue(i))
-							slices.Reverse(dst[at:end])
-							slices.Reverse(dst[end:])
-							slices.Reverse(dst[at:])
-						}
-						continue
+			if ok {
+				if s.kind == kindInnerD {
+					if start+s.offset > len(dst) {
+						return nil, fmt.Errorf("%w: record wal %d index %d: parameter %d: time offset %d past its text", ErrCorrupt, r.seq, r.idx, j, s.offset)
 					}
+					// The timestamp after the text, then turned into place.
+					at, end := start+s.offset, len(dst)
+					dst = times.Render(dst, ts, s.layout, g.residue(i))
+					slices.Reverse(dst[at:end])
+					slices.Reverse(dst[end:])
+					slices.Reverse(dst[at:])
 				}
+				continue
 			}
-			cv = nil
-		case kindString, kindInner, kindInnerW:
-			if s.col < MaxSlots {
-				cv = g.slots[0][s.col]
-			}
-			kn += len(s.shifts)
-		case kindBytes:
-			if kb < MaxSlots {
-				cv = g.slots[2][kb]
-			}
-			kb++
 		default:
-			if kn < MaxSlots {
-				cv = g.slots[1][kn]
-			}
-			kn++
-		}
-		v := -1
-		if cv != nil {
-			v = cv.valueAt(i)
+			cv, v = g.slotValue(s, i, &kn, &kb)
 		}
 		var text []byte
 		switch {

@@ -99,13 +99,14 @@ func (l *Lines) MayHold(x int, n *Needle, scratch []byte) (bool, []byte) {
 		return true, scratch
 	}
 	more := g.moreOf(i)
-	var kn, kb int // the next n and b column, as appendLineWith counts them
+	var kn, kb int // the n and b columns taken so far (group.slotValue)
 	var runs []int64
 	for _, s := range slots {
 		if s.kind == kindCovered {
 			continue
 		}
 		var cv *colVals
+		v := -1
 		switch s.kind {
 		case kindTime:
 			if res := g.residue(i); n.inTime(s.layout, res) {
@@ -116,48 +117,24 @@ func (l *Lines) MayHold(x int, n *Needle, scratch []byte) (bool, []byte) {
 			}
 			continue
 		case kindDigits, kindInnerD:
-			if s.col < MaxSlots {
-				cv = g.slots[0][s.col]
+			var ok bool
+			var err error
+			if scratch, ok, err = g.appendDigits(scratch[:0], s, i, &runs); err != nil {
+				return true, scratch // AppendLine reports it
 			}
-			if cv != nil {
-				if v := cv.valueAt(i); v >= 0 {
-					var ok bool
-					if runs, ok = g.runs(runs[:0], i, s); ok {
-						if scratch, ok = appendRuns(scratch[:0], cv.str(v), runs); !ok {
-							return true, scratch
-						}
-						if s.kind == kindInnerD {
-							var hold bool
-							if hold, scratch = l.aroundTime(n, scratch, s, g, i); hold {
-								return true, scratch
-							}
-						} else if bytes.Contains(scratch, n.b) {
-							return true, scratch
-						}
-						continue
+			if ok {
+				if s.kind == kindInnerD {
+					var hold bool
+					if hold, scratch = l.aroundTime(n, scratch, s, g, i); hold {
+						return true, scratch
 					}
+				} else if bytes.Contains(scratch, n.b) {
+					return true, scratch
 				}
+				continue
 			}
-			cv = nil
-		case kindString, kindInner, kindInnerW:
-			if s.col < MaxSlots {
-				cv = g.slots[0][s.col]
-			}
-			kn += len(s.shifts)
-		case kindBytes:
-			if kb < MaxSlots {
-				cv = g.slots[2][kb]
-			}
-			kb++
 		default:
-			if kn < MaxSlots {
-				cv = g.slots[1][kn]
-			}
-			kn++
-		}
-		v := -1
-		if cv != nil {
-			v = cv.valueAt(i)
+			cv, v = g.slotValue(s, i, &kn, &kb)
 		}
 		var text []byte
 		switch {
