@@ -92,6 +92,9 @@ func (n *Needle) inTime(l eventtime.LayoutID, res []byte) bool {
 // as AppendLine does.
 func (l *Lines) MayHold(x int, n *Needle, scratch []byte) (bool, []byte) {
 	r := l.refs[x]
+	if r.tpl < 0 {
+		return true, scratch // no template index: decoded without the projection's Lines
+	}
 	g := l.groups[r.g]
 	i := int(r.row)
 	slots, err := slotsIn(g, i, l.d.kinds)
