@@ -2,6 +2,7 @@ package recfile
 
 import (
 	"bytes"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,6 +75,10 @@ func FuzzClassify(f *testing.F) {
 		}
 	})
 }
+
+// fuzzNeedles are FuzzDecode's needles: those that share no byte with its
+// template texts are used.
+var fuzzNeedles = []string{"\xff", "42", "1.5", "7", "N0-C", "2026-11", "Z", "06.03", "on"}
 
 // FuzzDecode checks Decode returns an error, not a panic, on damaged files
 // and renders each record of an intact one.
@@ -175,6 +180,30 @@ func FuzzDecode(f *testing.F) {
 			for i := range all {
 				if !bytes.Equal(all[i].Line, recs[i].Line) {
 					t.Fatalf("record %d: line %q, Decode %q", i, all[i].Line, recs[i].Line)
+				}
+			}
+			// A needle with no byte of any template's text can only be
+			// inside a parameter: the Needle projection drops only lines
+			// without it, and keeps the others in order.
+			for _, nd := range fuzzNeedles {
+				if slices.ContainsFunc(slices.Collect(maps.Values(tpl)), func(text string) bool { return strings.ContainsAny(text, nd) }) {
+					continue // it could overlap a piece
+				}
+				n := NewNeedle([]byte(nd))
+				kept, nerr := DecodeProjected(data, tpl, Projection{Lines: true, Source: true, Attrs: true, Needle: func(Key) *Needle { return n }})
+				if nerr != nil {
+					t.Fatalf("needle %q: %v", nd, nerr)
+				}
+				j := 0
+				for _, r := range all {
+					if j < len(kept) && kept[j].WALSeq == r.WALSeq && kept[j].Index == r.Index && bytes.Equal(kept[j].Line, r.Line) {
+						j++
+					} else if bytes.Contains(r.Line, []byte(nd)) {
+						t.Fatalf("needle %q: line %q dropped", nd, r.Line)
+					}
+				}
+				if j != len(kept) {
+					t.Fatalf("needle %q: %d records kept, %d of them in the decode's order", nd, len(kept), j)
 				}
 			}
 		}
