@@ -7,10 +7,13 @@ import (
 )
 
 // checkBytes fails t when Render's text holds a byte Bytes lacks or a run
-// of letters longer than MaxLetters.
+// of letters longer than MaxLetters, or is shorter than MinLen.
 func checkBytes(t *testing.T, got []byte, l LayoutID, res []byte) {
 	t.Helper()
 	set := Bytes(l, res)
+	if len(got) < MinLen(l) {
+		t.Fatalf("%s %q renders %q: %d bytes, MinLen %d", l, res, got, len(got), MinLen(l))
+	}
 	run := 0
 	for _, c := range got {
 		var one ByteSet
@@ -36,9 +39,11 @@ func checkBytes(t *testing.T, got []byte, l LayoutID, res []byte) {
 // timestamps out by these (recfile.Needle).
 func TestBytesHoldRender(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	instants := []time.Time{time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)}
+	// Years 0 to 9999 on the wall clock, whatever the residue's offset.
+	lo, hi := time.Date(0, 1, 2, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 30, 23, 59, 59, 999999999, time.UTC)
+	instants := []time.Time{lo, hi}
 	for range 200 {
-		instants = append(instants, time.Unix(r.Int64N(253402300799+62135596800)-62135596800, r.Int64N(1e9)).UTC())
+		instants = append(instants, time.Unix(lo.Unix()+r.Int64N(hi.Unix()-lo.Unix()), r.Int64N(1e9)).UTC())
 	}
 	var residues [][]byte
 	p, err := New(Defaults())
@@ -55,6 +60,7 @@ func TestBytesHoldRender(t *testing.T) {
 	for _, v := range []variant{
 		{fsep: ',', digits: 3}, {fsep: ':', digits: 9}, {dsep: ' ', gap: 2}, {dsep: 't'}, {pad: '0'}, {pad: '-'}, {pad: ' '},
 		{zone: ':', off: -19800}, {zone: '4', off: 3600, negZero: true}, {zone: '2', off: -7200}, {zone: 'z'}, {nanos: 999, digits: 9},
+		{pad: '-', zone: '-', digits: 0}, {pad: '-', digits: 0, gap: 0},
 	} {
 		for l := LayoutID(1); l < numLayouts; l++ {
 			residues = append(residues, appendResidue(nil, l, &v))

@@ -273,3 +273,33 @@ func Bytes(layout LayoutID, residue []byte) ByteSet {
 	s.Add(v.pad)
 	return s
 }
+
+// minLens is, by layout, the fewest bytes Render writes for an instant of
+// a year from 0 to 9999, whatever the residue (no fraction, no zone, a
+// day of one digit, no gap); an epoch may be one digit.
+var minLens = [numLayouts]int{
+	LayoutISO8601: 19, LayoutISO8601Sp: 19, LayoutSyslog: 14, LayoutCtime: 23, LayoutYYMMDD: 13,
+	LayoutMMDD: 14, LayoutYYYYMMDDms: 17, LayoutMMDotDD: 14, LayoutCLF: 21, LayoutYYSlash: 17,
+	LayoutYYYYSlash: 19, LayoutEpochSec: 1, LayoutEpochMilli: 1, LayoutEpochMicro: 1, LayoutEpochNano: 1,
+	LayoutDB2: 19, LayoutDotDate: 10,
+}
+
+// MinLen is the fewest bytes Render writes in layout for an instant of a
+// year from 0 to 9999, whatever the residue (0 for a layout it does not
+// render): a term shorter than it cannot hold a whole timestamp.
+func MinLen(layout LayoutID) int {
+	if !layout.Valid() {
+		return 0
+	}
+	return minLens[layout]
+}
+
+// Has reports whether b is in the set.
+func (s *ByteSet) Has(b byte) bool { return s[b>>6]&(1<<(b&63)) != 0 }
+
+// Union adds o's bytes to s.
+func (s *ByteSet) Union(o *ByteSet) {
+	for i := range s {
+		s[i] |= o[i]
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math/bits"
 	"slices"
+	"sort"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding"
@@ -353,6 +354,27 @@ func (cv *colVals) valueAt(i int) int {
 		return -1
 	}
 	return int(cv.rank[w]) + bits.OnesCount64(b&(m-1))
+}
+
+// rowOf is the row whose value is value j (valueAt's inverse), -1 when no
+// row has it.
+func (cv *colVals) rowOf(j int) int {
+	if cv.present == nil {
+		return j
+	}
+	// The word of rows that holds value j: the last w with rank[w] <= j.
+	w := sort.Search(len(cv.rank), func(w int) bool { return int(cv.rank[w]) > j }) - 1
+	if w < 0 || w >= len(cv.present) {
+		return -1
+	}
+	b := cv.present[w]
+	for k := j - int(cv.rank[w]); k > 0 && b != 0; k-- {
+		b &= b - 1
+	}
+	if b == 0 {
+		return -1
+	}
+	return w<<6 | bits.TrailingZeros64(b)
 }
 
 // readColumns reads the leaf columns of rg that need selects (every one

@@ -221,18 +221,27 @@ func (d *decoder) slotsOf(g *group, i int) ([]slot, error) { return slotsIn(g, i
 // slotsIn is row i's kinds, parsed: a dictionary column's from g.kinds, a
 // plain column's through the cache kinds.
 func slotsIn(g *group, i int, kinds map[string][]slot) ([]slot, error) {
-	var e int32
-	if g.kind8 != nil {
-		e = int32(g.kind8[i])
-	} else if kc := g.base[cKinds]; kc.dict == nil {
-		return parsedKinds(kinds, kc.str(i))
-	} else {
-		e = kc.idx[i]
+	e, ok := g.kindsEntry(i)
+	if !ok {
+		return parsedKinds(kinds, g.base[cKinds].str(i))
 	}
 	if g.kindsErr != nil && g.kindsErr[e] != nil {
 		return nil, g.kindsErr[e]
 	}
 	return g.kinds[e], nil
+}
+
+// kindsEntry is row i's entry of a dictionary kinds column (g.kinds);
+// false when the column is plain (its value is then parsed through a
+// cache).
+func (g *group) kindsEntry(i int) (int32, bool) {
+	if g.kind8 != nil {
+		return int32(g.kind8[i]), true
+	}
+	if kc := g.base[cKinds]; kc.dict != nil {
+		return kc.idx[i], true
+	}
+	return 0, false
 }
 
 // parsedKinds parses a kinds value, once per distinct value (cache holds

@@ -2,6 +2,7 @@ package recfile
 
 import (
 	"bytes"
+	"sort"
 	"time"
 
 	"github.com/quarrylake/quarry/internal/eventtime"
@@ -27,6 +28,191 @@ type Needle struct {
 	// skipNum[k]: a number of kind k cannot hold b (b has a byte the
 	// kind never renders).
 	skipNum [256]bool
+	// The row groups of the Lines last asked (lines), each searched once
+	// on first use (groupNeedle).
+	lines  *Lines
+	groups []*groupNeedle
+}
+
+// groupNeedle is a row group searched for a needle all at once: its text
+// columns' bytes (every p and b column, more's text or items) searched with
+// bytes.Index, a few GB/s, instead of each row's parameters looked at one
+// by one. A row whose kinds hold only slots such a search settles (text,
+// bytes, numbers and timestamps that cannot write the needle's bytes) and
+// whose values hold no occurrence cannot hold it.
+type groupNeedle struct {
+	ok      bool     // false: every row is looked at on its own (a plain kinds column)
+	hit     []uint64 // bit i: a text value of row i holds the needle, or may (an occurrence across two values)
+	rowWise []bool   // by kinds entry: a slot a search of the text columns does not settle
+}
+
+// group is the groupNeedle of row group gi of l, searched on first use.
+func (n *Needle) group(l *Lines, gi int) *groupNeedle {
+	if n.lines != l {
+		n.lines, n.groups = l, make([]*groupNeedle, len(l.groups))
+	}
+	if gn := n.groups[gi]; gn != nil {
+		return gn
+	}
+	gn := n.search(l.groups[gi])
+	n.groups[gi] = gn
+	return gn
+}
+
+// search searches row group g (groupNeedle).
+func (n *Needle) search(g *group) *groupNeedle {
+	gn := &groupNeedle{}
+	if g.kinds == nil {
+		return gn
+	}
+	gn.ok = true
+	gn.hit = make([]uint64, (g.nrows+63)/64)
+	if mc := g.base[cMore]; mc != nil && mc.read {
+		// more as lists: the items of each row that has some.
+		for j, items := range mc.lists {
+			for _, it := range items {
+				if bytes.Contains(it, n.b) {
+					if r := mc.rowOf(j); r >= 0 && r>>6 < len(gn.hit) {
+						gn.hit[r>>6] |= 1 << (r & 63)
+					}
+					break
+				}
+			}
+		}
+	}
+	cols := []*colVals{g.base[cMoreText]}
+	cols = append(cols, g.slots[0][:]...)
+	cols = append(cols, g.slots[2][:]...)
+	for _, cv := range cols {
+		if cv != nil && cv.read {
+			n.searchColumn(cv, gn.hit)
+		}
+	}
+	times := map[eventtime.LayoutID]*eventtime.ByteSet{} // the bytes a timestamp of the layout writes with g's residues
+	timeSet := func(l eventtime.LayoutID) *eventtime.ByteSet {
+		ts := times[l]
+		if ts == nil {
+			ts = groupTimeBytes(g, l)
+			times[l] = ts
+		}
+		return ts
+	}
+	digits := bytes.ContainsAny(n.b, "0123456789")
+	gn.rowWise = make([]bool, len(g.kinds))
+	for e, slots := range g.kinds {
+		if g.kindsErr != nil && g.kindsErr[e] != nil {
+			gn.rowWise[e] = true
+			continue
+		}
+		for _, sl := range slots {
+			var row bool
+			switch sl.kind {
+			case kindCovered, kindString, kindBytes:
+			case kindTime:
+				row = !n.noTime && timeSet(sl.layout).Covers(&n.set)
+			case kindShift:
+				row = n.inTime(sl.layout, sl.res)
+			case kindInt, kindHex, kindIPv4, kindDecimal:
+				row = !n.skipNum[sl.kind]
+			case kindDigits:
+				// Outside its runs, the text is the skeleton's, which the
+				// search saw; a needle without a digit lies there.
+				row = digits
+			case kindInner, kindInnerD:
+				// The text around the timestamp is in p<col> (or more),
+				// which the search saw; the needle overlaps the
+				// timestamp only if it lies inside it, ends in it (its
+				// last byte is one a timestamp writes), starts in it (its
+				// first), or holds it whole (it is not shorter).
+				ts := timeSet(sl.layout)
+				row = !n.noTime && ts.Covers(&n.set) || ts.Has(n.b[len(n.b)-1]) || ts.Has(n.b[0]) ||
+					len(n.b) >= eventtime.MinLen(sl.layout) || sl.kind == kindInnerD && digits
+			default: // other times inside a text, or a kind unknown here
+				row = true
+			}
+			if row {
+				gn.rowWise[e] = true
+				break
+			}
+		}
+	}
+	return gn
+}
+
+// searchColumn sets in hit the rows of byte array column cv whose value
+// holds n (or may: an occurrence that runs into the next value marks the
+// first).
+func (n *Needle) searchColumn(cv *colVals, hit []uint64) {
+	mark := func(j int) {
+		if r := cv.rowOf(j); r >= 0 && r>>6 < len(hit) {
+			hit[r>>6] |= 1 << (r & 63)
+		}
+	}
+	if cv.dict != nil {
+		var in []bool
+		for e, v := range cv.dict {
+			if bytes.Contains(v, n.b) {
+				if in == nil {
+					in = make([]bool, len(cv.dict))
+				}
+				in[e] = true
+			}
+		}
+		if in == nil {
+			return
+		}
+		for j, e := range cv.idx {
+			if in[e] {
+				mark(j)
+			}
+		}
+		return
+	}
+	if len(cv.offs) < 2 {
+		return
+	}
+	data := cv.data[:cv.offs[len(cv.offs)-1]]
+	for at := 0; ; {
+		k := bytes.Index(data[at:], n.b)
+		if k < 0 {
+			return
+		}
+		o := uint32(at + k)
+		// The value o falls in: the last j with offs[j] <= o.
+		j := sort.Search(len(cv.offs)-1, func(j int) bool { return cv.offs[j+1] > o })
+		mark(j)
+		at += k + 1
+	}
+}
+
+// groupTimeBytes is the set of bytes a timestamp of layout l writes with
+// any residue of g's rows, or none.
+func groupTimeBytes(g *group, l eventtime.LayoutID) *eventtime.ByteSet {
+	s := eventtime.Bytes(l, nil)
+	rc := g.base[cResidue]
+	if rc == nil || !rc.read {
+		return &s
+	}
+	add := func(res []byte) {
+		if len(res) > 0 {
+			b := eventtime.Bytes(l, res)
+			s.Union(&b)
+		}
+	}
+	if rc.dict != nil {
+		for _, res := range rc.dict {
+			add(res)
+		}
+		return &s
+	}
+	var last []byte
+	for j := range rc.count() {
+		if res := rc.str(j); j == 0 || !bytes.Equal(res, last) {
+			add(res)
+			last = res
+		}
+	}
+	return &s
 }
 
 // numBytes are the bytes each numeric kind renders (appendValue).
@@ -97,6 +283,11 @@ func (l *Lines) MayHold(x int, n *Needle, scratch []byte) (bool, []byte) {
 	}
 	g := l.groups[r.g]
 	i := int(r.row)
+	if gn := n.group(l, int(r.g)); gn.ok {
+		if e, ok := g.kindsEntry(i); ok && int(e) < len(gn.rowWise) && !gn.rowWise[e] && gn.hit[i>>6]&(1<<(i&63)) == 0 {
+			return false, scratch
+		}
+	}
 	slots, err := slotsIn(g, i, l.d.kinds)
 	if err != nil || len(slots) != len(l.d.pieces[r.tpl])-1 {
 		return true, scratch

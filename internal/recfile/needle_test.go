@@ -2,6 +2,7 @@ package recfile
 
 import (
 	"bytes"
+	"math/bits"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -21,18 +22,25 @@ func TestMayHold(t *testing.T) {
 		name string
 		rows []Row
 		tpl  Templates
+		opt  func(*options)
 	}
 	pr, pt := pinRows(t, 3000, 7)
 	dr, dt, _ := digitRows(t, 4)
-	sets := []set{{"pin", pr, pt}, {"digits", dr, dt}}
+	digitsOn := func(o *options) { o.digits = "on" }
+	joined := func(o *options) { WithHighCompression(true)(o); o.moreText = "on" }
+	sets := []set{{"pin", pr, pt, nil}, {"pin-digits", pr, pt, digitsOn}, {"pin-more-text", pr, pt, joined}, {"digits", dr, dt, digitsOn}}
 	for _, s := range loghubSets {
 		if c := loadCorpus(t, s, s); c != nil {
-			sets = append(sets, set{s, c.rows, c.tpl})
+			sets = append(sets, set{s, c.rows, c.tpl, nil})
 		}
 	}
 	for _, s := range sets {
 		t.Run(s.name, func(t *testing.T) {
-			f, err := Encode(s.rows, s.tpl)
+			o := defaultOptions()
+			if s.opt != nil {
+				s.opt(&o)
+			}
+			f, err := encode(s.rows, s.tpl, &o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,6 +71,15 @@ func TestMayHold(t *testing.T) {
 				for range 6 {
 					if len(params) > 0 {
 						needles = append(needles, substr(r, params[r.IntN(len(params))]))
+					}
+				}
+				// A whole parameter, less a byte or two at its ends: a
+				// needle that may hold a timestamp whole.
+				if len(params) > 0 {
+					p := params[r.IntN(len(params))]
+					a, b := r.IntN(2), len(p)-r.IntN(2)
+					if a < b {
+						needles = append(needles, p[a:b])
 					}
 				}
 				for range 10 {
@@ -177,6 +194,42 @@ func TestDecodeProjectedNeedle(t *testing.T) {
 		t.Logf("%q: %d records, %d kept, %d held", nd, len(all), len(got), held)
 		if held == 0 || len(got) > held+len(all)/20 {
 			t.Fatalf("%q: kept %d of %d records, %d hold it", nd, len(got), len(all), held)
+		}
+	}
+}
+
+// TestRowOf: rowOf is valueAt's inverse on optional columns of every
+// density (runs of empty words included), and -1 past the last value.
+func TestRowOf(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	for _, density := range []int{0, 1, 5, 50, 100} {
+		nrows := 1 + r.IntN(1000)
+		cv := &colVals{read: true, present: make([]uint64, (nrows+63)/64), rank: make([]int32, (nrows+63)/64)}
+		values := 0
+		for i := range nrows {
+			if r.IntN(100) < density {
+				cv.present[i>>6] |= 1 << (i & 63)
+			}
+		}
+		for w := range cv.present {
+			cv.rank[w] = int32(values)
+			values += bits.OnesCount64(cv.present[w])
+		}
+		seen := 0
+		for i := range nrows {
+			if j := cv.valueAt(i); j >= 0 {
+				seen++
+				if got := cv.rowOf(j); got != i {
+					t.Fatalf("density %d: rowOf(%d) = %d, want row %d", density, j, got, i)
+				}
+			}
+		}
+		if seen != values || cv.rowOf(values) != -1 {
+			t.Fatalf("density %d: %d values seen of %d, rowOf(%d) = %d", density, seen, values, values, cv.rowOf(values))
+		}
+		dense := &colVals{read: true}
+		if dense.rowOf(7) != 7 {
+			t.Fatal("a column without presence: rowOf(7) != 7")
 		}
 	}
 }
