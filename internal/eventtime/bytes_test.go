@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/quarrylake/quarry/internal/byteset"
 )
 
 // checkBytes fails t when Render's text holds a byte Bytes lacks or a run
@@ -16,7 +18,7 @@ func checkBytes(t *testing.T, got []byte, l LayoutID, res []byte) {
 	}
 	run := 0
 	for _, c := range got {
-		var one ByteSet
+		var one byteset.Set
 		one.Add(c)
 		if !set.Covers(&one) {
 			t.Fatalf("%s %q renders %q: byte %q not in Bytes", l, res, got, c)

@@ -3,6 +3,8 @@ package eventtime
 import (
 	"strconv"
 	"time"
+
+	"github.com/quarrylake/quarry/internal/byteset"
 )
 
 var pow10 = [10]int{1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000}
@@ -217,23 +219,12 @@ func appendZone(dst []byte, v *variant) []byte {
 	return dst
 }
 
-// ByteSet is a set of bytes: bit b&63 of word b>>6 for byte b.
-type ByteSet [4]uint64
-
-// Add puts b in the set.
-func (s *ByteSet) Add(b byte) { s[b>>6] |= 1 << (b & 63) }
-
-// Covers reports whether every byte of o is in s.
-func (s *ByteSet) Covers(o *ByteSet) bool {
-	return o[0]&^s[0] == 0 && o[1]&^s[1] == 0 && o[2]&^s[2] == 0 && o[3]&^s[3] == 0
-}
-
 // renderBase holds every byte Render writes in a layout without names,
 // whatever the residue says: digits, the layouts' separators, the zones'
 // signs and letters; renderNames adds the letters of the month and day
 // names, for the layouts that write them.
-var renderBase, renderNames = func() (ByteSet, ByteSet) {
-	var s ByteSet
+var renderBase, renderNames = func() (byteset.Set, byteset.Set) {
+	var s byteset.Set
 	for _, c := range []byte("0123456789 -+:/.,TZz") {
 		s.Add(c)
 	}
@@ -258,7 +249,7 @@ const MaxLetters = 3
 // layout, and the separators and padding the residue may give (a search
 // rules a timestamp out for a term with a byte it lacks, without rendering
 // it).
-func Bytes(layout LayoutID, residue []byte) ByteSet {
+func Bytes(layout LayoutID, residue []byte) byteset.Set {
 	s := renderBase
 	switch layout {
 	case LayoutSyslog, LayoutCtime, LayoutCLF:
@@ -292,14 +283,4 @@ func MinLen(layout LayoutID) int {
 		return 0
 	}
 	return minLens[layout]
-}
-
-// Has reports whether b is in the set.
-func (s *ByteSet) Has(b byte) bool { return s[b>>6]&(1<<(b&63)) != 0 }
-
-// Union adds o's bytes to s.
-func (s *ByteSet) Union(o *ByteSet) {
-	for i := range s {
-		s[i] |= o[i]
-	}
 }

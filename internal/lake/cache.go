@@ -6,7 +6,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/quarrylake/quarry/internal/query"
+	"github.com/quarrylake/quarry/internal/byteset"
 	"github.com/quarrylake/quarry/internal/recfile"
 )
 
@@ -52,7 +52,7 @@ func (c *cachedFooter) currentSummary() recfile.Summary {
 // file, as a search that rendered all of them found them (readLines), so
 // later searches settle a text term against them as they do against the
 // footer's own.
-func (c *cachedFooter) learn(sets map[recfile.Key]query.Charset) {
+func (c *cachedFooter) learn(sets map[recfile.Key]byteset.Set) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ns := slices.Clone(c.summary)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/quarrylake/quarry/internal/byteset"
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/internal/query"
@@ -1045,7 +1046,7 @@ type learner struct {
 
 type learnt struct {
 	rows int64
-	cs   query.Charset
+	cs   byteset.Set
 	bad  bool // a line that does not split: nothing learned
 }
 
@@ -1107,7 +1108,7 @@ func (lr *learner) done() {
 	if lr == nil {
 		return
 	}
-	sets := map[recfile.Key]query.Charset{}
+	sets := map[recfile.Key]byteset.Set{}
 	for k, t := range lr.seen {
 		if !t.bad && t.rows == lr.want[k] {
 			sets[k] = t.cs
@@ -1325,13 +1326,13 @@ func (s *search) filePlan(f searchFile, sum recfile.Summary) (*tenantPlan, bool,
 		return tp, false, nil
 	}
 	if tp.scan {
-		chars := make(map[recfile.Key]*query.Charset, len(sum))
+		chars := make(map[recfile.Key]*byteset.Set, len(sum))
 		pairs := map[recfile.Key]query.PairSet{}
 		for i := range sum {
 			if sum[i].AnyBytes {
 				continue // any byte may occur: ParamBytes stays nil
 			}
-			cs := query.Charset(sum[i].ParamBytes)
+			cs := byteset.Set(sum[i].ParamBytes)
 			chars[sum[i].Key] = &cs
 			if sum[i].ParamPairs != nil {
 				pairs[sum[i].Key] = sum[i].ParamPairs
@@ -1340,7 +1341,7 @@ func (s *search) filePlan(f searchFile, sum recfile.Summary) (*tenantPlan, bool,
 		// The tenant's plan with the file's ParamBytes and ParamPairs:
 		// only its Scan templates are settled again
 		// (query.Plan.WithParamBytes).
-		p := tp.plan.WithParamBytes(f.tenant, func(id uint64, v uint32) (*query.Charset, query.PairSet) {
+		p := tp.plan.WithParamBytes(f.tenant, func(id uint64, v uint32) (*byteset.Set, query.PairSet) {
 			k := recfile.Key{ID: id, Version: v}
 			return chars[k], pairs[k]
 		})

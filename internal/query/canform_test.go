@@ -4,19 +4,21 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/quarrylake/quarry/internal/byteset"
 )
 
 // canFormAll is former.canForm closing parameters under every byte of
 // chars, with a slice for the state set: the reference the former's table,
 // bit set and representative byte must agree with.
-func canFormAll(segs, pieces []string, chars *Charset) bool {
+func canFormAll(segs, pieces []string, chars *byteset.Set) bool {
 	return canFormPairs(segs, pieces, chars, nil)
 }
 
 // canFormPairs is canFormAll with the parameters' adjacent bytes pairs of
 // pairs (nil: any): the closure walks (state, last byte) over every byte
 // of chars, with no representative byte.
-func canFormPairs(segs, pieces []string, chars *Charset, pairs PairSet) bool {
+func canFormPairs(segs, pieces []string, chars *byteset.Set, pairs PairSet) bool {
 	m := newSeqMatcher(segs)
 	cur := make([]bool, m.final+1)
 	cur[0] = true
@@ -124,7 +126,7 @@ func TestCanFormAgreesWithEveryByte(t *testing.T) {
 	trues, falses := 0, 0
 	for i := range 20000 {
 		segs, pieces := cases.next()
-		var chars Charset
+		var chars byteset.Set
 		chars.AddString(cases.word(formAlpha+"yz019-", 6))
 		want := canFormAll(segs, pieces, &chars)
 		if got := newFormer(segs).canForm(pieces, &chars, nil); got != want {
@@ -154,7 +156,7 @@ func TestCanFormPairsAgrees(t *testing.T) {
 	for i := range 20000 {
 		segs, pieces := cases.next()
 		values := make([]string, 1+r.IntN(3))
-		var chars Charset
+		var chars byteset.Set
 		for j := range values {
 			values[j] = cases.word(formAlpha+"yz019-", 6)
 			chars.AddString(values[j])
@@ -162,7 +164,7 @@ func TestCanFormPairsAgrees(t *testing.T) {
 		pairs := pairsOf(values...)
 		// canForm asks only pairs of the segments' bytes (others may
 		// follow anything): the reference asks every pair of this set.
-		var in Charset // segs are under maxFormState bytes: all held
+		var in byteset.Set // segs are under maxFormState bytes: all held
 		for _, g := range segs {
 			in.AddString(g)
 		}
@@ -206,7 +208,7 @@ func TestCanFormPairsAgrees(t *testing.T) {
 // bytes, as canForm asks them.
 type segPairs struct {
 	pairs PairSet
-	in    *Charset
+	in    *byteset.Set
 }
 
 func (p segPairs) HasPair(a, b byte) bool {
@@ -225,7 +227,7 @@ func inOrder(s string, segs []string) bool {
 	return true
 }
 
-func charsString(c *Charset) string {
+func charsString(c *byteset.Set) string {
 	var b []byte
 	for x := 0; x < 256; x++ {
 		if c.Has(byte(x)) {
@@ -236,7 +238,7 @@ func charsString(c *Charset) string {
 }
 
 func BenchmarkCanForm(b *testing.B) {
-	var chars Charset
+	var chars byteset.Set
 	for c := byte(' '); c < 127; c++ {
 		chars.Add(c)
 	}
@@ -276,7 +278,7 @@ func TestFormerLongTerm(t *testing.T) {
 		{"ab", Scan},  // spells the first 63 bytes, not the z: maybe, never false
 		{"abz", Scan}, // spells it all
 	} {
-		var cs Charset
+		var cs byteset.Set
 		cs.AddString(c.bytes)
 		p := q.PlanTemplates("t", []Template{{ID: 1, Version: 1, Text: "value <*> end", ParamBytes: &cs}})
 		if got := p.Templates()[0].Decision; got != c.want {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/quarrylake/quarry/internal/byteset"
 )
 
 // FuzzQuery: any input either compiles or yields a *ParseError pointing
@@ -43,12 +45,12 @@ func FuzzQuery(f *testing.F) {
 		}
 		vals := strings.Split(params, ",")
 		ps := make([]string, n)
-		var cs Charset
+		var cs byteset.Set
 		for i := range ps {
 			ps[i] = vals[i%len(vals)]
 			cs.AddString(ps[i])
 		}
-		for _, chars := range []*Charset{nil, &cs} {
+		for _, chars := range []*byteset.Set{nil, &cs} {
 			tpl := Template{ID: 1, Text: text, ParamBytes: chars}
 			p := q.PlanTemplates("acme", []Template{tpl})
 			if ok, msg := agree(q, p, tpl, ps); !ok {

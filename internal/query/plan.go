@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/quarrylake/quarry/internal/byteset"
 )
 
 // Decision is what a plan decided for a template.
@@ -137,7 +139,7 @@ func (q *Query) PlanTemplates(tenant string, tpls []Template) *Plan {
 // only turns a text term that was open into false (settleText), and a
 // settled answer of the three-valued evaluation does not change when an
 // open operand settles. tenant is PlanTemplates' tenant.
-func (p *Plan) WithParamBytes(tenant string, pb func(id uint64, version uint32) (*Charset, PairSet)) *Plan {
+func (p *Plan) WithParamBytes(tenant string, pb func(id uint64, version uint32) (*byteset.Set, PairSet)) *Plan {
 	np := &Plan{q: p.q, templates: slices.Clone(p.templates), byKey: p.byKey}
 	for i := range np.templates {
 		tp := &np.templates[i]
@@ -349,7 +351,7 @@ func inPieces(segs, pieces []string) bool {
 type former struct {
 	final int
 	next  [][256]uint8 // next[s][c]: the state after c from state s
-	in    Charset      // the bytes the segments hold
+	in    byteset.Set  // the bytes the segments hold
 }
 
 // maxFormState is the most bytes of a term a former holds: its states
@@ -393,7 +395,7 @@ func newFormer(segs []string) *former {
 // in order without overlap. The pieces advance every state
 // deterministically; a parameter closes the state set under chars' bytes
 // (closePairs with pairs).
-func (f *former) canForm(pieces []string, chars *Charset, pairs PairSet) bool {
+func (f *former) canForm(pieces []string, chars *byteset.Set, pairs PairSet) bool {
 	// The closure's alphabet: chars' bytes the segments hold, and one
 	// other if chars has any. Every byte no segment holds steps every
 	// state alike (back to its segment's start), so one stands for all: a

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quarrylake/quarry/internal/byteset"
 )
 
 var planTemplates = []Template{
@@ -19,8 +21,8 @@ var planTemplates = []Template{
 	{ID: 8, Version: 2, Text: "status: <*> status=<*>", Canonical: 2},
 }
 
-func digits() *Charset {
-	var c Charset
+func digits() *byteset.Set {
+	var c byteset.Set
 	c.AddString("0123456789")
 	return &c
 }
@@ -161,7 +163,7 @@ func randTemplate(r *rand.Rand) (Template, string) {
 	paramAlpha := alpha
 	if r.IntN(2) == 0 {
 		paramAlpha = []string{"1", "a", "1a", " =", "b:"}[r.IntN(5)]
-		tpl.ParamBytes = new(Charset)
+		tpl.ParamBytes = new(byteset.Set)
 		tpl.ParamBytes.AddString(paramAlpha)
 	}
 	return tpl, paramAlpha
@@ -266,14 +268,14 @@ func TestWithParamBytesEqualsPlanTemplates(t *testing.T) {
 			t.Fatalf("generated query %q: %v", src, err)
 		}
 		var tpls, with []Template
-		bytes := map[tplKey]*Charset{}
+		bytes := map[tplKey]*byteset.Set{}
 		pairs := map[tplKey]PairSet{}
 		for id := range uint64(4) {
 			tpl, _ := randTemplate(r)
 			tpl.ID, tpl.Version, tpl.ParamBytes = id+1, uint32(r.IntN(2)), nil
 			tpls = append(tpls, tpl)
 			if r.IntN(3) > 0 {
-				cs := new(Charset)
+				cs := new(byteset.Set)
 				v := []string{"1", "a", "1a", " =", "b:", "", "a1", "ab1"}[r.IntN(8)]
 				cs.AddString(v)
 				bytes[tplKey{tpl.ID, tpl.Version}] = cs
@@ -286,7 +288,7 @@ func TestWithParamBytesEqualsPlanTemplates(t *testing.T) {
 			with = append(with, tpl)
 		}
 		want := q.PlanTemplates("acme", with)
-		got := q.PlanTemplates("acme", tpls).WithParamBytes("acme", func(id uint64, v uint32) (*Charset, PairSet) {
+		got := q.PlanTemplates("acme", tpls).WithParamBytes("acme", func(id uint64, v uint32) (*byteset.Set, PairSet) {
 			return bytes[tplKey{id, v}], pairs[tplKey{id, v}]
 		})
 		if got.Columns != want.Columns {

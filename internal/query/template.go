@@ -2,6 +2,8 @@ package query
 
 import (
 	"strings"
+
+	"github.com/quarrylake/quarry/internal/byteset"
 )
 
 // Template is one version of a tenant's template, as the lake's templates
@@ -17,7 +19,7 @@ type Template struct {
 	// parameters (in the data the plan will be used on). It lets the plan
 	// settle a term false when no parameter could supply it; nil means any
 	// byte may occur.
-	ParamBytes *Charset
+	ParamBytes *byteset.Set
 	// ParamPairs, when set, holds every pair of adjacent bytes within
 	// one of this template's parameters (as ParamBytes, in the data the
 	// plan will be used on): a term whose bytes a parameter must hold
@@ -32,22 +34,6 @@ type Template struct {
 type PairSet interface {
 	HasPair(a, b byte) bool
 }
-
-// Charset is a set of bytes.
-type Charset [4]uint64
-
-// Add puts b in the set.
-func (c *Charset) Add(b byte) { c[b>>6] |= 1 << (b & 63) }
-
-// AddString puts every byte of s in the set.
-func (c *Charset) AddString(s string) {
-	for i := 0; i < len(s); i++ {
-		c.Add(s[i])
-	}
-}
-
-// Has reports whether b is in the set.
-func (c *Charset) Has(b byte) bool { return c[b>>6]&(1<<(b&63)) != 0 }
 
 // tplInfo is a template split for evaluation.
 type tplInfo struct {

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/quarrylake/quarry/internal/byteset"
 	"github.com/quarrylake/quarry/internal/eventtime"
 )
 
@@ -14,7 +15,7 @@ import (
 // is one goroutine's (it remembers its last answer).
 type Needle struct {
 	b   []byte
-	set eventtime.ByteSet
+	set byteset.Set
 	// noTime: b has a run of letters longer than any timestamp writes.
 	noTime bool
 	// timeNoRes[l]: a timestamp of layout l with an empty residue (the
@@ -88,8 +89,8 @@ func (n *Needle) search(g *group) *groupNeedle {
 			n.searchColumn(cv, gn.hit)
 		}
 	}
-	times := map[eventtime.LayoutID]*eventtime.ByteSet{} // the bytes a timestamp of the layout writes with g's residues
-	timeSet := func(l eventtime.LayoutID) *eventtime.ByteSet {
+	times := map[eventtime.LayoutID]*byteset.Set{} // the bytes a timestamp of the layout writes with g's residues
+	timeSet := func(l eventtime.LayoutID) *byteset.Set {
 		ts := times[l]
 		if ts == nil {
 			ts = groupTimeBytes(g, l)
@@ -187,7 +188,7 @@ func (n *Needle) searchColumn(cv *colVals, hit []uint64) {
 
 // groupTimeBytes is the set of bytes a timestamp of layout l writes with
 // any residue of g's rows, or none.
-func groupTimeBytes(g *group, l eventtime.LayoutID) *eventtime.ByteSet {
+func groupTimeBytes(g *group, l eventtime.LayoutID) *byteset.Set {
 	s := eventtime.Bytes(l, nil)
 	rc := g.base[cResidue]
 	if rc == nil || !rc.read {
@@ -242,7 +243,7 @@ func NewNeedle(b []byte) *Needle {
 		n.timeNoRes[l] = ts.Covers(&n.set)
 	}
 	for k, alpha := range numBytes {
-		var s eventtime.ByteSet
+		var s byteset.Set
 		for i := 0; i < len(alpha); i++ {
 			s.Add(alpha[i])
 		}

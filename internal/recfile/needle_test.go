@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quarrylake/quarry/internal/byteset"
 	"github.com/quarrylake/quarry/internal/eventtime"
 )
 
@@ -135,8 +136,8 @@ func substr(r *rand.Rand, s string) string {
 }
 
 // timeBytes holds every byte a timestamp may render, whatever its layout.
-var timeBytes = func() eventtime.ByteSet {
-	var s eventtime.ByteSet
+var timeBytes = func() byteset.Set {
+	var s byteset.Set
 	for l := range 256 {
 		b := eventtime.Bytes(eventtime.LayoutID(l), nil)
 		for w := range s {
