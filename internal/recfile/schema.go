@@ -177,6 +177,12 @@ func schemaFor(u *usage, o *options) *parquet.Schema {
 	if u.kindsPlain {
 		g[colKinds] = parquet.Encoded(parquet.String(), &parquet.Plain)
 	}
+	if u.idPlain {
+		g[colTemplateID] = parquet.Leaf(parquet.Int64Type)
+	}
+	if u.versionPlain {
+		g[colVersion] = parquet.Leaf(parquet.Int32Type)
+	}
 	if u.tsMillis {
 		g[colTS] = parquet.Timestamp(parquet.Millisecond)
 	}
@@ -343,7 +349,10 @@ type usage struct {
 	datePlain, tsDelta bool
 	// kindsPlain: kinds PLAIN instead of a dictionary (chooseKinds).
 	kindsPlain bool
-	nDelta     [MaxSlots]bool
+	// idPlain, versionPlain: template_id and template_version PLAIN
+	// instead of DELTA_BINARY_PACKED (chooseDelta).
+	idPlain, versionPlain bool
+	nDelta                [MaxSlots]bool
 }
 
 // maxDictDays is the most distinct dates a file's date column is
