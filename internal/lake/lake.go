@@ -264,17 +264,18 @@ func readRows[T any](ctx context.Context, f *parquet.File, key string) ([]T, err
 	}
 }
 
-// readTemplateRows reads a templates file's rows. A templates v3 or v4 file is
-// read through the struct of its columns (TemplateRowLive,
-// TemplateRowMerged, or without kinds TemplateRowLiveBare,
-// TemplateRowMergedBare): parquet-go converts each row of a file whose columns
-// are not T's, which cost more than reading it.
 // TemplateFileRows reads the rows of the templates file at rel (relative to
 // the templates table), whatever its column set (templates v1 to v4).
 func (l *Lake) TemplateFileRows(ctx context.Context, rel string) ([]TemplateRow, error) {
 	return readTemplateRows(ctx, l.templates, rel)
 }
 
+// readTemplateRows reads a templates file's rows. A file of flat columns
+// (templates v3 or v4 without kinds: no mask made a wildcard) is read
+// column by column (readFlatTemplates); one with kinds through the struct
+// of its columns (TemplateRowLive, TemplateRowMerged): parquet-go converts
+// each row of a file whose columns are not T's, which cost more than
+// reading it; an older one (a previous column) as TemplateRow.
 func readTemplateRows(ctx context.Context, t *delta.Table, rel string) ([]TemplateRow, error) {
 	f, key, closeFn, err := openFile(ctx, t, rel)
 	if err != nil {
@@ -286,17 +287,15 @@ func readTemplateRows(ctx context.Context, t *delta.Table, rel string) ([]Templa
 	has := func(col string) bool {
 		return slices.ContainsFunc(f.Schema().Fields(), func(fld parquet.Field) bool { return fld.Name() == col })
 	}
-	switch {
+	switch rows, err := readFlatTemplates(ctx, f, key); {
+	case !errors.Is(err, errNotFlat):
+		return rows, err
 	case has("previous"):
 		return readRows[TemplateRow](ctx, f, key)
 	case has("merged_into") && has("kinds"):
 		return readAs(ctx, f, key, TemplateRowMerged.row)
-	case has("merged_into"):
-		return readAs(ctx, f, key, TemplateRowMergedBare.row)
-	case has("kinds"):
-		return readAs(ctx, f, key, TemplateRowLive.row)
 	default:
-		return readAs(ctx, f, key, TemplateRowLiveBare.row)
+		return readAs(ctx, f, key, TemplateRowLive.row)
 	}
 }
 

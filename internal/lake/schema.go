@@ -143,16 +143,6 @@ type TemplateRowLiveBare struct {
 	WALSeq     int64  `parquet:"wal_seq,delta"`
 }
 
-func (r TemplateRowMergedBare) row() TemplateRow {
-	return TemplateRow{TemplateID: r.TemplateID, Tenant: r.Tenant, Version: r.Version, Template: r.Template, Kind: r.Kind,
-		MergedInto: r.MergedInto, WALSeq: r.WALSeq}
-}
-
-func (r TemplateRowLiveBare) row() TemplateRow {
-	return TemplateRow{TemplateID: r.TemplateID, Tenant: r.Tenant, Version: r.Version, Template: r.Template, Kind: r.Kind,
-		WALSeq: r.WALSeq}
-}
-
 // Merged is r without Previous.
 func (r TemplateRow) Merged() TemplateRowMerged {
 	return TemplateRowMerged{r.TemplateID, r.Tenant, r.Version, r.Template, r.Kind, r.MergedInto, r.WALSeq, r.Kinds}
