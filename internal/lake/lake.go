@@ -272,8 +272,8 @@ func (l *Lake) TemplateFileRows(ctx context.Context, rel string) ([]TemplateRow,
 
 // readTemplateRows reads a templates file's rows. A file of flat columns
 // (templates v3 or v4 without kinds: no mask made a wildcard) is read
-// column by column (readFlatTemplates); one with kinds through the struct
-// of its columns (TemplateRowLive, TemplateRowMerged): parquet-go converts
+// column by column (readFlatTemplates); another through the struct of
+// its columns (TemplateRowLive, TemplateRowMerged): parquet-go converts
 // each row of a file whose columns are not T's, which cost more than
 // reading it; an older one (a previous column) as TemplateRow.
 func readTemplateRows(ctx context.Context, t *delta.Table, rel string) ([]TemplateRow, error) {
@@ -282,6 +282,11 @@ func readTemplateRows(ctx context.Context, t *delta.Table, rel string) ([]Templa
 		return nil, err
 	}
 	defer closeFn()
+	return templateRowsOf(ctx, f, key)
+}
+
+// templateRowsOf reads the rows of f, a templates file (readTemplateRows).
+func templateRowsOf(ctx context.Context, f *parquet.File, key string) ([]TemplateRow, error) {
 	// A top-level field, leaf or group (kinds is a LIST, which Lookup
 	// does not find by its name alone).
 	has := func(col string) bool {
@@ -292,7 +297,7 @@ func readTemplateRows(ctx context.Context, t *delta.Table, rel string) ([]Templa
 		return rows, err
 	case has("previous"):
 		return readRows[TemplateRow](ctx, f, key)
-	case has("merged_into") && has("kinds"):
+	case has("merged_into"):
 		return readAs(ctx, f, key, TemplateRowMerged.row)
 	default:
 		return readAs(ctx, f, key, TemplateRowLive.row)

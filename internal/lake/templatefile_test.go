@@ -142,3 +142,70 @@ func FuzzTemplateFile(f *testing.F) {
 		}
 	})
 }
+
+// TestTemplateRowsOfLayouts: every templates layout reads back its rows
+// through templateRowsOf, the flat ones column by column and the others
+// through the generic reader, merged_into kept wherever a file has it
+// (a file of flat columns plus one this reader does not know, as a later
+// templates version may add, goes to the generic reader with its merges).
+func TestTemplateRowsOfLayouts(t *testing.T) {
+	ctx := context.Background()
+	type mergedPlus struct {
+		TemplateID int64  `parquet:"template_id"`
+		Tenant     string `parquet:"tenant"`
+		Version    int32  `parquet:"version"`
+		Template   string `parquet:"template"`
+		Kind       string `parquet:"kind"`
+		MergedInto int64  `parquet:"merged_into"`
+		WALSeq     int64  `parquet:"wal_seq"`
+		Later      string `parquet:"later"`
+	}
+	rows := flatRows(30, true)
+	plus := make([]mergedPlus, len(rows))
+	for i, r := range rows {
+		plus[i] = mergedPlus{r.TemplateID, r.Tenant, r.Version, r.Template, r.Kind, r.MergedInto, r.WALSeq, "x"}
+	}
+	withKinds := flatRows(30, true)
+	withKinds[4].Kinds = []string{"ipv4", ""}
+	flat, err := EncodeTemplates(rows, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds, err := EncodeTemplates(withKinds, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want []TemplateRow
+	}{
+		{"flat", flat, rows},
+		{"kinds", kinds, withKinds},
+		{"a column of a later version", encodeRows(t, plus), rows},
+		{"previous", encodeRows(t, rows), rows},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := templateRowsOf(ctx, openTemplates(t, tc.data), tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.EqualFunc(got, tc.want, sameRow) {
+				t.Fatalf("read %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func encodeRows[T any](t *testing.T, rows []T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := parquet.NewGenericWriter[T](&buf, parquet.Compression(&parquet.Zstd))
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
