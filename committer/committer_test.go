@@ -1,7 +1,6 @@
 package committer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/parquet-go/parquet-go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -25,6 +23,7 @@ import (
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/natstest"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/pqtest"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -154,8 +153,8 @@ func (e *env) encode(id string, bs ...batch) *streams.Report {
 		data  []byte
 		pv    map[string]string
 	}{
-		{streams.TableRecords, lake.RecordsFilePath("acme", "", name), parquetBytes(e.t, rows), map[string]string{"tenant": "acme"}},
-		{streams.TableTemplates, name, parquetBytes(e.t, tpls), nil},
+		{streams.TableRecords, lake.RecordsFilePath("acme", "", name), pqtest.Write(e.t, rows), map[string]string{"tenant": "acme"}},
+		{streams.TableTemplates, name, pqtest.Write(e.t, tpls), nil},
 	} {
 		if err := e.local.Put(ctx, f.table+"/"+f.path, f.data); err != nil {
 			e.t.Fatal(err)
@@ -164,19 +163,6 @@ func (e *env) encode(id string, bs ...batch) *streams.Report {
 			PartitionValues: f.pv, NumRecords: int64(len(bs)), ModificationTime: time.Now().UnixMilli()})
 	}
 	return r
-}
-
-func parquetBytes[T any](t *testing.T, rows []T) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[T](&buf, parquet.Compression(&parquet.Zstd))
-	if _, err := w.Write(rows); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 func (e *env) publish(r *streams.Report) {

@@ -22,6 +22,7 @@ import (
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/laketest"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/pqtest"
 	"github.com/quarrylake/quarry/internal/recfile"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -81,7 +82,7 @@ func newTestLakeIn(t *testing.T, layout lake.Layout, store objstore.Store, tenan
 			l.tpls[k] = text
 		}
 	}
-	data := parquetBytes(t, rows)
+	data := pqtest.Write(t, rows)
 	if err := store.Put(ctx, lake.TemplatesTable+"/tpl.zstd.parquet", data); err != nil {
 		t.Fatal(err)
 	}
@@ -749,7 +750,7 @@ func (e *env) encodeV3At(id string, day time.Time, bs ...batch) *streams.Report 
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	tplData := parquetBytes(e.t, []lake.TemplateRow{{TemplateID: 1, Tenant: "acme", Version: 1, Template: "x <*> y <*>", Kind: "created", WALSeq: int64(first)}})
+	tplData := pqtest.Write(e.t, []lake.TemplateRow{{TemplateID: 1, Tenant: "acme", Version: 1, Template: "x <*> y <*>", Kind: "created", WALSeq: int64(first)}})
 	name := lake.FileName(first, last, strings.ReplaceAll(id, ".", "-"))
 	for _, x := range []struct {
 		table, path string

@@ -1,7 +1,6 @@
 package subscribe_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,13 +14,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/parquet-go/parquet-go"
 
 	"github.com/quarrylake/quarry/committer"
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/natstest"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/pqtest"
 	"github.com/quarrylake/quarry/streams"
 	"github.com/quarrylake/quarry/subscribe"
 )
@@ -111,19 +110,6 @@ func (e *env) restartCommitter(js jetstream.JetStream) {
 	e.cmt = e.startCommitter(js)
 }
 
-func parquetBytes[T any](t *testing.T, rows []T) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[T](&buf)
-	if _, err := w.Write(rows); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // commit plays an encoder: one WAL batch per tenant in tenants, n lines
 // each, in one report; it waits until the committer has committed it and
 // returns the lines.
@@ -210,9 +196,9 @@ func (e *env) commitUpTo(bs []batch, fileOrder []int, w uint64) []string {
 		// (lake.CurrentLayout): date is not a partition (b.date names the
 		// batch's day only).
 		part := lake.CurrentLayout.PartOf(tenant, 0)
-		put := []file{{streams.TableRecords, part.FilePath(name), parquetBytes(e.t, rows), part.PartitionValues()}}
+		put := []file{{streams.TableRecords, part.FilePath(name), pqtest.Write(e.t, rows), part.PartitionValues()}}
 		if len(tpl) > 0 {
-			put = append(put, file{streams.TableTemplates, tenant + "-" + name, parquetBytes(e.t, tpl), nil})
+			put = append(put, file{streams.TableTemplates, tenant + "-" + name, pqtest.Write(e.t, tpl), nil})
 		}
 		var fs []streams.FileInfo
 		for _, f := range put {

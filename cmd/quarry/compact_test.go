@@ -13,6 +13,7 @@ import (
 	"github.com/quarrylake/quarry/internal/laketest"
 	"github.com/quarrylake/quarry/internal/natstest"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/pqtest"
 	"github.com/quarrylake/quarry/internal/recfile"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -63,7 +64,7 @@ func TestCompactCommand(t *testing.T) {
 	must(tpl.Create(ctx, delta.Metadata{SchemaString: lake.TemplatesSchemaString, PartitionColumns: []string{}}))
 	must(rec.Create(ctx, delta.Metadata{SchemaString: lake.RecordsSchemaString(), PartitionColumns: lake.DatedLayout.PartitionColumns()}))
 	texts := recfile.Templates{{ID: 1, Version: 1}: "<*> took <*> ms"}
-	tdata := parquetOf(t, []lake.TemplateRow{{TemplateID: 1, Tenant: "acme", Version: 1, Template: "<*> took <*> ms", Kind: "created", WALSeq: 1}})
+	tdata := pqtest.Write(t, []lake.TemplateRow{{TemplateID: 1, Tenant: "acme", Version: 1, Template: "<*> took <*> ms", Kind: "created", WALSeq: 1}})
 	must(store.Put(ctx, "templates/t.parquet", tdata))
 	must(tpl.Commit(ctx, 1, []delta.Action{{Add: &delta.Add{Path: "t.parquet", Size: int64(len(tdata)), DataChange: true, Stats: delta.StatsJSON(1, nil, nil, nil)}}}))
 	var want []string

@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/pqtest"
 	"github.com/quarrylake/quarry/internal/syncbuf"
 )
 
@@ -45,18 +44,6 @@ func newTailLake(t *testing.T) *tailLake {
 	return l
 }
 
-func pq[T any](t *testing.T, rows []T) []byte {
-	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[T](&buf)
-	if _, err := w.Write(rows); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // commit adds a file of tenant with lines "tail <tenant>-<seq>-<i>".
 func (l *tailLake) commit(tenant string, n int) []string {
 	ctx := context.Background()
@@ -71,8 +58,8 @@ func (l *tailLake) commit(tenant string, n int) []string {
 	name := lake.FileName(l.seq, l.seq, "t")
 	tplPath := tenant + "-" + name
 	recPath := lake.RecordsFilePath(tenant, "2026-01-01", name)
-	tpl := pq(l.t, []lake.TemplateRow{{TemplateID: 1, Tenant: tenant, Version: 1, Template: "tail <*>", Kind: "created", WALSeq: int64(l.seq)}})
-	rec := pq(l.t, rows)
+	tpl := pqtest.Write(l.t, []lake.TemplateRow{{TemplateID: 1, Tenant: tenant, Version: 1, Template: "tail <*>", Kind: "created", WALSeq: int64(l.seq)}})
+	rec := pqtest.Write(l.t, rows)
 	for _, x := range []struct {
 		t    *delta.Table
 		path string

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/laketest"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/pqtest"
 )
 
 // TestRunEveryByteKept feeds lines with timestamps, a continuation line and
@@ -118,7 +116,7 @@ func TestRunOnV2Lake(t *testing.T) {
 		MergedInto int64  `parquet:"merged_into"`
 		WALSeq     int64  `parquet:"wal_seq"`
 	}
-	put(tpl, lake.FileName(1, 1, "old"), map[string]string{}, 1, parquetOf(t, []templateRowV1{
+	put(tpl, lake.FileName(1, 1, "old"), map[string]string{}, 1, pqtest.Write(t, []templateRowV1{
 		{TemplateID: oldID, Tenant: "legacy", Version: 1, Template: "legacy <*> line <*>", Kind: "created", WALSeq: 1}}))
 	at := time.Date(2025, 5, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
 	var old []lake.RecordRow
@@ -128,7 +126,7 @@ func TestRunOnV2Lake(t *testing.T) {
 			Params: []string{fmt.Sprint("v2-", i), "ü"}, Source: "old"})
 		want = append(want, fmt.Sprintf("legacy v2-%d line ü", i))
 	}
-	put(rec, lake.RecordsFilePath("legacy", "2025-05-01", lake.FileName(1, 1, "old")), map[string]string{"tenant": "legacy", "date": "2025-05-01"}, 3, parquetOf(t, old))
+	put(rec, lake.RecordsFilePath("legacy", "2025-05-01", lake.FileName(1, 1, "old")), map[string]string{"tenant": "legacy", "date": "2025-05-01"}, 3, pqtest.Write(t, old))
 
 	newLines := []string{"2026-11-29T00:00:00.010Z INFO service started on port 8080", "2026-11-29T00:00:01.020Z WARN slow request 350 ms",
 		"\tat org.example.Main.run(Main.java:42)"}
@@ -165,17 +163,4 @@ func TestRunOnV2Lake(t *testing.T) {
 	if err := laketest.CheckWithArrow(ctx, store); err != nil {
 		t.Errorf("arrow-go cross-check: %v", err)
 	}
-}
-
-func parquetOf[T any](t *testing.T, rows []T) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[T](&buf, parquet.Compression(&parquet.Zstd))
-	if _, err := w.Write(rows); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
+	"github.com/quarrylake/quarry/internal/pqtest"
 )
 
 // templateRowV1 is a templates-table row as written before the kinds
@@ -28,7 +29,7 @@ type templateRowV1 struct {
 // templates have no kinds).
 func TestTemplateKinds(t *testing.T) {
 	f := newFixture(t)
-	old := encode(t, []templateRowV1{{TemplateID: 1, Tenant: "acme", Version: 1, Template: "old <*>", Kind: "created", WALSeq: 1}})
+	old := pqtest.Write(t, []templateRowV1{{TemplateID: 1, Tenant: "acme", Version: 1, Template: "old <*>", Kind: "created", WALSeq: 1}})
 	if err := f.store.Put(f.ctx, f.tpl.FileKey("old.parquet"), old); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestTemplatesSchemaUpdate(t *testing.T) {
 // in previous, plain integer columns, page statistics) reads as written.
 func TestTemplatesPreviousDerived(t *testing.T) {
 	f := newFixture(t)
-	old := encode(t, []templateRowV1{
+	old := pqtest.Write(t, []templateRowV1{
 		{TemplateID: 1, Tenant: "acme", Version: 1, Template: "user <*> in", Kind: "created", WALSeq: 1},
 		{TemplateID: 1, Tenant: "acme", Version: 2, Template: "user <*> <*>", Kind: "changed", Previous: "user <*> in", WALSeq: 2},
 	})
@@ -132,10 +133,10 @@ func TestTemplatesV4WithoutKinds(t *testing.T) {
 		return lake.TemplateRow{TemplateID: id, Tenant: "acme", Version: 1, Template: "t<*>", Kind: kind, MergedInto: into, WALSeq: id, Kinds: kinds}
 	}
 	adds := []delta.Add{
-		put("live.parquet", encode(t, []lake.TemplateRowLive{row(1, "created", 0, []string{"ipv4"}).Live()})),
-		put("merged.parquet", encode(t, []lake.TemplateRowMerged{row(2, "created", 0, []string{""}).Merged(), row(3, "merged", 2, nil).Merged()})),
-		put("livebare.parquet", encode(t, []lake.TemplateRowLiveBare{{TemplateID: 4, Tenant: "acme", Version: 1, Template: "t<*>", Kind: "created", WALSeq: 4}})),
-		put("mergedbare.parquet", encode(t, []lake.TemplateRowMergedBare{
+		put("live.parquet", pqtest.Write(t, []lake.TemplateRowLive{row(1, "created", 0, []string{"ipv4"}).Live()})),
+		put("merged.parquet", pqtest.Write(t, []lake.TemplateRowMerged{row(2, "created", 0, []string{""}).Merged(), row(3, "merged", 2, nil).Merged()})),
+		put("livebare.parquet", pqtest.Write(t, []lake.TemplateRowLiveBare{{TemplateID: 4, Tenant: "acme", Version: 1, Template: "t<*>", Kind: "created", WALSeq: 4}})),
+		put("mergedbare.parquet", pqtest.Write(t, []lake.TemplateRowMergedBare{
 			{TemplateID: 5, Tenant: "acme", Version: 1, Template: "t<*>", Kind: "created", WALSeq: 5},
 			{TemplateID: 6, Tenant: "acme", Version: 1, Template: "t<*>", Kind: "merged", MergedInto: 5, WALSeq: 6}})),
 	}

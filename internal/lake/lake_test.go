@@ -11,13 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/parquet-go/parquet-go"
-
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/laketest"
 	"github.com/quarrylake/quarry/internal/objstore"
 	"github.com/quarrylake/quarry/internal/objstore/miniotest"
+	"github.com/quarrylake/quarry/internal/pqtest"
 )
 
 // fixture builds a lake in a local store.
@@ -50,23 +49,10 @@ func newFixtureOn(t testing.TB, s objstore.Store) *fixture {
 	return f
 }
 
-func encode[T any](t testing.TB, rows []T) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[T](&buf, parquet.Compression(&parquet.Zstd))
-	if _, err := w.Write(rows); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // recordsFile uploads rows (of one tenant and date) and returns the add.
 func (f *fixture) recordsFile(tenant, date, writer string, rows []lake.RecordRow) delta.Add {
 	f.t.Helper()
-	data := encode(f.t, rows)
+	data := pqtest.Write(f.t, rows)
 	first, last := uint64(rows[0].WALSeq), uint64(rows[len(rows)-1].WALSeq)
 	rel := lake.RecordsFilePath(tenant, date, lake.FileName(first, last, writer))
 	if err := f.store.Put(f.ctx, f.rec.FileKey(rel), data); err != nil {
@@ -85,7 +71,7 @@ func (f *fixture) recordsFile(tenant, date, writer string, rows []lake.RecordRow
 
 func (f *fixture) templatesFile(writer string, rows []lake.TemplateRow) delta.Add {
 	f.t.Helper()
-	data := encode(f.t, rows)
+	data := pqtest.Write(f.t, rows)
 	rel := lake.FileName(uint64(rows[0].WALSeq), uint64(rows[len(rows)-1].WALSeq), writer)
 	if err := f.store.Put(f.ctx, f.tpl.FileKey(rel), data); err != nil {
 		f.t.Fatal(err)

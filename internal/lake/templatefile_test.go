@@ -11,6 +11,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/quarrylake/quarry/internal/pqtest"
 	"github.com/quarrylake/quarry/internal/recfile"
 )
 
@@ -182,8 +183,8 @@ func TestTemplateRowsOfLayouts(t *testing.T) {
 	}{
 		{"flat", flat, rows},
 		{"kinds", kinds, withKinds},
-		{"a column of a later version", encodeRows(t, plus), rows},
-		{"previous", encodeRows(t, rows), rows},
+		{"a column of a later version", pqtest.Write(t, plus), rows},
+		{"previous", pqtest.Write(t, rows), rows},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := templateRowsOf(ctx, openTemplates(t, tc.data), tc.name)
@@ -195,17 +196,4 @@ func TestTemplateRowsOfLayouts(t *testing.T) {
 			}
 		})
 	}
-}
-
-func encodeRows[T any](t *testing.T, rows []T) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	w := parquet.NewGenericWriter[T](&buf, parquet.Compression(&parquet.Zstd))
-	if _, err := w.Write(rows); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
