@@ -905,6 +905,25 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 		return nil, err
 	}
 	f.plan = tp
+	lr := newLearner(m, tp)
+	// A residual that reads neither source nor attributes is decided on
+	// the line alone: it is rendered into line, reused row after row, and
+	// no Record is built (scanLine).
+	lineOnly := f.plan.residual&(query.ColSource|query.ColAttrs) == 0
+	// A version whose residual requires a phrase that can only lie inside
+	// a parameter (query.TemplatePlan.Needle) has its rows ruled out by
+	// their parameters' values first: a term users type, an id or a name,
+	// is mostly in no row of the versions the footers' byte sets leave.
+	// The decoder drops the rows its search of each row group's text
+	// columns rules out, before it reads the other columns
+	// (recfile.Projection.Needle); the rest are looked at one by one
+	// (recfile.Lines.MayHold). A version the learner watches is rendered
+	// whole.
+	var needle func(recfile.Key) *recfile.Needle
+	if lineOnly {
+		needle = f.needles(lr)
+		f.needle = needle
+	}
 	var l *recfile.Lines
 	err = s.decodeWith(ctx, f, true, tp.scan, func(p recfile.Projection) (err error) {
 		l, err = m.rd.DecodeLines(s.texts, p)
@@ -917,7 +936,6 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 	var rec recfile.Record
 	var row fileRow
 	var qr query.Record
-	lr := newLearner(m, tp)
 	keys := l.Keys()
 	all := make([]bool, len(keys))                  // by Lines.KeyIndex: the plan takes the version's rows
 	plans := make([]*query.TemplatePlan, len(keys)) // by Lines.KeyIndex: the version's plan (nil: missing)
@@ -927,20 +945,9 @@ func (s *search) readLines(ctx context.Context, f searchFile) (*hitCursor, error
 		plans[i] = tp
 	}
 	filtered := s.rowsFiltered()
-	// A residual that reads neither source nor attributes is decided on
-	// the line alone: it is rendered into line, reused row after row, and
-	// no Record is built (scanLine).
-	lineOnly := f.plan.residual&(query.ColSource|query.ColAttrs) == 0
-	// A version whose residual requires a phrase that can only lie inside
-	// a parameter (query.TemplatePlan.Needle) has its rows ruled out by
-	// their parameters' values first (recfile.Lines.MayHold): a term users
-	// type, an id or a name, is mostly in no row of the versions the
-	// footers' byte sets leave, and rendering them all was half a needle
-	// search's CPU. A version the learner watches is rendered whole.
 	var needles []*recfile.Needle // by Lines.KeyIndex
 	if lineOnly {
 		needles = make([]*recfile.Needle, len(keys))
-		needle := f.needles(lr)
 		for i, k := range keys {
 			needles[i] = needle(k)
 		}

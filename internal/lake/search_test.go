@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/lake"
 	quarryql "github.com/quarrylake/quarry/internal/query"
@@ -432,4 +434,72 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 		return 0, errWriter
 	}
 	return len(p), nil
+}
+
+// TestSearchRawNeedleReadsTextFirst: a term that can only lie in a
+// parameter (a needle) is searched in the text columns first; the
+// columns that render nothing it can be in (wal_seq, record_index, ts)
+// are read only for the rows that may hold it. A file whose chunks of
+// those columns are overwritten answers a needle its parameters' bytes do
+// not rule out (every byte of it is in them) and no row holds, with no
+// row and no error, where a search that reads them fails.
+func TestSearchRawNeedleReadsTextFirst(t *testing.T) {
+	f := newFixture(t)
+	texts := recfile.Templates{{ID: 1, Version: 1}: "job <*> done in <*> ms"}
+	f.commit(f.tpl, 1, f.templatesFile("w1", []lake.TemplateRow{
+		{TemplateID: 1, Tenant: "acme", Version: 1, Template: texts[recfile.Key{ID: 1, Version: 1}], Kind: "created", WALSeq: 1}}))
+	var rows []recfile.Row
+	base := ts("2026-01-02T00:00:00Z") * 1000
+	for i := range 300 {
+		rows = append(rows, recfile.Row{WALSeq: 2 + uint64(i/100), Index: uint32(i % 100), TS: base + int64(i)*1e9, TemplateID: 1, TemplateVersion: 1,
+			Source: "web", Params: []string{fmt.Sprintf("beta-%d", i), fmt.Sprint(i * 7)}})
+	}
+	add := f.v3File("acme", "2026-01-02", "w2", rows, texts)
+	f.commit(f.rec, 4, add)
+	search := func(q string) (string, error) {
+		var out bytes.Buffer
+		err := lake.Open(f.store).SearchRaw(f.ctx, quarryql.MustCompile(q), lake.SearchOptions{}, &out)
+		return out.String(), err
+	}
+	if out, err := search("beta-123"); err != nil || out != "job beta-123 done in 861 ms\n" {
+		t.Fatalf("beta-123: %q, %v", out, err)
+	}
+	key := f.rec.FileKey(add.Path)
+	data, err := f.store.Get(f.ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := 0
+	for _, rg := range pf.Metadata().RowGroups {
+		for _, c := range rg.Columns {
+			switch c.MetaData.PathInSchema[0] {
+			case "wal_seq", "record_index", "ts":
+				start := c.MetaData.DataPageOffset
+				if d := c.MetaData.DictionaryPageOffset; d > 0 && d < start {
+					start = d
+				}
+				for b := start; b < start+c.MetaData.TotalCompressedSize; b++ {
+					data[b] = 0xA5
+				}
+				broken++
+			}
+		}
+	}
+	if broken != 3 {
+		t.Fatalf("%d chunks overwritten, want 3", broken)
+	}
+	if err := f.store.Put(f.ctx, key, data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := search("job"); err == nil {
+		t.Fatal("the broken file renders")
+	}
+	// t, a, - and 9 are all in the parameters, ta-99999 in none.
+	if out, err := search("ta-99999"); err != nil || out != "" {
+		t.Fatalf("ta-99999: %q, %v; want nothing, no error", out, err)
+	}
 }

@@ -607,17 +607,18 @@ func (d *decoder) readGroup(rg parquet.RowGroup, cols []column) (*group, error) 
 			return nil, err
 		}
 	}
-	var skip []bool
-	if kept != nil {
-		skip = make([]bool, g.nrows)
-		for i := range skip {
-			skip[i] = true
+	if lines && p.Needle != nil {
+		var err error
+		if kept, err = d.needleRows(rg, cols, need, g, kept); err != nil {
+			return nil, err
 		}
-		for _, i := range kept {
-			skip[i] = false
+		if len(kept) == 0 {
+			g.release()
+			return nil, nil
 		}
+		g.kept = kept
 	}
-	if err := readColumns(rg, d.src, cols, need, g.vals, skip); err != nil {
+	if err := readColumns(rg, d.src, cols, need, g.vals, skipOf(g.nrows, kept)); err != nil {
 		return nil, err
 	}
 	if lines {
@@ -626,6 +627,85 @@ func (d *decoder) readGroup(rg parquet.RowGroup, cols []column) (*group, error) 
 		}
 	}
 	return g, nil
+}
+
+// skipOf is the rows of a row group of n rows that kept leaves out (nil
+// when kept is nil: every row is kept).
+func skipOf(n int, kept []int32) []bool {
+	if kept == nil {
+		return nil
+	}
+	skip := make([]bool, n)
+	for i := range skip {
+		skip[i] = true
+	}
+	for _, i := range kept {
+		skip[i] = false
+	}
+	return skip
+}
+
+// needleRows is the needle's half of readGroup (Projection.Needle): it
+// reads, for the kept rows, the columns a needle is searched in (kinds,
+// ts_residue, the p and b slots, more) and clears need for them, and
+// returns the kept rows that may hold their version's needle: every row of
+// a version without one, and the rows the group search (Needle.search)
+// does not rule out. The other columns (wal_seq, record_index, ts, the n
+// slots) are then read for those rows alone, and not at all in a row group
+// where none is left: a term of an id or a name is in a few rows of a few
+// row groups, and reading every column of every row group was most of its
+// search. MayHold takes the group searches made here (group.needles).
+func (d *decoder) needleRows(rg parquet.RowGroup, cols []column, need []bool, g *group, kept []int32) ([]int32, error) {
+	first := make([]bool, len(cols))
+	for i, c := range cols {
+		switch c.kind {
+		case cKinds, cResidue, cP, cB, cMore, cMoreText:
+			first[i], need[i] = need[i], false
+		}
+	}
+	if err := readColumns(rg, d.src, cols, first, g.vals, skipOf(g.nrows, kept)); err != nil {
+		return nil, err
+	}
+	if err := d.prepareLines(g); err != nil {
+		return nil, err
+	}
+	ids, vers := g.base[cTemplateID], g.base[cVersion]
+	out := make([]int32, 0, g.rows())
+	var last Key
+	var n *Needle
+	for x := range g.rows() {
+		i := g.row(x)
+		if k := (Key{uint64(ids.int(i)), uint32(vers.int(i))}); x == 0 || k != last {
+			n, last = d.needleOf(k), k
+		}
+		if n == nil || g.needleSearch(n).mayHold(g, i) {
+			out = append(out, int32(i))
+		}
+	}
+	return out, nil
+}
+
+// needleOf is d.proj.Needle(k), asked once per version.
+func (d *decoder) needleOf(k Key) *Needle {
+	n, ok := d.needles[k]
+	if !ok {
+		n = d.proj.Needle(k)
+		if d.needles == nil {
+			d.needles = map[Key]*Needle{}
+		}
+		d.needles[k] = n
+	}
+	return n
+}
+
+// release gives the pages of g's columns back to parquet-go's pools.
+func (g *group) release() {
+	for i := range g.vals {
+		for _, p := range g.vals[i].pages {
+			parquet.Release(p)
+		}
+		g.vals[i] = colVals{}
+	}
 }
 
 // narrowSlots reads the kinds column and clears need for the slot columns

@@ -139,6 +139,8 @@ type decoder struct {
 	tpl  Templates
 	proj *Projection  // what to decode; nil for everything
 	kept map[Key]bool // proj.Keep's answers
+	// needles are proj.Needle's answers (needleOf).
+	needles map[Key]*Needle
 	// tplIndex: the index in pieces of a template version's text, split on
 	// its wildcards
 	tplIndex map[Key]int32

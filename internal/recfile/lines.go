@@ -32,6 +32,9 @@ type group struct {
 	// pages are given back (rendering reads a row's entry at random, a
 	// cache line holds 64 of these against 16 int32 indexes).
 	kind8 []uint8
+	// needles are the needle searches of g's text columns made so far
+	// (needleSearch).
+	needles map[*Needle]*groupNeedle
 }
 
 // rows is how many rows g keeps; row(x) is the x-th.
@@ -111,8 +114,9 @@ func (d *decoder) prepareLines(g *group) error {
 		}
 		g.tpl[i] = ix
 	}
-	if kc := g.base[cKinds]; kc.dict != nil {
-		// Every entry parsed here, so rendering only reads g.kinds and
+	if kc := g.base[cKinds]; kc.dict != nil && g.kinds == nil {
+		// Every entry parsed here (once: a needle's rows are looked up
+		// before the other columns are read, needleRows), so rendering only reads g.kinds and
 		// LineRenderers may render g's rows at once; an entry that does
 		// not parse is an error only for the rows that use it.
 		g.kinds = make([][]slot, len(kc.dict))
@@ -549,12 +553,7 @@ func (g *group) dropKeys() {
 // page memory.
 func (l *Lines) Release() {
 	for _, g := range l.groups {
-		for i := range g.vals {
-			for _, p := range g.vals[i].pages {
-				parquet.Release(p)
-			}
-			g.vals[i] = colVals{}
-		}
+		g.release()
 	}
 	l.groups, l.rank = nil, nil
 }

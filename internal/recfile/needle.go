@@ -55,9 +55,34 @@ func (n *Needle) group(l *Lines, gi int) *groupNeedle {
 	if gn := n.groups[gi]; gn != nil {
 		return gn
 	}
-	gn := n.search(l.groups[gi])
+	gn := l.groups[gi].needleSearch(n)
 	n.groups[gi] = gn
 	return gn
+}
+
+// needleSearch is n's search of g (Needle.search), made once per group:
+// the decoder's (needleRows) is the one MayHold takes.
+func (g *group) needleSearch(n *Needle) *groupNeedle {
+	if gn := g.needles[n]; gn != nil {
+		return gn
+	}
+	if g.needles == nil {
+		g.needles = map[*Needle]*groupNeedle{}
+	}
+	gn := n.search(g)
+	g.needles[n] = gn
+	return gn
+}
+
+// mayHold is false when gn settles that row i of g holds no occurrence of
+// its needle: a row whose kinds hold only slots the search of the text
+// columns settles, none of whose values holds it.
+func (gn *groupNeedle) mayHold(g *group, i int) bool {
+	if !gn.ok {
+		return true
+	}
+	e, ok := g.kindsEntry(i)
+	return !ok || int(e) >= len(gn.rowWise) || gn.rowWise[e] || gn.hit[i>>6]&(1<<(i&63)) != 0
 }
 
 // search searches row group g (groupNeedle).
@@ -284,10 +309,8 @@ func (l *Lines) MayHold(x int, n *Needle, scratch []byte) (bool, []byte) {
 	}
 	g := l.groups[r.g]
 	i := int(r.row)
-	if gn := n.group(l, int(r.g)); gn.ok {
-		if e, ok := g.kindsEntry(i); ok && int(e) < len(gn.rowWise) && !gn.rowWise[e] && gn.hit[i>>6]&(1<<(i&63)) == 0 {
-			return false, scratch
-		}
+	if !n.group(l, int(r.g)).mayHold(g, i) {
+		return false, scratch
 	}
 	slots, err := slotsIn(g, i, l.d.kinds)
 	if err != nil || len(slots) != len(l.d.pieces[r.tpl])-1 {

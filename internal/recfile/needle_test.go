@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/quarrylake/quarry/internal/byteset"
 	"github.com/quarrylake/quarry/internal/eventtime"
@@ -232,5 +235,123 @@ func TestRowOf(t *testing.T) {
 		if dense.rowOf(7) != 7 {
 			t.Fatal("a column without presence: rowOf(7) != 7")
 		}
+	}
+}
+
+// TestDecodeLinesNeedle: DecodeLines with a Projection's Needle keeps, in
+// the same order and rendering the same lines, the rows of the decode
+// without it that MayHold keeps (and MayHold gives them the same answer),
+// every row a parameter of which holds the needle among them; it drops
+// the rest of the rows its group search settles, so that for a needle no
+// row holds it reads the columns that render nothing it searches (wal_seq,
+// record_index, ts, the n slots) in no row group: the file with those
+// chunks overwritten decodes to no row.
+func TestDecodeLinesNeedle(t *testing.T) {
+	rows, tpl := pinRows(t, 3000, 11)
+	o := defaultOptions()
+	o.groupRows = 200
+	f, err := encode(rows, tpl, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rowGroupBounds(t, f.Data)); n < 4 {
+		t.Fatalf("%d row groups, want several", n)
+	}
+	type pos struct {
+		seq uint64
+		idx uint32
+	}
+	params := map[pos][]string{}
+	r := rand.New(rand.NewPCG(3, 4))
+	needles := []string{"fc9d3e55.css", "blk_", "java.io", "x\x80y", "12"}
+	for _, row := range rows {
+		params[pos{row.WALSeq, row.Index}] = row.Params
+		if len(row.Params) > 0 && r.IntN(300) == 0 {
+			if p := row.Params[r.IntN(len(row.Params))]; len(p) >= 6 {
+				needles = append(needles, p)
+			}
+		}
+	}
+	all := openLines(t, f.Data, tpl, Projection{Lines: true})
+	line := func(l *Lines, x int) string {
+		var rec Record
+		if err := l.Record(&rec, x); err != nil {
+			t.Fatal(err)
+		}
+		return string(rec.Line)
+	}
+	for _, nd := range needles {
+		n := NewNeedle([]byte(nd))
+		with := openLines(t, f.Data, tpl, Projection{Lines: true, Needle: func(Key) *Needle { return n }})
+		var scratch []byte
+		j, held, kept := 0, 0, 0
+		for x := range all.Len() {
+			seq, idx := all.Pos(x)
+			in := false
+			for _, p := range params[pos{seq, idx}] {
+				in = in || strings.Contains(p, nd)
+			}
+			if in {
+				held++
+			}
+			var may bool
+			may, scratch = all.MayHold(x, NewNeedle([]byte(nd)), scratch)
+			if may {
+				kept++
+			}
+			if j < with.Len() {
+				if s, i := with.Pos(j); s == seq && i == idx {
+					if got, want := line(with, j), line(all, x); got != want {
+						t.Fatalf("%q: row %d.%d line %q, want %q", nd, seq, idx, got, want)
+					}
+					var m bool
+					if m, scratch = with.MayHold(j, n, scratch); m != may {
+						t.Fatalf("%q: row %d.%d MayHold %v, %v without the needle", nd, seq, idx, m, may)
+					}
+					j++
+					continue
+				}
+			}
+			if in || may {
+				t.Fatalf("%q: row %d.%d dropped (a parameter holds it: %v; MayHold: %v)", nd, seq, idx, in, may)
+			}
+		}
+		if j != with.Len() {
+			t.Fatalf("%q: %d rows, %d of them in order among the decode's", nd, with.Len(), j)
+		}
+		t.Logf("%q: %d rows, %d decoded with the needle, %d MayHold keeps, %d hold it", nd, all.Len(), with.Len(), kept, held)
+		// A name's rows are settled by the group search; a needle of
+		// digits leaves the rows with numbers to MayHold.
+		if settled := !strings.ContainsAny(nd, "0123456789"); settled && with.Len() > kept+all.Len()/20 {
+			t.Fatalf("%q: %d rows decoded, MayHold keeps %d of %d", nd, with.Len(), kept, all.Len())
+		}
+	}
+
+	// No row holds fc9d3e55.css: with the other columns' chunks
+	// overwritten in every row group, the file decodes to no row.
+	pf, err := parquet.OpenFile(bytes.NewReader(f.Data), int64(len(f.Data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols := columnsOf(pf.Schema())
+	broken := slices.Clone(f.Data)
+	for _, rg := range pf.Metadata().RowGroups {
+		for ci, c := range rg.Columns {
+			switch cols[ci].kind {
+			case cWALSeq, cIndex, cTS, cN:
+				start, end := chunkRange(&c)
+				for b := start; b < end; b++ {
+					broken[b] = 0xA5
+				}
+			}
+		}
+	}
+	if _, err := DecodeProjected(broken, tpl, Projection{Lines: true}); err == nil {
+		t.Fatal("the broken file decodes without a needle")
+	}
+	n := NewNeedle([]byte("fc9d3e55.css"))
+	l := openLines(t, broken, tpl, Projection{Lines: true, Needle: func(Key) *Needle { return n }})
+	if l.Len() != 0 {
+		t.Fatalf("%d rows may hold fc9d3e55.css", l.Len())
 	}
 }

@@ -26,8 +26,13 @@ type Projection struct {
 	// row of a version it gives a Needle for is dropped, its line never
 	// rendered, when no parameter of it may hold the needle
 	// (Lines.MayHold): a search whose query requires a phrase only a
-	// parameter of the version can hold. DecodeProjected only (DecodeLines
-	// leaves the rows to its caller).
+	// parameter of the version can hold. DecodeLines drops the rows the
+	// search of their row group's text columns rules out (the columns
+	// that render nothing else, wal_seq, ts and the numbers, are then
+	// read for the rows left only, and a row group with none left is not
+	// read further) and leaves the others to its caller's MayHold, which
+	// takes the same searches; DecodeProjected drops every row MayHold
+	// rules out.
 	Needle func(Key) *Needle
 }
 
