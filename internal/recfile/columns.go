@@ -612,7 +612,7 @@ func (d *decoder) readGroup(rg parquet.RowGroup, cols []column) (*group, error) 
 		if kept, err = d.needleRows(rg, cols, need, g, kept); err != nil {
 			return nil, err
 		}
-		if len(kept) == 0 {
+		if kept != nil && len(kept) == 0 {
 			g.release()
 			return nil, nil
 		}
@@ -656,6 +656,21 @@ func skipOf(n int, kept []int32) []bool {
 // row groups, and reading every column of every row group was most of its
 // search. MayHold takes the group searches made here (group.needles).
 func (d *decoder) needleRows(rg parquet.RowGroup, cols []column, need []bool, g *group, kept []int32) ([]int32, error) {
+	ids, vers := g.base[cTemplateID], g.base[cVersion]
+	// The versions of the kept rows (they come by template: one lookup
+	// per run); a row group none of whose kept versions has a needle is
+	// read in one go, as without one.
+	var last Key
+	has := false
+	for x := 0; x < g.rows() && !has; x++ {
+		i := g.row(x)
+		if k := (Key{uint64(ids.int(i)), uint32(vers.int(i))}); x == 0 || k != last {
+			has, last = d.needleOf(k) != nil, k
+		}
+	}
+	if !has {
+		return kept, nil
+	}
 	first := make([]bool, len(cols))
 	for i, c := range cols {
 		switch c.kind {
@@ -669,9 +684,7 @@ func (d *decoder) needleRows(rg parquet.RowGroup, cols []column, need []bool, g 
 	if err := d.prepareLines(g); err != nil {
 		return nil, err
 	}
-	ids, vers := g.base[cTemplateID], g.base[cVersion]
 	out := make([]int32, 0, g.rows())
-	var last Key
 	var n *Needle
 	for x := range g.rows() {
 		i := g.row(x)

@@ -245,7 +245,8 @@ func TestRowOf(t *testing.T) {
 // the rest of the rows its group search settles, so that for a needle no
 // row holds it reads the columns that render nothing it searches (wal_seq,
 // record_index, ts, the n slots) in no row group: the file with those
-// chunks overwritten decodes to no row.
+// chunks overwritten decodes to no row. A needle func that gives no
+// version a needle reads as a decode without one.
 func TestDecodeLinesNeedle(t *testing.T) {
 	rows, tpl := pinRows(t, 3000, 11)
 	o := defaultOptions()
@@ -325,6 +326,28 @@ func TestDecodeLinesNeedle(t *testing.T) {
 		if settled := !strings.ContainsAny(nd, "0123456789"); settled && with.Len() > kept+all.Len()/20 {
 			t.Fatalf("%q: %d rows decoded, MayHold keeps %d of %d", nd, with.Len(), kept, all.Len())
 		}
+	}
+
+	// A needle func that gives no version a needle reads each row group in
+	// one go, as a decode without one: the same reads, the same rows.
+	reads := func(p Projection) (int, int) {
+		t.Helper()
+		cr := &countingReader{r: bytes.NewReader(f.Data)}
+		r, err := OpenAt(cr, int64(len(f.Data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr.armed = true
+		l, err := r.DecodeLines(tpl, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cr.calls, l.Len()
+	}
+	c0, n0 := reads(Projection{Lines: true})
+	c1, n1 := reads(Projection{Lines: true, Needle: func(Key) *Needle { return nil }})
+	if c0 != c1 || n0 != n1 || n0 != len(rows) {
+		t.Fatalf("no needle: %d reads, %d rows; a needle func giving none: %d reads, %d rows (%d rows in)", c0, n0, c1, n1, len(rows))
 	}
 
 	// No row holds fc9d3e55.css: with the other columns' chunks
