@@ -115,10 +115,11 @@ func (d *decoder) prepareLines(g *group) error {
 		g.tpl[i] = ix
 	}
 	if kc := g.base[cKinds]; kc.dict != nil && g.kinds == nil {
-		// Every entry parsed here (once: a needle's rows are looked up
-		// before the other columns are read, needleRows), so rendering only reads g.kinds and
-		// LineRenderers may render g's rows at once; an entry that does
-		// not parse is an error only for the rows that use it.
+		// Every entry parsed here, once (needleRows calls this before
+		// the other columns are read, and readGroup again after), so
+		// rendering only reads g.kinds and LineRenderers may render g's
+		// rows at once; an entry that does not parse is an error only for
+		// the rows that use it.
 		g.kinds = make([][]slot, len(kc.dict))
 		for e, v := range kc.dict {
 			s, err := parsedKinds(d.kinds, v)
