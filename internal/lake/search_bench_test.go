@@ -52,6 +52,21 @@ func BenchmarkSearch(b *testing.B) {
 		}
 		b.ReportMetric(float64(w.lines), "results")
 	})
+	b.Run("term-raw-cached", func(b *testing.B) {
+		// The same through a lake that keeps footers, templates and the
+		// bytes it learned between searches: what quarry serve runs.
+		cl := lake.Open(store)
+		cl.EnableCache()
+		q := quarryql.MustCompile(term)
+		var w countWriter
+		for b.Loop() {
+			w = countWriter{}
+			if err := cl.SearchRaw(ctx, q, lake.SearchOptions{}, &w); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(w.lines), "results")
+	})
 	for _, bc := range []struct{ name, q string }{
 		{"all", ""},
 		{"term", `"` + term + `"`},
