@@ -392,8 +392,6 @@ func readColumns(rg parquet.RowGroup, src source, cols []column, need []bool, ou
 	if err != nil {
 		return err
 	}
-	var buf []parquet.Value
-	var arena []byte
 	for ci, c := range cols {
 		cv := &out[ci]
 		cv.c = c
@@ -407,64 +405,96 @@ func readColumns(rg parquet.RowGroup, src source, cols []column, need []bool, ou
 			}
 			continue
 		}
-		// Repeated columns (more, attrs) are rare: read value by value.
-		cv.read = true
-		cv.present = make([]uint64, (nrows+63)>>6)
-		row, last := -1, -1 // last: the row of lists' last entry
-		pages := pagesOf(ci)
-		for {
-			p, err := pages.ReadPage()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				pages.Close()
-				return fmt.Errorf("read records column %d: %w", ci, err)
-			}
-			vr := p.Values()
-			for {
-				if cap(buf) < 1024 {
-					buf = make([]parquet.Value, 1024)
-				}
-				n, rerr := vr.ReadValues(buf[:cap(buf)])
-				for _, v := range buf[:n] {
-					if v.RepetitionLevel() == 0 {
-						row++
-					}
-					if row < 0 || row >= nrows {
-						parquet.Release(p)
-						pages.Close()
-						return fmt.Errorf("%w: column %d has more rows than the row group", ErrCorrupt, ci)
-					}
-					if !v.IsNull() && v.DefinitionLevel() == c.maxDef && (skip == nil || !skip[row]) {
-						if row != last {
-							cv.lists = append(cv.lists, nil)
-							cv.present[row>>6] |= 1 << (uint(row) & 63)
-							last = row
-						}
-						start := len(arena)
-						arena = append(arena, v.ByteArray()...)
-						cv.lists[len(cv.lists)-1] = append(cv.lists[len(cv.lists)-1], arena[start:len(arena):len(arena)])
-					}
-				}
-				if rerr != nil {
-					if !errors.Is(rerr, io.EOF) {
-						parquet.Release(p)
-						pages.Close()
-						return fmt.Errorf("read records column %d: %w", ci, rerr)
-					}
-					break
-				}
-				if n == 0 {
-					break
-				}
-			}
-			parquet.Release(p)
+		// Repeated columns (more, attrs): each page's levels walked over
+		// its values as the page holds them (no value boxed); the items
+		// are the pages' own bytes, kept until release.
+		if err := readRepeated(pagesOf(ci), c, cv, nrows, skip); err != nil {
+			return fmt.Errorf("read records column %d: %w", ci, err)
 		}
-		pages.Close()
 		cv.rankPresent() // present stays set even when every row has items
 	}
 	return nil
+}
+
+// readRepeated reads a repeated byte array column (more, attrs) into cv's
+// lists: a row's items in order, for the rows that have some and that skip
+// does not mark. A row starts at each repetition level 0; an item is a
+// level at the column's maximum definition level, the page's next value.
+// The items point into the pages' buffers, which cv keeps until release.
+func readRepeated(pages parquet.Pages, c column, cv *colVals, nrows int, skip []bool) error {
+	defer pages.Close()
+	cv.read = true
+	cv.present = make([]uint64, (nrows+63)>>6)
+	row, last := -1, -1 // last: the row of lists' last entry
+	for {
+		p, err := pages.ReadPage()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		cv.pages = append(cv.pages, p)
+		reps, defs := p.RepetitionLevels(), p.DefinitionLevels()
+		if len(reps) != len(defs) {
+			return fmt.Errorf("%w: %d repetition levels for %d definition levels", ErrCorrupt, len(reps), len(defs))
+		}
+		var b []byte
+		var offs []uint32
+		data := p.Data()
+		if d := p.Dictionary(); d != nil {
+			// Indexes into a dictionary: its entries are the values.
+			if data.Kind() != encoding.Int32 {
+				return fmt.Errorf("%w: dictionary indexes of kind %v", ErrCorrupt, data.Kind())
+			}
+			offs = []uint32{0}
+			for _, x := range data.Int32() {
+				v, err := dictValue(d, x)
+				if err != nil {
+					return err
+				}
+				b = append(b, v...)
+				offs = append(offs, uint32(len(b)))
+			}
+		} else if data.Kind() == encoding.ByteArray {
+			b, offs = data.ByteArray()
+		} else if len(defs) > 0 {
+			return fmt.Errorf("%w: repeated column of kind %v", ErrCorrupt, data.Kind())
+		}
+		n := max(len(offs)-1, 0) // the page's values
+		v := 0
+		for k, d := range defs {
+			if reps[k] == 0 {
+				row++
+				if row >= nrows {
+					return fmt.Errorf("%w: column has more rows than the row group", ErrCorrupt)
+				}
+			}
+			if row < 0 {
+				return fmt.Errorf("%w: a repeated column's first level continues a row", ErrCorrupt)
+			}
+			if int(d) != c.maxDef {
+				continue
+			}
+			if v >= n {
+				return fmt.Errorf("%w: %d values for more defined levels", ErrCorrupt, n)
+			}
+			item := b[offs[v]:offs[v+1]:offs[v+1]]
+			v++
+			if skip != nil && skip[row] {
+				continue
+			}
+			if row != last {
+				cv.lists = append(cv.lists, nil)
+				cv.present[row>>6] |= 1 << (uint(row) & 63)
+				last = row
+			}
+			cv.lists[len(cv.lists)-1] = append(cv.lists[len(cv.lists)-1], item)
+		}
+		if v != n {
+			return fmt.Errorf("%w: %d values for %d defined levels", ErrCorrupt, n, v)
+		}
+	}
 }
 
 // rankPresent fills rank from present and returns how many rows have a
