@@ -789,7 +789,7 @@ func (d *decoder) narrowSlots(rg parquet.RowGroup, cols []column, need []bool, v
 		slots, ok := d.kinds[k]
 		if !ok {
 			var err error
-			if slots, err = parseKinds(nil, k); err != nil {
+			if slots, err = shared.parsed(k); err != nil {
 				return nil
 			}
 			d.kinds[k] = slots

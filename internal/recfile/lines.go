@@ -250,13 +250,44 @@ func (g *group) kindsEntry(i int) (int32, bool) {
 	return 0, false
 }
 
-// slotScratch holds the slices parsedKinds parses into.
-var slotScratch = sync.Pool{New: func() any { return new([]slot) }}
-
 // parsedKinds parses a kinds value, once per distinct value (cache holds
-// those parsed).
+// those this decoder or renderer parsed; shared, those of the process).
 func parsedKinds(cache map[string][]slot, kinds []byte) ([]slot, error) {
 	if s, ok := cache[string(kinds)]; ok {
+		return s, nil
+	}
+	s, err := shared.parsed(string(kinds))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	cache[string(kinds)] = s
+	return s, nil
+}
+
+// shared holds the kinds values every decoder of the process parsed: the
+// files of a lake repeat them (a version's kinds in each file it has rows
+// in), and so do the searches of a long-running reader (quarry serve). A
+// parsed value is never written after parseKinds returns it, so decoders
+// read one at once. Errors are not kept.
+var shared = kindsCache{m: map[string][]slot{}}
+
+// maxSharedKinds bounds shared: past it, it starts over.
+const maxSharedKinds = 1 << 16
+
+type kindsCache struct {
+	mu sync.RWMutex
+	m  map[string][]slot
+}
+
+// slotScratch holds the slices parsed parses into.
+var slotScratch = sync.Pool{New: func() any { return new([]slot) }}
+
+// parsed returns kinds parsed, from c when it is there.
+func (c *kindsCache) parsed(kinds string) ([]slot, error) {
+	c.mu.RLock()
+	s, ok := c.m[kinds]
+	c.mu.RUnlock()
+	if ok {
 		return s, nil
 	}
 	// Parsed into a scratch slice, then copied once at its length
@@ -264,13 +295,18 @@ func parsedKinds(cache map[string][]slot, kinds []byte) ([]slot, error) {
 	// term allocated).
 	sp := slotScratch.Get().(*[]slot)
 	defer slotScratch.Put(sp)
-	s, err := parseKinds((*sp)[:0], string(kinds))
+	s, err := parseKinds((*sp)[:0], kinds)
 	*sp = s[:0]
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+		return nil, err
 	}
 	s = append(make([]slot, 0, len(s)), s...) // a template without wildcards: not nil, so it is kept
-	cache[string(kinds)] = s
+	c.mu.Lock()
+	if len(c.m) >= maxSharedKinds {
+		clear(c.m)
+	}
+	c.m[kinds] = s
+	c.mu.Unlock()
 	return s, nil
 }
 
