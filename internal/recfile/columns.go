@@ -379,9 +379,9 @@ func (cv *colVals) rowOf(j int) int {
 
 // readColumns reads the leaf columns of rg that need selects (every one
 // when need is nil) into per-row arrays in out, which has one entry per
-// column; the others keep only their column. Byte array values are copied
-// into arena-backed slices, so they outlive the pages; those of the rows
-// skip marks are left empty (skip nil marks none).
+// column; the others keep only their column. Values point into the pages
+// read, which out keeps until the group's release; a repeated column's
+// items of the rows skip marks are left out (skip nil marks none).
 func readColumns(rg parquet.RowGroup, src source, cols []column, need []bool, out []colVals, skip []bool) error {
 	nrows := int(rg.NumRows())
 	chunks := rg.ColumnChunks()
