@@ -15,8 +15,8 @@
 // bound. A message that does not parse (no valid <PRI>, a malformed RFC
 // 5424 header), is longer than max_line_bytes or breaks the octet-counted
 // framing is dead-lettered with the reason, never dropped; after broken
-// framing the connection is closed, since where the next message starts
-// is unknown. A batch whose source stopped before it was durable (the WAL
+// framing, where the next message starts is unknown, and the rest of the
+// connection is dead-lettered as it is read until the client closes it. A batch whose source stopped before it was durable (the WAL
 // full or failing) is handed again to the source that replaces it, the
 // connection still unread meanwhile; only shutdown gives up on it. On shutdown the server stops accepting and reading, waits
 // for the batches in flight and closes the connections. A crash loses

@@ -137,23 +137,22 @@ func TestFramer(t *testing.T) {
 		{name: "newline too long", in: "<13>" + strings.Repeat("x", 200) + "\n<13>ok\n", max: 100, want: []string{"!<13>" + strings.Repeat("x", 200), "<13>ok"}},
 		{name: "octet too long", in: "10 <13>xxxxxx6 <13>ok", max: 8, want: []string{"!<13>xxxxxx", "<13>ok"}},
 		{name: "octet broken", in: "5 <13>ax <13>b", max: 100, want: []string{"<13>a", "!x <13>b"}},
+		// Past the 16-byte buffer: what follows the break comes as it is
+		// read, every byte of it dead-lettered.
+		{name: "octet broken, rest past the buffer", in: "5 <13>ax" + strings.Repeat("y", 40) + "\n9 <13>after", max: 100,
+			want: []string{"<13>a", "!x" + strings.Repeat("y", 40) + "\n9 <13>after"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fr := &framer{r: newReader(tt.in), max: tt.max}
 			var got []string
-			for {
-				msg, bad, err := fr.next()
-				if err != nil {
-					break
-				}
-				if bad != "" {
-					got = append(got, "!"+string(msg))
-				} else {
-					got = append(got, string(msg))
-				}
-				if fr.broken {
-					break
+			for _, m := range frames(fr.next) { // what follows a break joined
+				switch {
+				case m.err != nil:
+				case m.bad != "":
+					got = append(got, "!"+m.msg)
+				default:
+					got = append(got, m.msg)
 				}
 			}
 			if !reflect.DeepEqual(got, tt.want) {
@@ -178,9 +177,6 @@ func FuzzFramer(f *testing.F) {
 				t.Fatalf("message of %d bytes above max", len(msg))
 			}
 			total += len(msg)
-			if fr.broken {
-				return
-			}
 		}
 		t.Fatalf("framer did not end on %d bytes", len(b))
 	})

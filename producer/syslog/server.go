@@ -266,12 +266,8 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		}
 		batch = append(batch, s.entry(msg, bad, now, &attrs))
 		size += int64(len(msg))
-		if len(batch) >= batchMessages || size >= batchBytes || r.Buffered() == 0 {
+		if len(batch) >= batchMessages || size >= batchBytes || r.Buffered() == 0 || fr.broken {
 			submit()
-		}
-		if fr.broken {
-			submit()
-			return
 		}
 	}
 }
@@ -360,10 +356,12 @@ func (s *Server) serveUDP(ctx context.Context) {
 
 // framer cuts a stream into messages (RFC 6587).
 type framer struct {
-	r       *bufio.Reader
-	max     int
-	mode    byte // 0 undecided, 'o' octet counting, 'n' newline
-	broken  bool // the framing is lost: the connection ends after this message
+	r    *bufio.Reader
+	max  int
+	mode byte // 0 undecided, 'o' octet counting, 'n' newline
+	// broken: the octet-counted framing is lost; the rest of the
+	// connection is dead-lettered as it comes (rest), never dropped.
+	broken  bool
 	discard [4096]byte
 }
 
@@ -376,6 +374,9 @@ const deadPrefix = 64 << 10
 // may be the reader's buffer: it is valid until the next call (a message
 // that fits the buffer is not copied).
 func (f *framer) next() (msg []byte, bad string, err error) {
+	if f.broken {
+		return f.rest()
+	}
 	if f.mode == 0 {
 		b, err := f.r.Peek(1)
 		if err != nil {
@@ -410,11 +411,13 @@ func (f *framer) octet() ([]byte, string, error) {
 			break
 		}
 		if c < '0' || c > '9' || len(digits) >= 9 {
-			// The framing is lost: keep what is buffered for the
-			// dead-letter stream and end the connection.
+			// The framing is lost: this message is the bytes read and
+			// what is buffered; the rest of the connection follows as
+			// it comes (rest).
 			f.broken = true
 			rest, _ := f.r.Peek(min(f.r.Buffered(), deadPrefix))
 			msg := append(append(digits, c), rest...)
+			_, _ = f.r.Discard(len(rest)) // Peek returned them: they are buffered
 			return msg, fmt.Sprintf("octet-counted framing broken: byte %q where the length or its space belongs", c), nil
 		}
 		n = n*10 + int(c-'0')
@@ -450,6 +453,22 @@ func (f *framer) octet() ([]byte, string, error) {
 		return nil, "", err
 	}
 	return msg, "", nil
+}
+
+// brokenRest is the reason of the dead letters that follow broken
+// framing.
+const brokenRest = "octet-counted framing broken earlier on this connection: the bytes that followed"
+
+// rest returns the bytes after broken framing as they come: what is
+// buffered, at most deadPrefix, waiting only when nothing is. msg is the
+// reader's buffer, valid until the next call.
+func (f *framer) rest() ([]byte, string, error) {
+	if _, err := f.r.Peek(1); err != nil {
+		return nil, "", err
+	}
+	msg, _ := f.r.Peek(min(f.r.Buffered(), deadPrefix))
+	_, _ = f.r.Discard(len(msg)) // Peek returned them: they are buffered
+	return msg, brokenRest, nil
 }
 
 func (f *framer) newline() ([]byte, string, error) {

@@ -349,3 +349,41 @@ func TestTLSClientTenant(t *testing.T) {
 		})
 	}
 }
+
+// Broken octet-counted framing: the message of the break and every byte
+// the client sends after it, also what it sends once the break is
+// dead-lettered (withheld until then, so that it cannot be in the
+// receiver's buffer at the break), reach the dead-letter stream in order;
+// nothing after the break is dropped. The connection stays open until the
+// client closes it.
+func TestBrokenFramingRest(t *testing.T) {
+	hub, js := testHub(t, producer.ReceiversConfig{})
+	s := startSyslog(t, hub, syslog.Config{Addr: "127.0.0.1:0"})
+	tcp, _, _ := s.Addrs()
+	c, err := net.Dial("tcp", tcp.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := "<13>1 - h a - - - framed"
+	fmt.Fprintf(c, "%d %sx garbage", len(m), m)
+	recvtest.Wait(t, 30*time.Second, func() bool { return len(recvtest.DeadLetters(t, js)) == 1 })
+	if _, err := fmt.Fprint(c, " and what followed it\n12 <13>1 - h a"); err != nil {
+		t.Fatalf("write after the break: %v", err)
+	}
+	c.Close()
+	recvtest.Wait(t, 30*time.Second, func() bool { return len(recvtest.DeadLetters(t, js)) >= 2 })
+	if got := waitTexts(t, js, "logs", 1); !reflect.DeepEqual(got, []string{"framed"}) {
+		t.Fatalf("WAL %q", got)
+	}
+	dl := recvtest.DeadLetters(t, js)
+	var rest string
+	for _, d := range dl {
+		rest += d.Payload
+	}
+	if want := "x garbage and what followed it\n12 <13>1 - h a"; rest != want {
+		t.Fatalf("dead letters hold %q, want %q (%+v)", rest, want, dl)
+	}
+	if !strings.Contains(dl[0].Reason, "framing broken") || !strings.Contains(dl[len(dl)-1].Reason, "framing broken earlier") {
+		t.Fatalf("reasons %+v", dl)
+	}
+}
