@@ -124,7 +124,8 @@ func CheckPages(data []byte, f *parquet.File, maxPage int64) error {
 // fetch some column chunks of a file and check those.
 func CheckChunk(chunk []byte, at, maxPage int64) error {
 	for pos := 0; pos < len(chunk); {
-		n, uncompressed, compressed, err := pageHeader(chunk[pos:])
+		h, n, err := ReadPageHeader(chunk[pos:])
+		uncompressed, compressed := h.Uncompressed, h.Compressed
 		if err != nil {
 			return fmt.Errorf("%w: page header at %d: %v", ErrCorrupt, at+int64(pos), err)
 		}

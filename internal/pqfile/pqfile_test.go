@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 )
 
@@ -170,6 +171,52 @@ func FuzzCheckFooter(f *testing.F) {
 		if err == nil && w.off > len(b) {
 			t.Fatalf("walked %d bytes of %d", w.off, len(b))
 		}
-		_, _, _, _ = pageHeader(b)
+		_, _, _ = ReadPageHeader(b)
 	})
+}
+
+// ReadPageHeader gives what parquet-go's Thrift encoding of a page header
+// holds, statistics and checksum skipped, and its length; a header cut
+// short, or whose sizes are missing, is an error.
+func TestReadPageHeader(t *testing.T) {
+	stats := format.Statistics{MinValue: []byte("a"), MaxValue: []byte("zz"), NullCount: 3}
+	tests := []struct {
+		name string
+		h    format.PageHeader
+		want PageHeader
+	}{
+		{"data v1", format.PageHeader{Type: format.DataPage, UncompressedPageSize: 100, CompressedPageSize: 40, CRC: 77,
+			DataPageHeader: thrift.New(format.DataPageHeader{NumValues: 12, Encoding: format.DeltaBinaryPacked, DefinitionLevelEncoding: format.RLE, RepetitionLevelEncoding: format.BitPacked, Statistics: stats})},
+			PageHeader{Type: PageData, Uncompressed: 100, Compressed: 40, NumValues: 12, Encoding: int32(format.DeltaBinaryPacked), DefEncoding: int32(format.RLE), RepEncoding: int32(format.BitPacked), Compressed2: true}},
+		{"dictionary", format.PageHeader{Type: format.DictionaryPage, UncompressedPageSize: 8, CompressedPageSize: 8,
+			DictionaryPageHeader: thrift.New(format.DictionaryPageHeader{NumValues: 2, Encoding: format.Plain, IsSorted: true})},
+			PageHeader{Type: PageDictionary, Uncompressed: 8, Compressed: 8, NumValues: 2, Encoding: int32(format.Plain), Compressed2: true}},
+		{"data v2, not compressed", format.PageHeader{Type: format.DataPageV2, UncompressedPageSize: 1 << 20, CompressedPageSize: 1<<20 - 1,
+			DataPageHeaderV2: thrift.New(format.DataPageHeaderV2{NumValues: 1000, NumNulls: 10, NumRows: 990, Encoding: format.RLEDictionary,
+				DefinitionLevelsByteLength: 30, RepetitionLevelsByteLength: 20, IsCompressed: thrift.New(false), Statistics: stats})},
+			PageHeader{Type: PageDataV2, Uncompressed: 1 << 20, Compressed: 1<<20 - 1, NumValues: 1000, NumNulls: 10, NumRows: 990,
+				Encoding: int32(format.RLEDictionary), DefBytes: 30, RepBytes: 20, Compressed2: false}},
+		{"data v2, compressed by default", format.PageHeader{Type: format.DataPageV2, UncompressedPageSize: 5, CompressedPageSize: 4,
+			DataPageHeaderV2: thrift.New(format.DataPageHeaderV2{NumValues: 1, NumRows: 1})},
+			PageHeader{Type: PageDataV2, Uncompressed: 5, Compressed: 4, NumValues: 1, NumRows: 1, Compressed2: true}},
+	}
+	for _, tt := range tests {
+		b, err := thrift.Marshal(new(thrift.CompactProtocol), &tt.h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, n, err := ReadPageHeader(append(b, 0xde, 0xad))
+		if err != nil || n != len(b) || got != tt.want {
+			t.Errorf("%s: %+v, %d bytes, %v; want %+v, %d bytes", tt.name, got, n, err, tt.want, len(b))
+		}
+		for cut := range len(b) {
+			if _, _, err := ReadPageHeader(b[:cut]); err == nil {
+				t.Errorf("%s: no error for the header cut at %d of %d", tt.name, cut, len(b))
+			}
+		}
+	}
+	b, _ := thrift.Marshal(new(thrift.CompactProtocol), &format.DictionaryPageHeader{NumValues: 1})
+	if _, _, err := ReadPageHeader(b); err == nil {
+		t.Error("no error for a header without sizes")
+	}
 }

@@ -174,45 +174,161 @@ func (w *walker) value(t byte, depth int) error {
 	}
 }
 
-// pageHeader walks one page header at the start of b and returns its length
-// and the page sizes it states (PageHeader fields 2 and 3).
-func pageHeader(b []byte) (n int, uncompressed, compressed int64, err error) {
+// Page types (PageHeader field 1).
+const (
+	PageData       = 0
+	PageIndex      = 1
+	PageDictionary = 2
+	PageDataV2     = 3
+)
+
+// PageHeader is what a reader that decodes a page itself needs of its
+// header (Parquet's PageHeader and the header of its kind): the sizes, and
+// for a data or dictionary page its value count and encodings. The
+// statistics and checksum are skipped.
+type PageHeader struct {
+	Type         int32
+	Uncompressed int64 // uncompressed_page_size
+	Compressed   int64 // compressed_page_size: the bytes after the header
+	// NumValues counts a data page's levels (values and nulls), a
+	// dictionary page's entries.
+	NumValues int32
+	Encoding  int32 // of the values (format.Encoding)
+	// DefEncoding and RepEncoding: a v1 data page's level encodings.
+	DefEncoding, RepEncoding int32
+	// A v2 data page's nulls, rows, level byte lengths (the levels
+	// precede the values, never compressed) and whether its values are
+	// compressed.
+	NumNulls, NumRows  int32
+	DefBytes, RepBytes int32
+	Compressed2        bool
+}
+
+// ReadPageHeader walks one page header at the start of b and returns it and
+// its length. Any field it does not know is skipped as CheckFooter walks a
+// footer: no length or count past b is believed.
+func ReadPageHeader(b []byte) (h PageHeader, n int, err error) {
 	w := walker{b: b}
+	h.Type, h.Uncompressed, h.Compressed = -1, -1, -1
+	h.Compressed2 = true // is_compressed defaults to true
+	err = w.fields(func(id int16, t byte) error {
+		switch {
+		case id == 1 && t == typeI32:
+			v, err := w.i32()
+			h.Type = v
+			return err
+		case (id == 2 || id == 3) && t == typeI32:
+			v, err := w.i32()
+			if id == 2 {
+				h.Uncompressed = int64(v)
+			} else {
+				h.Compressed = int64(v)
+			}
+			return err
+		case id == 5 && t == typeStruct: // DataPageHeader
+			return w.fields(func(id int16, t byte) (err error) {
+				switch {
+				case id == 1 && t == typeI32:
+					h.NumValues, err = w.i32()
+				case id == 2 && t == typeI32:
+					h.Encoding, err = w.i32()
+				case id == 3 && t == typeI32:
+					h.DefEncoding, err = w.i32()
+				case id == 4 && t == typeI32:
+					h.RepEncoding, err = w.i32()
+				default:
+					err = w.value(t, 2)
+				}
+				return err
+			}, 1)
+		case id == 7 && t == typeStruct: // DictionaryPageHeader
+			return w.fields(func(id int16, t byte) (err error) {
+				switch {
+				case id == 1 && t == typeI32:
+					h.NumValues, err = w.i32()
+				case id == 2 && t == typeI32:
+					h.Encoding, err = w.i32()
+				default:
+					err = w.value(t, 2)
+				}
+				return err
+			}, 1)
+		case id == 8 && t == typeStruct: // DataPageHeaderV2
+			return w.fields(func(id int16, t byte) (err error) {
+				switch {
+				case id == 1 && t == typeI32:
+					h.NumValues, err = w.i32()
+				case id == 2 && t == typeI32:
+					h.NumNulls, err = w.i32()
+				case id == 3 && t == typeI32:
+					h.NumRows, err = w.i32()
+				case id == 4 && t == typeI32:
+					h.Encoding, err = w.i32()
+				case id == 5 && t == typeI32:
+					h.DefBytes, err = w.i32()
+				case id == 6 && t == typeI32:
+					h.RepBytes, err = w.i32()
+				case id == 7 && (t == typeTrue || t == typeFalse):
+					h.Compressed2 = t == typeTrue
+				default:
+					err = w.value(t, 2)
+				}
+				return err
+			}, 1)
+		}
+		return w.value(t, 1)
+	}, 0)
+	if err != nil {
+		return PageHeader{}, 0, err
+	}
+	if h.Uncompressed < 0 || h.Compressed < 0 {
+		return PageHeader{}, 0, fmt.Errorf("page sizes %d and %d", h.Uncompressed, h.Compressed)
+	}
+	return h, w.off, nil
+}
+
+// fields walks a struct's fields to its stop, calling f with each field's
+// id and type with the walker at its value; f reads or skips the value.
+func (w *walker) fields(f func(id int16, t byte) error, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("nested deeper than %d at byte %d", maxDepth, w.off)
+	}
 	var id int64
-	uncompressed, compressed = -1, -1
 	for {
 		h, err := w.byte()
 		if err != nil {
-			return 0, 0, 0, err
+			return err
 		}
 		if h == 0 {
-			break
+			return nil
 		}
 		if d := int64(h >> 4); d != 0 {
 			id += d
 		} else {
 			v, err := w.uvarint()
 			if err != nil {
-				return 0, 0, 0, err
+				return err
 			}
 			id = int64(v>>1) ^ -int64(v&1)
 		}
-		if t := h & 0x0f; (id == 2 || id == 3) && t == typeI32 {
-			v, err := w.uvarint()
-			if err != nil {
-				return 0, 0, 0, err
-			}
-			if size := int64(v>>1) ^ -int64(v&1); id == 2 {
-				uncompressed = size
-			} else {
-				compressed = size
-			}
-		} else if err := w.value(t, 1); err != nil {
-			return 0, 0, 0, err
+		if id < -1<<15 || id >= 1<<15 {
+			return fmt.Errorf("field id %d at byte %d", id, w.off)
+		}
+		if err := f(int16(id), h&0x0f); err != nil {
+			return err
 		}
 	}
-	if uncompressed < 0 || compressed < 0 {
-		return 0, 0, 0, fmt.Errorf("page sizes %d and %d", uncompressed, compressed)
+}
+
+// i32 reads a zigzag varint that must fit in 32 bits.
+func (w *walker) i32() (int32, error) {
+	v, err := w.uvarint()
+	if err != nil {
+		return 0, err
 	}
-	return w.off, uncompressed, compressed, nil
+	x := int64(v>>1) ^ -int64(v&1)
+	if x != int64(int32(x)) {
+		return 0, fmt.Errorf("i32 out of range at byte %d", w.off)
+	}
+	return int32(x), nil
 }
