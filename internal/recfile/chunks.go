@@ -66,10 +66,13 @@ func chunkRange(c *format.ColumnChunk) (int64, int64) {
 // rg. With a source it first fetches the chunks need selects (every one
 // when need is nil), merged into runs; without one it opens them through
 // the file's reader.
-func (s source) pagesOf(rg parquet.RowGroup, need []bool) (func(ci int) parquet.Pages, error) {
+//
+// With a source, raw returns an integer column chunk's bytes for readInts
+// (false for another column, or without a source).
+func (s source) pagesOf(rg parquet.RowGroup, need []bool) (pages func(ci int) parquet.Pages, raw func(ci int) (intChunk, bool), err error) {
 	chunks := rg.ColumnChunks()
 	if s.r == nil || s.meta == nil || len(s.meta.Columns) != len(chunks) {
-		return func(ci int) parquet.Pages { return chunks[ci].Pages() }, nil
+		return func(ci int) parquet.Pages { return chunks[ci].Pages() }, func(int) (intChunk, bool) { return intChunk{}, false }, nil
 	}
 	type want struct {
 		ci         int
@@ -82,7 +85,7 @@ func (s source) pagesOf(rg parquet.RowGroup, need []bool) (func(ci int) parquet.
 		}
 		start, end := chunkRange(&s.meta.Columns[ci])
 		if start < 0 || end < start || end > s.size {
-			return nil, fmt.Errorf("%w: column chunk %d at %d..%d of a file of %d bytes", ErrCorrupt, ci, start, end, s.size)
+			return nil, nil, fmt.Errorf("%w: column chunk %d at %d..%d of a file of %d bytes", ErrCorrupt, ci, start, end, s.size)
 		}
 		ws = append(ws, want{ci, start, end})
 	}
@@ -111,6 +114,7 @@ func (s source) pagesOf(rg parquet.RowGroup, need []bool) (func(ci int) parquet.
 		mem = make([]byte, total)
 	}
 	readers := make([]io.ReaderAt, len(chunks))
+	raws := make([][]byte, len(chunks))
 	for _, ru := range runs {
 		i, j, end := ru.i, ru.j, ws[ru.i].end
 		for _, w := range ws[i:j] {
@@ -119,24 +123,32 @@ func (s source) pagesOf(rg parquet.RowGroup, need []bool) (func(ci int) parquet.
 		m := &memAt{off: ws[i].start, data: mem[: end-ws[i].start : end-ws[i].start]}
 		mem = mem[end-ws[i].start:]
 		if n, err := s.r.ReadAt(m.data, m.off); n < len(m.data) && !(err == nil || errors.Is(err, io.EOF)) {
-			return nil, fmt.Errorf("read column chunks at %d..%d: %w", m.off, end, err)
+			return nil, nil, fmt.Errorf("read column chunks at %d..%d: %w", m.off, end, err)
 		} else if n < len(m.data) {
-			return nil, fmt.Errorf("%w: column chunks at %d..%d past the end", ErrCorrupt, m.off, end)
+			return nil, nil, fmt.Errorf("%w: column chunks at %d..%d past the end", ErrCorrupt, m.off, end)
 		}
 		for _, w := range ws[i:j] {
 			// parquet-go allocates what a page header states: check the
 			// headers of the chunks read before it sees them.
 			if err := pqfile.CheckChunk(m.data[w.start-m.off:w.end-m.off], w.start, pqfile.MaxPageSize); err != nil {
-				return nil, fmt.Errorf("%w: column chunk %d: %w", ErrCorrupt, w.ci, err)
+				return nil, nil, fmt.Errorf("%w: column chunk %d: %w", ErrCorrupt, w.ci, err)
 			}
 			readers[w.ci] = m
+			raws[w.ci] = m.data[w.start-m.off : w.end-m.off]
 		}
 	}
 	return func(ci int) parquet.Pages {
-		fc, ok := chunks[ci].(*parquet.FileColumnChunk)
-		if !ok || readers[ci] == nil {
-			return chunks[ci].Pages()
-		}
-		return fc.PagesFrom(readers[ci])
-	}, nil
+			fc, ok := chunks[ci].(*parquet.FileColumnChunk)
+			if !ok || readers[ci] == nil {
+				return chunks[ci].Pages()
+			}
+			return fc.PagesFrom(readers[ci])
+		}, func(ci int) (intChunk, bool) {
+			if raws[ci] == nil {
+				return intChunk{}, false
+			}
+			m := &s.meta.Columns[ci].MetaData
+			start, _ := chunkRange(&s.meta.Columns[ci])
+			return intChunk{data: raws[ci], at: start, typ: m.Type, codec: m.Codec}, true
+		}, nil
 }

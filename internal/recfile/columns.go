@@ -3,7 +3,6 @@ package recfile
 import (
 	"bytes"
 	"cmp"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +31,10 @@ type colVals struct {
 	dict  [][]byte
 	idx   []int32
 	owned bool // data, ints or idx was copied from the pages: append in place
-	read  bool // the column was read (readColumns)
+	// pooled: ints and i32 came from intPools (readInts): free gives
+	// them back.
+	pooled bool
+	read   bool // the column was read (readColumns)
 	// Optional columns: bit r of present is set when row r has a value,
 	// rank[w] is how many values the rows before word w hold; present nil:
 	// every row has one (value j is row j's).
@@ -293,36 +295,8 @@ func readTyped(pages parquet.Pages, c column, cv *colVals, nrows int) error {
 		if rows+len(defs) > nrows {
 			return fmt.Errorf("%w: column has more rows than the row group", ErrCorrupt)
 		}
-		if words := (rows + len(defs) + 63) >> 6; words > len(cv.present) {
-			cv.present = append(cv.present, make([]uint64, words-len(cv.present))...)
-		}
-		vals, k := 0, 0
-		if c.maxDef == 1 {
-			// Eight levels a step while they are 0 or 1 (a top-level
-			// optional column's): the low bit of each byte gathered into
-			// one by a multiplication, written at rows (and into the
-			// next word when it crosses one).
-			for ; k+8 <= len(defs); k += 8 {
-				x := binary.LittleEndian.Uint64(defs[k:])
-				if x&^0x0101010101010101 != 0 {
-					break // another level: byte by byte
-				}
-				b, w, sh := (x*0x0102040810204080)>>56, rows>>6, uint(rows)&63
-				cv.present[w] |= b << sh
-				if sh > 56 {
-					cv.present[w+1] |= b >> (64 - sh)
-				}
-				vals += bits.OnesCount64(x)
-				rows += 8
-			}
-		}
-		for _, d := range defs[k:] {
-			if int(d) == c.maxDef {
-				cv.present[rows>>6] |= 1 << (uint(rows) & 63)
-				vals++
-			}
-			rows++
-		}
+		vals := cv.setPresent(defs, rows, c.maxDef)
+		rows += len(defs)
 		if vals != n {
 			return fmt.Errorf("%w: %d values for %d defined levels", ErrCorrupt, n, vals)
 		}
@@ -388,7 +362,7 @@ func readColumns(rg parquet.RowGroup, src source, cols []column, need []bool, ou
 	if len(chunks) != len(cols) {
 		return fmt.Errorf("%w: %d column chunks for %d columns", ErrCorrupt, len(chunks), len(cols))
 	}
-	pagesOf, err := src.pagesOf(rg, need)
+	pagesOf, rawOf, err := src.pagesOf(rg, need)
 	if err != nil {
 		return err
 	}
@@ -400,6 +374,12 @@ func readColumns(rg parquet.RowGroup, src source, cols []column, need []bool, ou
 		}
 		repeated := c.kind == cMore || c.kind == cAttrKey || c.kind == cAttrValue
 		if !repeated {
+			if ch, ok := rawOf(ci); ok && !isBytes(c.kind) && intDecodable(ch) {
+				if err := readInts(ch, c, cv, nrows); err != nil {
+					return fmt.Errorf("read records column %d: %w", ci, err)
+				}
+				continue
+			}
 			if err := readTyped(pagesOf(ci), c, cv, nrows); err != nil {
 				return fmt.Errorf("read records column %d: %w", ci, err)
 			}
@@ -747,6 +727,7 @@ func (g *group) release() {
 		for _, p := range g.vals[i].pages {
 			parquet.Release(p)
 		}
+		g.vals[i].free()
 		g.vals[i] = colVals{}
 	}
 }

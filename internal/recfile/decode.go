@@ -44,7 +44,13 @@ func Decode(data []byte, tpl Templates) ([]Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open records file: %w", err)
 	}
-	return decodeProjected(f, nil, tpl, Projection{Lines: true, Source: true, Attrs: true})
+	return decodeProjected(f, inMemory(f, data), tpl, Projection{Lines: true, Source: true, Attrs: true})
+}
+
+// inMemory is a Reader of f, a file opened from data: its column chunks
+// are read as a Reader's are (integer chunks by readInts).
+func inMemory(f *parquet.File, data []byte) *Reader {
+	return &Reader{f: f, r: bytes.NewReader(data), size: int64(len(data))}
 }
 
 // WALOrder returns the indexes of recs in (wal_seq, record_index) order,

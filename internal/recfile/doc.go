@@ -398,4 +398,14 @@
 // its columns front to back, and each line is copied to its WAL place: a
 // full render 0.885 of the CPU of rendering row by row in WAL order
 // (docs/benchmarks.md, branch render12e).
+//
+// Integer columns are decoded here from their column chunks' bytes
+// (readInts: page headers by pqfile.ReadPageHeader, zstd, definition
+// levels, PLAIN, DELTA_BINARY_PACKED and dictionary values), not by
+// parquet-go, whose v0.32 takes a page header's value count over what the
+// page decodes to and fills the difference from a pooled buffer's past.
+// A page that decodes to more or fewer values than its header and levels
+// state is ErrCorrupt. Byte array and repeated columns are parquet-go's
+// (a short byte array page comes back short, which the row count
+// refuses), as are integer chunks of a codec or encoding quarry never wrote.
 package recfile

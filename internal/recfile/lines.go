@@ -586,7 +586,7 @@ func (g *group) dropKeys() {
 		for _, p := range cv.pages {
 			parquet.Release(p)
 		}
-		*cv = colVals{c: cv.c}
+		cv.free()
 	}
 }
 

@@ -161,7 +161,7 @@ func TestChunkArenaReused(t *testing.T) {
 	var at [2]*byte
 	for i := range at {
 		src := source{r: r.r, size: r.size, meta: &r.f.Metadata().RowGroups[0], arena: arena}
-		pages, err := src.pagesOf(r.f.RowGroups()[0], nil)
+		pages, _, err := src.pagesOf(r.f.RowGroups()[0], nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ func DecodeRows(data []byte, tpl Templates) ([]Row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open records file: %w", err)
 	}
-	l, err := decodeLines(f, nil, tpl, Projection{Lines: true, Source: true, Attrs: true})
+	l, err := decodeLines(f, inMemory(f, data), tpl, Projection{Lines: true, Source: true, Attrs: true})
 	if err != nil {
 		return nil, err
 	}
