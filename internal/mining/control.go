@@ -159,8 +159,8 @@ func compileSettings(cfg Config) (*settings, map[string]*settings) {
 // applyMasks turns every match of the tenant's masks into one variable
 // token (earlier masks and earlier matches win on overlap; the header is
 // left alone) and cuts the tokens it overlaps. It returns the new tokens in
-// buf.
-func applyMasks(masks []compiledMask, line string, toks, buf []token) []token {
+// buf, or buf and false when no mask matched (toks stand as they are).
+func applyMasks(masks []compiledMask, line string, toks, buf []token) ([]token, bool) {
 	type span struct {
 		s, e int32
 		mask uint8
@@ -189,7 +189,7 @@ func applyMasks(masks []compiledMask, line string, toks, buf []token) []token {
 		}
 	}
 	if len(spans) == 0 {
-		return toks
+		return buf, false
 	}
 	slices.SortFunc(spans, func(a, b span) int { return int(a.s - b.s) })
 	out := buf[:0]
@@ -228,5 +228,5 @@ func applyMasks(masks []compiledMask, line string, toks, buf []token) []token {
 			out = append(out, token{cur, tk.end, tk.kind, tk.head, 0})
 		}
 	}
-	return out
+	return out, true
 }

@@ -111,6 +111,36 @@ func TestMasks(t *testing.T) {
 	}
 }
 
+// A line no mask matches leaves its tokens as they are; the next line's
+// masked tokens must not be cut into that array while it is read (they
+// were: "p a1 a21 b b \xe22?\x0e" after "a1 a21 b b \xe22?\x0e" got
+// a template of eleven adjacent wildcards and parameters that rendered
+// "p a1 a2111111111", FuzzMineMasks). Every line renders back exactly,
+// and mining after a line without a match gives what a fresh model gives.
+func TestMasksAfterUnmaskedLine(t *testing.T) {
+	cfg := Config{Masks: []Mask{{Name: "lw", Regex: `[a-z][0-9]`}}}
+	for _, tt := range []struct{ first, next string }{
+		{"a1 a21 b b \xe22?\x0e", "p a1 a21 b b \xe22?\x0e"},
+		{"no match here", "q b7b7b7b7 c8c8c8 done"},
+		{"2026-01-02 03:04:05 x", "k a1a2a3a4a5a6 z"},
+	} {
+		m := mustNew(t, cfg)
+		var recs []record
+		for _, l := range []string{tt.first, tt.next} {
+			r, _ := m.Mine("t", l, nil)
+			recs = append(recs, record{"t", l, r})
+		}
+		checkRecords(t, m, recs)
+		fresh := mustNew(t, cfg)
+		want, _ := fresh.Mine("t", tt.next, nil)
+		wantText, _ := fresh.TemplateVersion(want.ID, want.Version)
+		gotText, _ := m.TemplateVersion(recs[1].res.ID, recs[1].res.Version)
+		if gotText != wantText || fmt.Sprint(recs[1].res.Params) != fmt.Sprint(want.Params) {
+			t.Errorf("%q after %q: %q %q, a fresh model %q %q", tt.next, tt.first, gotText, recs[1].res.Params, wantText, want.Params)
+		}
+	}
+}
+
 func TestPerTenantConfig(t *testing.T) {
 	cfg := Config{Tenants: map[string]TenantConfig{
 		"masked": {Masks: []Mask{{Name: "code", Regex: `E[A-Z]{3}`}}},
@@ -179,6 +209,7 @@ func FuzzMineMasks(f *testing.F) {
 	for _, s := range []string{
 		"", "a1 b2", "x=1 y=<*>", "2031-01-02 03:04:05 INFO a.B: k=v z9", "((a1))[] {}",
 		"list a, b, c, d", "NAME(0) at 0x7f3a", "\x00\xff q7", "Jun 18 02:08:10 h p[1]: t3 x",
+		"a1 a21 b b \xe22?\x0e", // no mask matches it, then "p " + it: TestMasksAfterUnmaskedLine
 	} {
 		f.Add(s)
 	}

@@ -317,8 +317,12 @@ func (m *Model) Mine(tenant, line string, events []Event) (Result, []Event) {
 	}
 	toks := m.toks
 	if ms := m.tenant(tenant).set.masks; len(ms) > 0 {
-		m.mtoks = applyMasks(ms, line, toks, m.mtoks)
-		toks = m.mtoks
+		// When no mask matches, toks stand: m.toks's array, which must
+		// not become m.mtoks (the next line's masked tokens would be
+		// written over the tokens they are cut from).
+		if mt, masked := applyMasks(ms, line, toks, m.mtoks); masked {
+			m.mtoks, toks = mt, mt
+		}
 		key = shapeKey(line, toks)
 	}
 	return m.mine(tenant, line, toks, key, events)

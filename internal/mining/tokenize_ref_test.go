@@ -36,7 +36,10 @@ func checkSameTokens(t *testing.T, line string) {
 	}
 	// Masks cut tokens, the header's too: the pieces keep its head flag.
 	toks, _, _ := tokenize(nil, line, HardMaxTokens)
-	masked := applyMasks(refMasks, line, toks, nil)
+	masked, ok := applyMasks(refMasks, line, toks, nil)
+	if !ok {
+		masked = toks
+	}
 	if k, wk := shapeKey(line, masked), shapeKeyRef(line, masked); k != wk {
 		t.Fatalf("shapeKey(%q) with masks = %x, want %x", line, k, wk)
 	}
