@@ -116,7 +116,12 @@ func ParseInterval(s string) (time.Duration, error) {
 		if n > int64(1<<62)/int64(unit) || n < -int64(1<<62)/int64(unit) {
 			return 0, errors.New("out of range")
 		}
+		// Each pair is within ±2^62, so the sum so far plus this one
+		// stays in int64 while the sum so far does: check it after.
 		d += time.Duration(n) * unit
+		if d > 1<<62 || d < -1<<62 {
+			return 0, errors.New("out of range")
+		}
 	}
 	return d, nil
 }

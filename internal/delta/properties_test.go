@@ -2,6 +2,7 @@ package delta
 
 import (
 	"context"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,9 @@ func TestParseInterval(t *testing.T) {
 		{in: "interval x days", bad: true},
 		{in: "interval 1.5 days", bad: true},
 		{in: "interval 9999999999999 weeks", bad: true},
+		// Pairs each in range whose sum is not: it wrapped to a day.
+		{in: "interval" + strings.Repeat(" 4611686018427387903 nanoseconds", 4) + " 1 day", bad: true},
+		{in: "interval 4611686018427387903 nanoseconds -4611686018427387903 nanoseconds 1 hour", want: time.Hour},
 		{in: "", bad: true},
 	} {
 		got, err := ParseInterval(tc.in)
@@ -129,4 +133,31 @@ func TestTableProperties(t *testing.T) {
 	if p, err := tbl.Properties(); err != nil || p != (Properties{CheckpointInterval: 9, LogRetention: 3 * time.Hour}) {
 		t.Fatalf("after the metaData update: %+v, %v", p, err)
 	}
+}
+
+// A parsed interval is the exact sum of its pairs, or an error: never a
+// sum that wrapped around.
+func FuzzParseInterval(f *testing.F) {
+	f.Add("interval 30 days")
+	f.Add("interval 1 day 12 hours")
+	f.Add("interval" + strings.Repeat(" 4611686018427387903 nanoseconds", 5))
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseInterval(s)
+		if err != nil {
+			return
+		}
+		f := strings.Fields(strings.ToLower(s))
+		if f[0] == "interval" {
+			f = f[1:]
+		}
+		sum := new(big.Int)
+		for i := 0; i < len(f); i += 2 {
+			n, _ := new(big.Int).SetString(f[i], 10)
+			unit := intervalUnits[strings.TrimSuffix(f[i+1], "s")]
+			sum.Add(sum, n.Mul(n, big.NewInt(int64(unit))))
+		}
+		if sum.Cmp(big.NewInt(int64(d))) != 0 {
+			t.Fatalf("ParseInterval(%q) = %d, its pairs sum to %s", s, d, sum)
+		}
+	})
 }
