@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -334,7 +335,11 @@ func TestRetentionConfig(t *testing.T) {
 		want time.Duration
 		bad  bool
 	}{{"30d", 30 * 24 * time.Hour, false}, {"none", 0, false}, {"", 0, false}, {"36h", 36 * time.Hour, false},
-		{"-1d", 0, true}, {"3w", 0, true}, {"d", 0, true}} {
+		{"-1d", 0, true}, {"3w", 0, true}, {"d", 0, true},
+		{"106751d", 106751 * 24 * time.Hour, false},
+		// Days past what a duration holds wrapped around: 213505d to
+		// about a day (records removed after it), 999999d to a negative age.
+		{"106752d", 0, true}, {"213505d", 0, true}, {"999999d", 0, true}} {
 		a, err := ParseAge(tc.in)
 		if (err != nil) != tc.bad || time.Duration(a) != tc.want {
 			t.Errorf("ParseAge(%q) = %v, %v", tc.in, a, err)
@@ -1035,4 +1040,25 @@ func TestTemplatesPlan(t *testing.T) {
 			t.Errorf("%s: %d files planned, want %d", tc.name, len(got), tc.want)
 		}
 	}
+}
+
+// A parsed age is never negative, and "<n>d" is n whole days exactly.
+func FuzzParseAge(f *testing.F) {
+	for _, s := range []string{"30d", "none", "36h", "213505d", "2562047h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ParseAge(s)
+		if err != nil {
+			return
+		}
+		if a < 0 {
+			t.Fatalf("ParseAge(%q) = %d: negative", s, a)
+		}
+		if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(s), "d")); err == nil && strings.HasSuffix(strings.TrimSpace(s), "d") {
+			if time.Duration(a)/(24*time.Hour) != time.Duration(n) || time.Duration(a)%(24*time.Hour) != 0 {
+				t.Fatalf("ParseAge(%q) = %s, not %d days", s, time.Duration(a), n)
+			}
+		}
+	})
 }

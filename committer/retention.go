@@ -3,6 +3,7 @@ package committer
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +36,9 @@ type Retention struct {
 // Age is a duration that also reads as whole days ("30d") and "none" (0).
 type Age time.Duration
 
+// maxAgeDays is the most days an Age holds (about 292 years).
+const maxAgeDays = int(math.MaxInt64 / int64(24*time.Hour))
+
 // ParseAge reads whole days ("30d"), a Go duration ("36h") or "none" / "" (0).
 func ParseAge(s string) (Age, error) {
 	s = strings.TrimSpace(s)
@@ -45,6 +49,11 @@ func ParseAge(s string) (Age, error) {
 		n, err := strconv.Atoi(strings.TrimSuffix(s, "d"))
 		if err != nil || n < 0 {
 			return 0, fmt.Errorf("age %q: want <days>d, a Go duration or none", s)
+		}
+		if n > maxAgeDays {
+			// More days than a time.Duration holds: the product would
+			// wrap around, to a negative age or to a short one.
+			return 0, fmt.Errorf("age %q: at most %dd; none keeps records for ever", s, maxAgeDays)
 		}
 		return Age(time.Duration(n) * 24 * time.Hour), nil
 	}
