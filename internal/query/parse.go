@@ -510,10 +510,13 @@ func parseDuration(s string) (time.Duration, bool) {
 		default:
 			return 0, false
 		}
-		total += time.Duration(n) * unit
-		if total > 100*365*24*time.Hour {
+		// At most 100 years, checked before the product: 9 digits of
+		// weeks would wrap around to any duration.
+		const most = 100 * 365 * 24 * time.Hour
+		if time.Duration(n) > (most-total)/unit {
 			return 0, false
 		}
+		total += time.Duration(n) * unit
 	}
 	return total, total > 0
 }

@@ -123,6 +123,10 @@ func TestParseErrors(t *testing.T) {
 		{`ts:[2026-11-02]`, 4, `a time range needs two times: ts:[A, B)`},
 		{`a -`, 3, `expected a term after '-' (quote "-" to search for it)`},
 		{`| count by 5x`, 12, `bad duration "5x"`},
+		// Past 100 years: 30501w wrapped around to 72h25m before the
+		// bound was checked ahead of the product.
+		{`| count by 30501w`, 12, `bad duration "30501w"`},
+		{`ts:>=now-30501w`, 10, `bad duration "30501w"`},
 		{`| count | count`, 11, `only one count or top per query`},
 		{`| limit 3 | count`, 13, `count must come before limit`},
 		{`| count by`, 11, `expected a key`},

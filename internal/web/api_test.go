@@ -360,6 +360,13 @@ func TestTemplatesAPI(t *testing.T) {
 	if len(nw.Templates) != 1 || nw.Templates[0].ID != 3 || nw.Templates[0].InWindow != 10 {
 		t.Fatalf("new templates since minute 2: %+v", nw.Templates)
 	}
+	// More days than a duration holds is a bad request: 213505d wrapped
+	// around to about a day ago.
+	for since, want := range map[string]int{"7d": 200, "106751d": 200, "106752d": 400, "213505d": 400} {
+		if resp := get(t, ts, "/api/templates/new?since="+since); resp.StatusCode != want {
+			t.Errorf("since=%s: %d, want %d", since, resp.StatusCode, want)
+		}
+	}
 }
 
 func TestCoarsen(t *testing.T) {

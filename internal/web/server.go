@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -178,7 +179,9 @@ func (s *Server) timeParam(r *http.Request, name string) (time.Time, error) {
 
 func days(v string) (time.Duration, bool) {
 	n, err := strconv.Atoi(strings.TrimSuffix(v, "d"))
-	if !strings.HasSuffix(v, "d") || err != nil || n <= 0 {
+	// At most what a duration holds: more days wrapped around, 213505d
+	// to a day.
+	if !strings.HasSuffix(v, "d") || err != nil || n <= 0 || n > int(math.MaxInt64/int64(24*time.Hour)) {
 		return 0, false
 	}
 	return time.Duration(n) * 24 * time.Hour, true
