@@ -62,8 +62,8 @@ func intDecodable(ch intChunk) bool {
 			default:
 				return false
 			}
-			if h.Type == pqfile.PageData && h.DefEncoding != int32(format.RLE) && h.DefEncoding != 0 {
-				return false // BIT_PACKED levels (deprecated)
+			if h.Type == pqfile.PageData && h.DefEncoding != int32(format.RLE) {
+				return false // BIT_PACKED levels (deprecated), or none Parquet defines
 			}
 		}
 		pos += n + int(h.Compressed)

@@ -23,7 +23,8 @@ type page struct {
 	nulls     int32  // v2: NumNulls
 	defs      []byte // v2: the definition levels' bytes (before the values)
 	data      []byte
-	sizeDelta int32 // added to the uncompressed size the header states
+	sizeDelta int32           // added to the uncompressed size the header states
+	levelEnc  format.Encoding // v1: the levels' encoding (0: RLE)
 }
 
 // chunkOf lays the pages out as a column chunk, each after its header.
@@ -41,7 +42,11 @@ func chunkOf(t *testing.T, codec format.CompressionCodec, pages ...page) []byte 
 		h := format.PageHeader{Type: p.typ, UncompressedPageSize: int32(len(p.defs)+len(p.data)) + p.sizeDelta, CompressedPageSize: int32(len(p.defs) + len(body))}
 		switch p.typ {
 		case format.DataPage:
-			h.DataPageHeader = thrift.New(format.DataPageHeader{NumValues: p.n, Encoding: p.enc, DefinitionLevelEncoding: format.RLE, RepetitionLevelEncoding: format.RLE})
+			lv := format.RLE
+			if p.levelEnc != 0 {
+				lv = p.levelEnc
+			}
+			h.DataPageHeader = thrift.New(format.DataPageHeader{NumValues: p.n, Encoding: p.enc, DefinitionLevelEncoding: lv, RepetitionLevelEncoding: lv})
 		case format.DataPageV2:
 			h.DataPageHeaderV2 = thrift.New(format.DataPageHeaderV2{NumValues: p.n, NumNulls: p.nulls, NumRows: p.n, Encoding: p.enc,
 				DefinitionLevelsByteLength: int32(len(p.defs)), IsCompressed: thrift.New(codec != format.Uncompressed)})
@@ -263,6 +268,7 @@ func TestReadInts(t *testing.T) {
 func TestIntDecodable(t *testing.T) {
 	ok := chunkOf(t, format.Uncompressed, page{typ: format.DataPage, n: 1, enc: format.Plain, data: plain64(1)})
 	split := chunkOf(t, format.Uncompressed, page{typ: format.DataPage, n: 1, enc: format.ByteStreamSplit, data: plain64(1)})
+	bitPacked := chunkOf(t, format.Uncompressed, page{typ: format.DataPage, n: 1, enc: format.Plain, data: plain64(1), levelEnc: format.BitPacked})
 	for _, tt := range []struct {
 		name string
 		ch   intChunk
@@ -272,6 +278,7 @@ func TestIntDecodable(t *testing.T) {
 		{"snappy", intChunk{data: ok, typ: format.Int64, codec: format.Snappy}, false},
 		{"byte array", intChunk{data: ok, typ: format.ByteArray}, false},
 		{"byte stream split", intChunk{data: split, typ: format.Int64}, false},
+		{"bit-packed levels", intChunk{data: bitPacked, typ: format.Int64}, false},
 	} {
 		if got := intDecodable(tt.ch); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
