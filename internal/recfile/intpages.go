@@ -206,6 +206,12 @@ func (cv *colVals) appendInts(enc format.Encoding, data []byte, want int, wide b
 		if data[0] > 32 {
 			return 0, fmt.Errorf("dictionary index width %d", data[0])
 		}
+		// Runs state their lengths: a few bytes may state billions of
+		// indexes, which the decoder would expand whole. At most want
+		// (and a bit-packed group's padding) are taken.
+		if c, err := hybridCount(data[1:], int(data[0])); err != nil || c > uint64(want)+7 {
+			return 0, fmt.Errorf("dictionary indexes: runs of %d for %d values (%v)", c, want, err)
+		}
 		sc := pagePool.Get().(*pageScratch)
 		defer pagePool.Put(sc)
 		enc := rle.Encoding{BitWidth: int(data[0])}
@@ -445,20 +451,97 @@ func (sc *pageScratch) decompress(codec format.CompressionCodec, body []byte, si
 // maxDef needs) from b, each at most maxDef. They are sc's until its next
 // levels.
 func (sc *pageScratch) levels(b []byte, maxDef, n int) ([]byte, error) {
-	enc := rle.Encoding{BitWidth: bits.Len(uint(maxDef))}
-	defs, err := enc.DecodeLevels(sc.defs[:0], b)
+	defs, err := hybridLevels(sc.defs[:0], b, bits.Len(uint(maxDef)), n)
 	sc.defs = defs[:0]
 	if err != nil {
 		return nil, err
 	}
-	if len(defs) < n {
-		return nil, fmt.Errorf("%d definition levels for %d values", len(defs), n)
-	}
-	defs = defs[:n] // bit-packed runs end in whole groups of eight
 	for _, d := range defs {
 		if int(d) > maxDef {
 			return nil, fmt.Errorf("definition level %d above %d", d, maxDef)
 		}
 	}
 	return defs, nil
+}
+
+// hybridLevels decodes n levels of w bits (at most 8) from b, Parquet's
+// RLE/bit-packed hybrid, appending them to dst[:0]. It stops at n: a run
+// stating more levels is cut there, so a few bytes that state billions
+// (parquet-go's decoder expands every run whole: 8 KB of a damaged file
+// took 9 GB, FuzzDecode) cost only the levels the page holds. Fewer than n
+// is an error.
+func hybridLevels(dst, b []byte, w, n int) ([]byte, error) {
+	dst = slices.Grow(dst[:0], n)
+	for len(dst) < n {
+		h, k := binary.Uvarint(b)
+		if k <= 0 {
+			return nil, fmt.Errorf("%d definition levels for %d values", len(dst), n)
+		}
+		b = b[k:]
+		left := uint64(n - len(dst))
+		if h&1 == 0 { // a run of one value, in (w+7)/8 bytes
+			var v byte
+			if w > 0 {
+				if len(b) == 0 {
+					return nil, fmt.Errorf("a run's value past the levels")
+				}
+				v, b = b[0], b[1:]
+			}
+			for range min(h>>1, left) {
+				dst = append(dst, v)
+			}
+			continue
+		}
+		// Groups of eight levels bit-packed, w bytes a group, the low bits
+		// first.
+		groups := h >> 1
+		if w == 0 || groups > uint64(len(b)/w) {
+			return nil, fmt.Errorf("bit-packed levels past the page")
+		}
+		m := min(groups*8, left)
+		mask := uint64(1)<<w - 1
+		for i := range m {
+			bit := i * uint64(w)
+			x := uint64(b[bit/8])
+			if bit%8+uint64(w) > 8 {
+				x |= uint64(b[bit/8+1]) << 8
+			}
+			dst = append(dst, byte(x>>(bit%8)&mask))
+		}
+		b = b[groups*uint64(w):]
+	}
+	return dst, nil
+}
+
+// hybridCount is how many values the runs of b (RLE/bit-packed hybrid, w
+// bits a value) state, without decoding them; it stops counting past
+// 1<<40.
+func hybridCount(b []byte, w int) (uint64, error) {
+	var c uint64
+	for len(b) > 0 && c < 1<<40 {
+		h, k := binary.Uvarint(b)
+		if k <= 0 {
+			return c, fmt.Errorf("bad run header")
+		}
+		b = b[k:]
+		if h&1 == 0 {
+			c += min(h>>1, 1<<40)
+			if vb := (w + 7) / 8; vb <= len(b) {
+				b = b[vb:]
+			} else {
+				return c, fmt.Errorf("a run's value past the data")
+			}
+			continue
+		}
+		groups := h >> 1
+		if w > 0 && groups > uint64(len(b)/w) {
+			groups = uint64(len(b) / w) // the last group may be cut short
+		}
+		c += groups * 8
+		b = b[groups*uint64(w):]
+		if w == 0 {
+			break
+		}
+	}
+	return c, nil
 }

@@ -285,3 +285,48 @@ func TestIntDecodable(t *testing.T) {
 		}
 	}
 }
+
+// hybridLevels decodes what parquet-go's RLE encoding wrote, levels of
+// every width, and stops at the count asked: a run that states 2^40 levels
+// in six bytes costs the levels asked for, not 2^40 bytes.
+func TestHybridLevels(t *testing.T) {
+	for w := 1; w <= 8; w++ {
+		for _, n := range []int{1, 7, 8, 9, 100, 1000} {
+			levels := make([]byte, n)
+			for i := range levels {
+				switch {
+				case i%97 < 40: // a run
+					levels[i] = byte(1 % (int(1) << w))
+				default:
+					levels[i] = byte((i * 7919) % (int(1) << w))
+				}
+			}
+			b, err := (&rle.Encoding{BitWidth: w}).EncodeLevels(nil, levels)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := hybridLevels(nil, b, w, n)
+			if err != nil || string(got) != string(levels) {
+				t.Fatalf("width %d, %d levels: %v, %v; want %v", w, n, got, err, levels)
+			}
+			if _, err := hybridLevels(nil, b, w, n+9); err == nil {
+				t.Fatalf("width %d, %d levels: no error asking for %d", w, n, n+9)
+			}
+		}
+	}
+	huge := binary.AppendUvarint(nil, 1<<41) // a run of 2^40 ones
+	huge = append(huge, 1)
+	got, err := hybridLevels(nil, huge, 1, 5)
+	if err != nil || string(got) != "\x01\x01\x01\x01\x01" {
+		t.Fatalf("a run of 2^40 cut at 5: %v, %v", got, err)
+	}
+	if c, err := hybridCount(huge, 1); err != nil || c != 1<<40 {
+		t.Fatalf("hybridCount %d, %v", c, err)
+	}
+	// Dictionary indexes whose runs state more than the page's values.
+	var cv colVals
+	idx := append([]byte{1}, huge...)
+	if _, err := cv.appendInts(format.RLEDictionary, idx, 5, false, []int64{7, 9}, true, 5); err == nil || !strings.Contains(err.Error(), "runs of") {
+		t.Fatalf("indexes stating 2^40: %v", err)
+	}
+}
