@@ -226,55 +226,11 @@ func ReadPageHeader(b []byte) (h PageHeader, n int, err error) {
 			}
 			return err
 		case id == 5 && t == typeStruct: // DataPageHeader
-			return w.fields(func(id int16, t byte) (err error) {
-				switch {
-				case id == 1 && t == typeI32:
-					h.NumValues, err = w.i32()
-				case id == 2 && t == typeI32:
-					h.Encoding, err = w.i32()
-				case id == 3 && t == typeI32:
-					h.DefEncoding, err = w.i32()
-				case id == 4 && t == typeI32:
-					h.RepEncoding, err = w.i32()
-				default:
-					err = w.value(t, 2)
-				}
-				return err
-			}, 1)
+			return w.i32Fields([]*int32{&h.NumValues, &h.Encoding, &h.DefEncoding, &h.RepEncoding}, 0, nil, 1)
 		case id == 7 && t == typeStruct: // DictionaryPageHeader
-			return w.fields(func(id int16, t byte) (err error) {
-				switch {
-				case id == 1 && t == typeI32:
-					h.NumValues, err = w.i32()
-				case id == 2 && t == typeI32:
-					h.Encoding, err = w.i32()
-				default:
-					err = w.value(t, 2)
-				}
-				return err
-			}, 1)
+			return w.i32Fields([]*int32{&h.NumValues, &h.Encoding}, 0, nil, 1)
 		case id == 8 && t == typeStruct: // DataPageHeaderV2
-			return w.fields(func(id int16, t byte) (err error) {
-				switch {
-				case id == 1 && t == typeI32:
-					h.NumValues, err = w.i32()
-				case id == 2 && t == typeI32:
-					h.NumNulls, err = w.i32()
-				case id == 3 && t == typeI32:
-					h.NumRows, err = w.i32()
-				case id == 4 && t == typeI32:
-					h.Encoding, err = w.i32()
-				case id == 5 && t == typeI32:
-					h.DefBytes, err = w.i32()
-				case id == 6 && t == typeI32:
-					h.RepBytes, err = w.i32()
-				case id == 7 && (t == typeTrue || t == typeFalse):
-					h.Compressed2 = t == typeTrue
-				default:
-					err = w.value(t, 2)
-				}
-				return err
-			}, 1)
+			return w.i32Fields([]*int32{&h.NumValues, &h.NumNulls, &h.NumRows, &h.Encoding, &h.DefBytes, &h.RepBytes}, 7, &h.Compressed2, 1)
 		}
 		return w.value(t, 1)
 	}, 0)
@@ -318,6 +274,23 @@ func (w *walker) fields(f func(id int16, t byte) error, depth int) error {
 			return err
 		}
 	}
+}
+
+// i32Fields walks a struct at depth, reading its i32 field of id k into
+// *dst[k-1] (nil: skipped) and its boolean field boolID (when b is not
+// nil) into *b; any other field is skipped.
+func (w *walker) i32Fields(dst []*int32, boolID int16, b *bool, depth int) error {
+	return w.fields(func(id int16, t byte) (err error) {
+		switch {
+		case t == typeI32 && id >= 1 && int(id) <= len(dst) && dst[id-1] != nil:
+			*dst[id-1], err = w.i32()
+		case b != nil && id == boolID && (t == typeTrue || t == typeFalse):
+			*b = t == typeTrue
+		default:
+			err = w.value(t, depth+1)
+		}
+		return err
+	}, depth)
 }
 
 // i32 reads a zigzag varint that must fit in 32 bits.
