@@ -658,7 +658,7 @@ func decodeLinesOf(f *parquet.File, r *Reader, tpl Templates, p Projection, tsSo
 	d := newDecoder(tpl, &p)
 	d.noTSSource = !tsSource
 	skip := rowGroupSkipper(f, cols, d)
-	n, err := keptRows(f, d)
+	n, whole, err := keptRows(f, d)
 	if err != nil {
 		return nil, err
 	}
@@ -667,10 +667,14 @@ func decodeLinesOf(f *parquet.File, r *Reader, tpl Templates, p Projection, tsSo
 	n = min(n, f.Size())
 	if p.Needle != nil {
 		// The needle search drops most rows of the versions it keeps as
-		// it reads them (a needle is in a few lines): the refs grow as
-		// rows come, not sized and cleared for every row of those
-		// versions (a twelfth of a needle's CPU through quarry serve).
-		n = min(n, 1024)
+		// it reads them (a needle is in a few lines): the refs are sized
+		// for the rows of the versions without a needle, which are all
+		// kept, and grow as the needle's rows come, not sized and cleared
+		// for every row of its versions (a twelfth of a needle's CPU
+		// through quarry serve). Sized for 1,024 only, a full render
+		// (every version without a needle) grew them by doubling, 59 MB
+		// allocated for 12 MB of refs over the bench lake.
+		n = min(n, whole+1024)
 	}
 	l := &Lines{d: d, refs: make([]lineRef, 0, n)}
 	meta := f.Metadata().RowGroups

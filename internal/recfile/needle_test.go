@@ -378,3 +378,36 @@ func TestDecodeLinesNeedle(t *testing.T) {
 		t.Fatalf("%d rows may hold fc9d3e55.css", l.Len())
 	}
 }
+
+// TestDecodeLinesRefsSized: with a Needle func that gives no kept version
+// a needle (a full render through the needle path), every row is kept and
+// the rows' references are sized for them from the file's summary, not
+// grown by doubling from a few (59 MB allocated for 12 MB of them over
+// the bench lake); a version with a needle adds at most 1,024 to the size.
+func TestDecodeLinesRefsSized(t *testing.T) {
+	rows, tpl := pinRows(t, 3000, 11)
+	o := defaultOptions()
+	f, err := encode(rows, tpl, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := func(Key) bool { return true }
+	l := openLines(t, f.Data, tpl, Projection{Lines: true, Keep: keep, Needle: func(Key) *Needle { return nil }})
+	if l.Len() != len(rows) || cap(l.refs) != len(rows) {
+		t.Fatalf("%d rows in refs of capacity %d, want %d in %d", l.Len(), cap(l.refs), len(rows), len(rows))
+	}
+	n := NewNeedle([]byte("no line holds this"))
+	var first Key
+	l = openLines(t, f.Data, tpl, Projection{Lines: true, Keep: keep, Needle: func(k Key) *Needle {
+		if first == (Key{}) {
+			first = k
+		}
+		if k == first {
+			return n
+		}
+		return nil
+	}})
+	if cap(l.refs) > l.Len()+1024 {
+		t.Fatalf("%d rows in refs of capacity %d", l.Len(), cap(l.refs))
+	}
+}

@@ -103,21 +103,25 @@ func decodeProjected(f *parquet.File, r *Reader, tpl Templates, p Projection) ([
 
 // keptRows is how many rows of f d.proj keeps, by the file's summary (its
 // Keep asked as the row groups would ask it); the file's rows without a
-// summary or a Keep. Only a capacity: the rows decide. A kept version
-// whose text d.tpl lacks is a MissingTemplateError without lines, as keep
-// reports it.
-func keptRows(f *parquet.File, d *decoder) (int64, error) {
+// summary or a Keep. Only a capacity: the rows decide. whole is how many
+// of them are of versions no needle narrows (Projection.Needle): those
+// rows are all kept, where a needle keeps few of its versions' rows; with
+// no Needle, whole is n. A kept version whose text d.tpl lacks is a
+// MissingTemplateError without lines, as keep reports it.
+func keptRows(f *parquet.File, d *decoder) (n, whole int64, err error) {
 	if d.proj == nil || d.proj.Keep == nil {
-		return f.NumRows(), nil
+		if d.proj != nil && d.proj.Needle != nil {
+			return f.NumRows(), 0, nil
+		}
+		return f.NumRows(), f.NumRows(), nil
 	}
 	sum, err := FileSummary(f)
 	if err != nil || sum == nil {
-		return 0, nil
+		return 0, 0, nil
 	}
 	if d.kept == nil {
 		d.kept = map[Key]bool{}
 	}
-	var n int64
 	for _, t := range sum {
 		k, asked := d.kept[t.Key]
 		if !asked {
@@ -125,15 +129,19 @@ func keptRows(f *parquet.File, d *decoder) (int64, error) {
 			d.kept[t.Key] = k
 			if k && !d.proj.Lines {
 				if err := d.known(t.Key); err != nil {
-					return 0, err
+					return 0, 0, err
 				}
 			}
 		}
-		if k {
-			n += t.Rows
+		if !k {
+			continue
+		}
+		n += t.Rows
+		if d.proj.Needle == nil || d.needleOf(t.Key) == nil {
+			whole += t.Rows
 		}
 	}
-	return min(n, f.NumRows()), nil
+	return min(n, f.NumRows()), min(whole, f.NumRows()), nil
 }
 
 // TailKey is the footer key-value entry of a file whose last row group
