@@ -69,10 +69,10 @@ func chunkRange(c *format.ColumnChunk) (int64, int64) {
 //
 // With a source, raw returns an integer column chunk's bytes for readInts
 // (false for another column, or without a source).
-func (s source) pagesOf(rg parquet.RowGroup, need []bool) (pages func(ci int) parquet.Pages, raw func(ci int) (intChunk, bool), err error) {
+func (s source) pagesOf(rg parquet.RowGroup, need []bool) (pages func(ci int) parquet.Pages, raw func(ci int) (rawChunk, bool), err error) {
 	chunks := rg.ColumnChunks()
 	if s.r == nil || s.meta == nil || len(s.meta.Columns) != len(chunks) {
-		return func(ci int) parquet.Pages { return chunks[ci].Pages() }, func(int) (intChunk, bool) { return intChunk{}, false }, nil
+		return func(ci int) parquet.Pages { return chunks[ci].Pages() }, func(int) (rawChunk, bool) { return rawChunk{}, false }, nil
 	}
 	type want struct {
 		ci         int
@@ -143,12 +143,12 @@ func (s source) pagesOf(rg parquet.RowGroup, need []bool) (pages func(ci int) pa
 				return chunks[ci].Pages()
 			}
 			return fc.PagesFrom(readers[ci])
-		}, func(ci int) (intChunk, bool) {
+		}, func(ci int) (rawChunk, bool) {
 			if raws[ci] == nil {
-				return intChunk{}, false
+				return rawChunk{}, false
 			}
 			m := &s.meta.Columns[ci].MetaData
 			start, _ := chunkRange(&s.meta.Columns[ci])
-			return intChunk{data: raws[ci], at: start, typ: m.Type, codec: m.Codec}, true
+			return rawChunk{data: raws[ci], at: start, typ: m.Type, codec: m.Codec}, true
 		}, nil
 }

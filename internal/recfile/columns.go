@@ -31,10 +31,13 @@ type colVals struct {
 	dict  [][]byte
 	idx   []int32
 	owned bool // data, ints or idx was copied from the pages: append in place
-	// pooled: ints and i32 came from intPools (readInts): free gives
-	// them back.
+	// pooled: ints, i32, offs, idx and bufs came from slicePools
+	// (readInts, readBytes): free gives them back.
 	pooled bool
-	read   bool // the column was read (readColumns)
+	// bufs are the decompressed pages a byte array column's values point
+	// into (readBytes).
+	bufs [][]byte
+	read bool // the column was read (readColumns)
 	// Optional columns: bit r of present is set when row r has a value,
 	// rank[w] is how many values the rows before word w hold; present nil:
 	// every row has one (value j is row j's).
@@ -380,6 +383,12 @@ func readColumns(rg parquet.RowGroup, src source, cols []column, need []bool, ou
 				}
 				continue
 			}
+			if ch, ok := rawOf(ci); ok && isBytes(c.kind) && bytesDecodable(ch) {
+				if err := readBytes(ch, c, cv, nrows); err != nil {
+					return fmt.Errorf("read records column %d: %w", ci, err)
+				}
+				continue
+			}
 			if err := readTyped(pagesOf(ci), c, cv, nrows); err != nil {
 				return fmt.Errorf("read records column %d: %w", ci, err)
 			}
@@ -388,6 +397,13 @@ func readColumns(rg parquet.RowGroup, src source, cols []column, need []bool, ou
 		// Repeated columns (more, attrs): each page's levels walked over
 		// its values as the page holds them (no value boxed); the items
 		// are the pages' own bytes, kept until release.
+		if ch, ok := rawOf(ci); ok && bytesDecodable(ch) {
+			if err := readLists(ch, c, cv, nrows, skip); err != nil {
+				return fmt.Errorf("read records column %d: %w", ci, err)
+			}
+			cv.rankPresent()
+			continue
+		}
 		if err := readRepeated(pagesOf(ci), c, cv, nrows, skip); err != nil {
 			return fmt.Errorf("read records column %d: %w", ci, err)
 		}

@@ -399,13 +399,19 @@
 // full render 0.885 of the CPU of rendering row by row in WAL order
 // (docs/benchmarks.md, branch render12e).
 //
-// Integer columns are decoded here from their column chunks' bytes
-// (readInts: page headers by pqfile.ReadPageHeader, zstd, definition
-// levels, PLAIN, DELTA_BINARY_PACKED and dictionary values), not by
-// parquet-go, whose v0.32 takes a page header's value count over what the
-// page decodes to and fills the difference from a pooled buffer's past.
-// A page that decodes to more or fewer values than its header and levels
-// state is ErrCorrupt. Byte array and repeated columns are parquet-go's
-// (a short byte array page comes back short, which the row count
-// refuses), as are integer chunks of a codec or encoding quarry never wrote.
+// Column chunks are decoded here from their bytes (chunkPages: page
+// headers by pqfile.ReadPageHeader, zstd, repetition and definition
+// levels), not by parquet-go, whose v0.32 takes a page header's value
+// count over what the page decodes to (filling the difference from a
+// pooled buffer's past) and expands an RLE level run whole, whatever the
+// page's count (a few bytes stating 2^40 levels cost 2^40 bytes): integer
+// columns by readInts (PLAIN, DELTA_BINARY_PACKED and dictionary values),
+// byte array columns by readBytes (PLAIN, DELTA_LENGTH_BYTE_ARRAY and
+// dictionary values, the values left in the decompressed page) and
+// repeated ones (more, attrs) by readLists. A page that decodes to more or
+// fewer values than its header and levels state, or whose runs state more
+// than it holds, is ErrCorrupt; a repeated column's page may state at most
+// 65,536 levels a row (maxListItems: a line has no more parameters). A
+// chunk of a codec or encoding quarry never wrote (snappy, BYTE_STREAM_SPLIT,
+// a dictionary that fell back to plain pages) is still parquet-go's.
 package recfile

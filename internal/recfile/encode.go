@@ -1525,6 +1525,7 @@ type column struct {
 	kind   int
 	slot   int
 	maxDef int
+	maxRep int   // a repeated column's (more, attrs) maximum repetition level
 	unit   int64 // ts: nanoseconds per stored unit
 }
 
@@ -1534,7 +1535,7 @@ func columnsOf(s *parquet.Schema) []column {
 	cols := make([]column, len(paths))
 	for i, path := range paths {
 		leaf, _ := s.Lookup(path...)
-		c := column{maxDef: leaf.MaxDefinitionLevel, slot: -1}
+		c := column{maxDef: leaf.MaxDefinitionLevel, maxRep: leaf.MaxRepetitionLevel, slot: -1}
 		switch name := path[0]; name {
 		case colWALSeq:
 			c.kind = cWALSeq

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +22,7 @@ type page struct {
 	n         int32 // NumValues
 	enc       format.Encoding
 	nulls     int32  // v2: NumNulls
+	reps      []byte // v2: the repetition levels' bytes (before the definition levels)
 	defs      []byte // v2: the definition levels' bytes (before the values)
 	data      []byte
 	sizeDelta int32           // added to the uncompressed size the header states
@@ -39,7 +41,8 @@ func chunkOf(t *testing.T, codec format.CompressionCodec, pages ...page) []byte 
 				t.Fatal(err)
 			}
 		}
-		h := format.PageHeader{Type: p.typ, UncompressedPageSize: int32(len(p.defs)+len(p.data)) + p.sizeDelta, CompressedPageSize: int32(len(p.defs) + len(body))}
+		lv := append(slices.Clone(p.reps), p.defs...)
+		h := format.PageHeader{Type: p.typ, UncompressedPageSize: int32(len(lv)+len(p.data)) + p.sizeDelta, CompressedPageSize: int32(len(lv) + len(body))}
 		switch p.typ {
 		case format.DataPage:
 			lv := format.RLE
@@ -49,7 +52,7 @@ func chunkOf(t *testing.T, codec format.CompressionCodec, pages ...page) []byte 
 			h.DataPageHeader = thrift.New(format.DataPageHeader{NumValues: p.n, Encoding: p.enc, DefinitionLevelEncoding: lv, RepetitionLevelEncoding: lv})
 		case format.DataPageV2:
 			h.DataPageHeaderV2 = thrift.New(format.DataPageHeaderV2{NumValues: p.n, NumNulls: p.nulls, NumRows: p.n, Encoding: p.enc,
-				DefinitionLevelsByteLength: int32(len(p.defs)), IsCompressed: thrift.New(codec != format.Uncompressed)})
+				DefinitionLevelsByteLength: int32(len(p.defs)), RepetitionLevelsByteLength: int32(len(p.reps)), IsCompressed: thrift.New(codec != format.Uncompressed)})
 		case format.DictionaryPage:
 			h.DictionaryPageHeader = thrift.New(format.DictionaryPageHeader{NumValues: p.n, Encoding: p.enc})
 		}
@@ -57,7 +60,7 @@ func chunkOf(t *testing.T, codec format.CompressionCodec, pages ...page) []byte 
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(append(append(out, b...), p.defs...), body...)
+		out = append(append(append(out, b...), lv...), body...)
 	}
 	return out
 }
@@ -100,8 +103,11 @@ func levelsV1(t *testing.T, defs ...byte) []byte {
 	return append(binary.LittleEndian.AppendUint32(nil, uint32(len(b))), b...)
 }
 
-func levelsV2(t *testing.T, defs ...byte) []byte {
-	b, err := (&rle.Encoding{BitWidth: 1}).EncodeLevels(nil, defs)
+func levelsV2(t *testing.T, defs ...byte) []byte { return levelsW(t, 1, defs...) }
+
+// levelsW is levels of w bits, RLE (a v2 page's).
+func levelsW(t *testing.T, w int, defs ...byte) []byte {
+	b, err := (&rle.Encoding{BitWidth: w}).EncodeLevels(nil, defs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +230,7 @@ func TestReadInts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ch := intChunk{data: chunkOf(t, tt.codec, tt.pages...), at: 4, typ: tt.typ, codec: tt.codec}
+			ch := rawChunk{data: chunkOf(t, tt.codec, tt.pages...), at: 4, typ: tt.typ, codec: tt.codec}
 			if !intDecodable(ch) {
 				t.Fatal("not decodable")
 			}
@@ -271,14 +277,14 @@ func TestIntDecodable(t *testing.T) {
 	bitPacked := chunkOf(t, format.Uncompressed, page{typ: format.DataPage, n: 1, enc: format.Plain, data: plain64(1), levelEnc: format.BitPacked})
 	for _, tt := range []struct {
 		name string
-		ch   intChunk
+		ch   rawChunk
 		want bool
 	}{
-		{"plain int64", intChunk{data: ok, typ: format.Int64}, true},
-		{"snappy", intChunk{data: ok, typ: format.Int64, codec: format.Snappy}, false},
-		{"byte array", intChunk{data: ok, typ: format.ByteArray}, false},
-		{"byte stream split", intChunk{data: split, typ: format.Int64}, false},
-		{"bit-packed levels", intChunk{data: bitPacked, typ: format.Int64}, false},
+		{"plain int64", rawChunk{data: ok, typ: format.Int64}, true},
+		{"snappy", rawChunk{data: ok, typ: format.Int64, codec: format.Snappy}, false},
+		{"byte array", rawChunk{data: ok, typ: format.ByteArray}, false},
+		{"byte stream split", rawChunk{data: split, typ: format.Int64}, false},
+		{"bit-packed levels", rawChunk{data: bitPacked, typ: format.Int64}, false},
 	} {
 		if got := intDecodable(tt.ch); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)

@@ -140,6 +140,9 @@ func (d *decoder) prepareLines(g *group) error {
 			for _, p := range kc.pages {
 				parquet.Release(p)
 			}
+			if kc.pooled {
+				putSlice(kc.idx)
+			}
 			kc.idx, kc.pages = nil, nil
 		}
 	}
