@@ -2,11 +2,13 @@ package recfile
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"strconv"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // Projection chooses what DecodeProjected returns.
@@ -195,21 +197,17 @@ func rowGroupSkipper(f *parquet.File, cols []column, d *decoder) func(int, parqu
 		d.kept = map[Key]bool{}
 	}
 	tail, last := tailRows(f), len(f.RowGroups())-1
+	meta := f.Metadata().RowGroups
 	return func(i int, rg parquet.RowGroup) (bool, error) {
-		chunks := rg.ColumnChunks()
-		if tid >= len(chunks) {
+		if i >= len(meta) || tid >= len(meta[i].Columns) {
 			return false, nil
 		}
-		fc, ok := chunks[tid].(*parquet.FileColumnChunk)
+		lo, hi, ok := int64Bounds(&meta[i].Columns[tid].MetaData)
 		if !ok {
 			return false, nil
 		}
-		lo, hi, ok := fc.Bounds()
-		if !ok || lo.IsNull() || hi.IsNull() {
-			return false, nil
-		}
 		for _, t := range sum {
-			if id := int64(t.Key.ID); id < lo.Int64() || id > hi.Int64() {
+			if id := int64(t.Key.ID); id < lo || id > hi {
 				continue
 			}
 			if tail > 0 && (t.Rows < tail) != (i == last) {
@@ -233,4 +231,17 @@ func rowGroupSkipper(f *parquet.File, cols []column, d *decoder) func(int, parqu
 		}
 		return true, nil
 	}
+}
+
+// int64Bounds is the minimum and maximum an INT64 column chunk's
+// statistics state; false without both, or when they are not 8 bytes
+// each or the chunk is not INT64. (parquet-go's FileColumnChunk.Bounds
+// panics on statistics of another length, or of a type it does not know:
+// a damaged footer, FuzzDecode's 61105129007c87eb.)
+func int64Bounds(m *format.ColumnMetaData) (lo, hi int64, ok bool) {
+	st := &m.Statistics
+	if m.Type != format.Int64 || len(st.MinValue) != 8 || len(st.MaxValue) != 8 {
+		return 0, 0, false
+	}
+	return int64(binary.LittleEndian.Uint64(st.MinValue)), int64(binary.LittleEndian.Uint64(st.MaxValue)), true
 }

@@ -2,11 +2,13 @@ package recfile
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
 	"slices"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // groupRowsCorpus is the round-trip corpus repeated: every third template
@@ -422,5 +424,28 @@ func TestReaderReadsChunks(t *testing.T) {
 	_, all := decode(f.Data, nil)
 	if one.bytes >= all.bytes || all.bytes > len(f.Data) {
 		t.Fatalf("one template read %d bytes, every one %d, the file is %d", one.bytes, all.bytes, len(f.Data))
+	}
+}
+
+// int64Bounds reads an INT64 chunk's statistics and refuses any other
+// type or length, where parquet-go's Bounds panics.
+func TestInt64Bounds(t *testing.T) {
+	le := func(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) }
+	for _, tt := range []struct {
+		name   string
+		m      format.ColumnMetaData
+		lo, hi int64
+		ok     bool
+	}{
+		{"int64", format.ColumnMetaData{Type: format.Int64, Statistics: format.Statistics{MinValue: le(-3), MaxValue: le(1 << 40)}}, -3, 1 << 40, true},
+		{"no max", format.ColumnMetaData{Type: format.Int64, Statistics: format.Statistics{MinValue: le(1)}}, 0, 0, false},
+		{"short min", format.ColumnMetaData{Type: format.Int64, Statistics: format.Statistics{MinValue: []byte{1, 2, 3}, MaxValue: le(1)}}, 0, 0, false},
+		{"int32", format.ColumnMetaData{Type: format.Int32, Statistics: format.Statistics{MinValue: le(1), MaxValue: le(2)}}, 0, 0, false},
+		{"an unknown type", format.ColumnMetaData{Type: format.Type(99), Statistics: format.Statistics{MinValue: le(1), MaxValue: le(2)}}, 0, 0, false},
+	} {
+		lo, hi, ok := int64Bounds(&tt.m)
+		if lo != tt.lo || hi != tt.hi || ok != tt.ok {
+			t.Errorf("%s: %d, %d, %v; want %d, %d, %v", tt.name, lo, hi, ok, tt.lo, tt.hi, tt.ok)
+		}
 	}
 }
