@@ -13,10 +13,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -334,15 +336,20 @@ func TestRestartAfterCancel(t *testing.T) {
 	writeFile(t, path, want, false)
 	total := uint64(len(strings.Join(want, "\n")) + 1)
 	for run := 0; run < 3; run++ {
-		l, err := NewFile(Config{Tenant: "acme", FrameMaxRecords: 50 + run*7}, Deps{JS: js}, path)
+		// The cancel lands while a frame is held unpublished and most of
+		// the file is unread, by construction: the run's 41st frame (of
+		// some 500) is held until then.
+		h := newHeldJS(js, 40+run)
+		l, err := NewFile(Config{Tenant: "acme", FrameMaxRecords: 50 + run*7}, Deps{JS: h}, path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- l.Run(ctx) }()
-		waitFor(t, func() bool { return l.Stats().Lines > 2000 })
+		<-h.held
 		cancel()
+		close(h.release)
 		if err := <-done; err != nil {
 			t.Fatalf("run %d: %v", run, err)
 		}
@@ -353,6 +360,41 @@ func TestRestartAfterCancel(t *testing.T) {
 	l, _ := NewFile(Config{Tenant: "acme"}, Deps{JS: js}, path)
 	runLines(t, l)
 	equalLines(t, walLines(t, js, streams.LineSubject("acme")), want)
+}
+
+// heldJS publishes its first allow frames, then holds the next publish
+// (held is closed) until release is closed: a cancel made while it holds
+// lands mid-stream by construction.
+type heldJS struct {
+	jetstream.JetStream
+	allow   atomic.Int32
+	once    sync.Once
+	held    chan struct{}
+	release chan struct{}
+}
+
+func newHeldJS(js jetstream.JetStream, allow int) *heldJS {
+	h := &heldJS{JetStream: js, held: make(chan struct{}), release: make(chan struct{})}
+	h.allow.Store(int32(allow))
+	return h
+}
+
+func (h *heldJS) hold() {
+	if h.allow.Add(-1) >= 0 {
+		return
+	}
+	h.once.Do(func() { close(h.held) })
+	<-h.release
+}
+
+func (h *heldJS) PublishMsgAsync(msg *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	h.hold()
+	return h.JetStream.PublishMsgAsync(msg, opts...)
+}
+
+func (h *heldJS) PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	h.hold()
+	return h.JetStream.PublishMsg(ctx, msg, opts...)
 }
 
 func TestOversizedLineDeadLettered(t *testing.T) {
