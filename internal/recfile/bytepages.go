@@ -172,7 +172,7 @@ func (cv *colVals) appendBytes(enc format.Encoding, data []byte, want, nrows int
 		}
 		vals = data[:w]
 	} else {
-		lens, rest, err := deltaLengths(sc.idx[:0], data, want+1)
+		lens, rest, err := deltaValues(sc.idx[:0], data, want+1)
 		sc.idx = lens[:0]
 		if err != nil {
 			return 0, fmt.Errorf("lengths: %v", err)
@@ -200,11 +200,16 @@ func (cv *colVals) appendBytes(enc format.Encoding, data []byte, want, nrows int
 	return got, nil
 }
 
-// deltaLengths decodes a DELTA_BINARY_PACKED run of int32 values (a
-// DELTA_LENGTH_BYTE_ARRAY page's lengths) into dst[:0] and returns them and
-// the bytes after the run. A run that states more than most values is an
-// error before anything is decoded.
-func deltaLengths(dst []int32, b []byte, most int) ([]int32, []byte, error) {
+// deltaValues decodes a DELTA_BINARY_PACKED run of int32 or int64 values
+// (a DELTA_LENGTH_BYTE_ARRAY page's lengths, an integer page's values)
+// into dst[:0] and returns them and the bytes after the run. A run that
+// states more than most values is an error before anything is decoded,
+// and one whose miniblocks are cut short is an error: every value comes
+// from the run (parquet-go's decoder returns the count the run's header
+// states, the missing values whatever its buffer held before: FuzzDecode's
+// a7d349699db18e72, whose record indexes differed between two decodes).
+// Values wrap at T's width, as the encoder's deltas did.
+func deltaValues[T int32 | int64](dst []T, b []byte, most int) ([]T, []byte, error) {
 	var hdr [3]uint64
 	for i := range hdr {
 		v, k := binary.Uvarint(b)
@@ -230,8 +235,8 @@ func deltaLengths(dst []int32, b []byte, most int) ([]int32, []byte, error) {
 		return dst, b, nil
 	}
 	per := int(block / minis)
-	last := uint32(first)
-	dst = append(slices.Grow(dst, int(total)), int32(last))
+	last := uint64(first)
+	dst = append(slices.Grow(dst, int(total)), T(last))
 	for uint64(len(dst)) < total {
 		mn, k := binary.Varint(b)
 		if k <= 0 || uint64(len(b)-k) < minis {
@@ -253,27 +258,27 @@ func deltaLengths(dst []int32, b []byte, most int) ([]int32, []byte, error) {
 			n := min(per, int(total)-len(dst))
 			at := len(dst)
 			dst = dst[:at+n]
-			out, d := dst[at:], uint32(mn)
+			out, d := dst[at:], uint64(mn)
 			switch w {
 			case 0:
 				for i := range out {
 					last += d
-					out[i] = int32(last)
+					out[i] = T(last)
 				}
 			case 8: // quarry's widths are whole bytes (bytedelta.go)
 				for i, x := range b[:n] {
-					last += d + uint32(x)
-					out[i] = int32(last)
+					last += d + uint64(x)
+					out[i] = T(last)
 				}
 			case 16:
 				for i := range out {
-					last += d + uint32(binary.LittleEndian.Uint16(b[2*i:]))
-					out[i] = int32(last)
+					last += d + uint64(binary.LittleEndian.Uint16(b[2*i:]))
+					out[i] = T(last)
 				}
 			default:
 				for i := range out {
-					last += d + uint32(unpack(b[:size], uint(i)*uint(w), uint(w)))
-					out[i] = int32(last)
+					last += d + unpack(b[:size], uint(i)*uint(w), uint(w))
+					out[i] = T(last)
 				}
 			}
 			b = b[size:]
@@ -345,12 +350,7 @@ func readLists(ch rawChunk, c column, cv *colVals, nrows int, skip []bool) error
 			if skip != nil && skip[row] {
 				continue
 			}
-			if row != last {
-				cv.lists = append(cv.lists, nil)
-				cv.present[row>>6] |= 1 << (uint(row) & 63)
-				last = row
-			}
-			cv.lists[len(cv.lists)-1] = append(cv.lists[len(cv.lists)-1], item)
+			cv.addItem(row, &last, item)
 		}
 		return got, nil
 	})

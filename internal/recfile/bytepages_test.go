@@ -317,11 +317,12 @@ func TestBytesDecodable(t *testing.T) {
 	}
 }
 
-// deltaLengths decodes what parquet-go's DELTA_BINARY_PACKED encoder
-// writes for int32 values of every magnitude and count, returns the bytes
-// after them, and refuses a header stating more than it is asked for or
-// a run cut short.
-func TestDeltaLengths(t *testing.T) {
+// deltaValues decodes what parquet-go's DELTA_BINARY_PACKED encoder
+// writes for int32 and int64 values of every magnitude and count, returns
+// the bytes after them, and refuses a header stating more than it is
+// asked for or a run cut short (where parquet-go's decoder returns the
+// header's count, the missing values from its buffer's past).
+func TestDeltaValues(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, n := range []int{0, 1, 2, 31, 32, 33, 127, 128, 129, 1000, 4099} {
 		for _, bound := range []int32{1, 255, 1 << 16, 1 << 30} {
@@ -336,15 +337,15 @@ func TestDeltaLengths(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, rest, err := deltaLengths(nil, append(b, "tail"...), n)
+			got, rest, err := deltaValues[int32](nil, append(b, "tail"...), n)
 			if err != nil || string(rest) != "tail" || len(got) != n || n > 0 && !reflect.DeepEqual(got, v) {
 				t.Fatalf("%d values below %d: %v (%d of them), rest %q", n, bound, err, len(got), rest)
 			}
 			if n > 0 {
-				if _, _, err := deltaLengths(nil, b, n-1); err == nil {
+				if _, _, err := deltaValues[int32](nil, b, n-1); err == nil {
 					t.Fatalf("%d values below %d: no error asked for %d", n, bound, n-1)
 				}
-				if _, _, err := deltaLengths(nil, b[:len(b)-1], n); err == nil && n > 1 && bound > 1 {
+				if _, _, err := deltaValues[int32](nil, b[:len(b)-1], n); err == nil && n > 1 && bound > 1 {
 					t.Fatalf("%d values below %d: no error cut short", n, bound)
 				}
 			}
@@ -352,10 +353,36 @@ func TestDeltaLengths(t *testing.T) {
 	}
 }
 
-// FuzzDeltaLengths: any bytes decode to an error or to at most the
+func TestDeltaValues64(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{1, 33, 129, 1000} {
+		for _, shift := range []uint{0, 8, 40, 62} {
+			v := make([]int64, n)
+			for i := range v {
+				v[i] = r.Int64() >> shift
+				if i%4 == 0 {
+					v[i] = -v[i]
+				}
+			}
+			b, err := (&delta.BinaryPackedEncoding{}).EncodeInt64(nil, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, rest, err := deltaValues[int64](nil, b, n)
+			if err != nil || len(rest) != 0 || !reflect.DeepEqual(got, v) {
+				t.Fatalf("%d values >> %d: %v, %d left", n, shift, err, len(rest))
+			}
+			if _, _, err := deltaValues[int64](nil, b[:len(b)-1], n); err == nil && n > 1 {
+				t.Fatalf("%d values >> %d: no error cut short", n, shift)
+			}
+		}
+	}
+}
+
+// FuzzDeltaValues: any bytes decode to an error or to at most the
 // values asked for, without a panic; values parquet-go encoded decode to
 // themselves.
-func FuzzDeltaLengths(f *testing.F) {
+func FuzzDeltaValues(f *testing.F) {
 	enc := func(v ...int32) []byte {
 		b, _ := (&delta.BinaryPackedEncoding{}).EncodeInt32(nil, v)
 		return b
@@ -365,14 +392,14 @@ func FuzzDeltaLengths(f *testing.F) {
 	f.Add(binary.AppendUvarint([]byte{128, 1, 4}, 1<<40), 3)
 	f.Fuzz(func(t *testing.T, b []byte, most int) {
 		most = min(max(most, 0), 1<<16)
-		got, rest, err := deltaLengths(nil, b, most)
+		got, rest, err := deltaValues[int32](nil, b, most)
 		if err != nil {
 			return
 		}
 		if len(got) > most || len(rest) > len(b) {
 			t.Fatalf("%d values of %d asked, %d bytes left of %d", len(got), most, len(rest), len(b))
 		}
-		again, _, err := deltaLengths(nil, enc(got...), len(got))
+		again, _, err := deltaValues[int32](nil, enc(got...), len(got))
 		if err != nil || len(again) != len(got) || len(got) > 0 && !reflect.DeepEqual(again, got) {
 			t.Fatalf("re-encoded: %v, %v; want %v", again, err, got)
 		}

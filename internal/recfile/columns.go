@@ -480,12 +480,7 @@ func readRepeated(pages parquet.Pages, c column, cv *colVals, nrows int, skip []
 			if skip != nil && skip[row] {
 				continue
 			}
-			if row != last {
-				cv.lists = append(cv.lists, nil)
-				cv.present[row>>6] |= 1 << (uint(row) & 63)
-				last = row
-			}
-			cv.lists[len(cv.lists)-1] = append(cv.lists[len(cv.lists)-1], item)
+			cv.addItem(row, &last, item)
 		}
 		if v != n {
 			return fmt.Errorf("%w: %d values for %d defined levels", ErrCorrupt, n, v)
@@ -494,6 +489,17 @@ func readRepeated(pages parquet.Pages, c column, cv *colVals, nrows int, skip []
 }
 
 // rankPresent fills rank from present and returns how many rows have a
+// addItem appends item to row's list: a list of its own when row is not
+// *last (the row of lists' last entry), which it then becomes.
+func (cv *colVals) addItem(row int, last *int, item []byte) {
+	if row != *last {
+		cv.lists = append(cv.lists, nil)
+		cv.present[row>>6] |= 1 << (uint(row) & 63)
+		*last = row
+	}
+	cv.lists[len(cv.lists)-1] = append(cv.lists[len(cv.lists)-1], item)
+}
+
 // value.
 func (cv *colVals) rankPresent() int {
 	cv.rank = make([]int32, len(cv.present))

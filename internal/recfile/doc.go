@@ -405,7 +405,9 @@
 // count over what the page decodes to (filling the difference from a
 // pooled buffer's past) and expands an RLE level run whole, whatever the
 // page's count (a few bytes stating 2^40 levels cost 2^40 bytes): integer
-// columns by readInts (PLAIN, DELTA_BINARY_PACKED and dictionary values),
+// columns by readInts (PLAIN, DELTA_BINARY_PACKED by deltaValues, which
+// refuses a run whose miniblocks are cut short where parquet-go's decoder
+// returns stale values for them, and dictionary values),
 // byte array columns by readBytes (PLAIN, DELTA_LENGTH_BYTE_ARRAY and
 // dictionary values, the values left in the decompressed page) and
 // repeated ones (more, attrs) by readLists. A page that decodes to more or

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"unsafe"
 
-	"github.com/parquet-go/parquet-go/encoding/delta"
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/quarrylake/quarry/internal/pqfile"
@@ -142,7 +141,7 @@ func (cv *colVals) appendInts(enc format.Encoding, data []byte, want int, wide b
 			cv.widen()
 			cv.ints, cv.owned = cv.grow64(cv.ints, want, nrows), true
 			tail := cv.ints[len(cv.ints):cap(cv.ints)]
-			got, err := (&delta.BinaryPackedEncoding{}).DecodeInt64(tail, data)
+			got, _, err := deltaValues(tail, data, want+1)
 			if err != nil {
 				return 0, err
 			}
@@ -155,7 +154,7 @@ func (cv *colVals) appendInts(enc format.Encoding, data []byte, want int, wide b
 		}
 		sc := pagePool.Get().(*pageScratch)
 		defer pagePool.Put(sc)
-		got, err := (&delta.BinaryPackedEncoding{}).DecodeInt32(sc.idx[:0], data)
+		got, _, err := deltaValues(sc.idx[:0], data, want+1)
 		sc.idx = got[:0]
 		if err != nil {
 			return 0, err

@@ -178,6 +178,12 @@ func TestReadInts(t *testing.T) {
 		{name: "delta with more values than its header", typ: format.Int64, nrows: 2, pages: []page{
 			{typ: format.DataPage, n: 2, enc: format.DeltaBinaryPacked, data: delta64(t, 1, 2, 3)},
 		}, err: "holds 3 values, its header and levels 2"},
+		// A miniblock cut short: parquet-go's decoder returned the run
+		// header's count, the values past the bytes from its buffer's
+		// past (FuzzDecode's a7d349699db18e72).
+		{name: "delta with a miniblock cut short", typ: format.Int32, nrows: 40, pages: []page{
+			{typ: format.DataPage, n: 40, enc: format.DeltaBinaryPacked, data: cut(delta32(t, ramp32(40)...), 3)},
+		}, err: "a miniblock past the page"},
 		{name: "optional, v1 levels", typ: format.Int64, maxDef: 1, nrows: 4, pages: []page{
 			{typ: format.DataPage, n: 4, enc: format.Plain, data: cat(levelsV1(t, 1, 0, 0, 1), plain64(5, 6))},
 		}, want: []int64{5, 6}, present: []bool{true, false, false, true}},
@@ -336,3 +342,15 @@ func TestHybridLevels(t *testing.T) {
 		t.Fatalf("indexes stating 2^40: %v", err)
 	}
 }
+
+// ramp32 is 0, 7, 14, ... (n values): deltas that need a few bits.
+func ramp32(n int) []int32 {
+	v := make([]int32, n)
+	for i := range v {
+		v[i] = int32(i * 7 * (i % 3))
+	}
+	return v
+}
+
+// cut is b without its last k bytes.
+func cut(b []byte, k int) []byte { return b[:len(b)-k] }
