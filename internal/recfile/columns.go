@@ -259,6 +259,20 @@ func dictValue(d parquet.Dictionary, x int32) ([]byte, error) {
 	return b[offs[x]:offs[x+1]], nil
 }
 
+// readPage is pages.ReadPage with a panic of parquet-go's returned as an
+// ErrCorrupt: it panics on some damaged files (a schema that puts a group
+// where a leaf column belongs: FuzzDecode's ee4131951d23589f), and a
+// damaged file must not take the process down. Only chunks quarry does
+// not decode itself (chunkPages) come here.
+func readPage(pages parquet.Pages) (p parquet.Page, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("%w: parquet-go: %v", ErrCorrupt, r)
+		}
+	}()
+	return pages.ReadPage()
+}
+
 // readTyped reads a required or optional (not repeated) column from its
 // pages' typed buffers: no parquet.Value per value, no copy of the bytes.
 func readTyped(pages parquet.Pages, c column, cv *colVals, nrows int) error {
@@ -268,7 +282,7 @@ func readTyped(pages parquet.Pages, c column, cv *colVals, nrows int) error {
 	cv.read = true
 	rows := 0
 	for {
-		p, err := pages.ReadPage()
+		p, err := readPage(pages)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -423,7 +437,7 @@ func readRepeated(pages parquet.Pages, c column, cv *colVals, nrows int, skip []
 	cv.present = make([]uint64, (nrows+63)>>6)
 	row, last := -1, -1 // last: the row of lists' last entry
 	for {
-		p, err := pages.ReadPage()
+		p, err := readPage(pages)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
