@@ -230,6 +230,12 @@ func deltaValues[T int32 | int64](dst []T, b []byte, most int) ([]T, []byte, err
 	if total > uint64(most) {
 		return nil, nil, fmt.Errorf("%d values, the page holds %d", total, most)
 	}
+	// Each block of values after the first takes a minimum and minis
+	// widths at least: a run that states more than its bytes can hold is
+	// refused before its values are allocated.
+	if total > 1 && (total-2)/block+1 > uint64(len(b))/(1+minis) {
+		return nil, nil, fmt.Errorf("%d values in %d bytes", total, len(b))
+	}
 	dst = dst[:0]
 	if total == 0 {
 		return dst, b, nil

@@ -689,6 +689,11 @@ func decodeLinesOf(f *parquet.File, r *Reader, tpl Templates, p Projection, tsSo
 		} else if skipped {
 			continue
 		}
+		if i < len(meta) {
+			if err := checkGroupRows(&meta[i]); err != nil {
+				return nil, err
+			}
+		}
 		if r != nil && i < len(meta) {
 			d.src = source{r: r.r, size: r.size, meta: &meta[i], arena: arena}
 		}

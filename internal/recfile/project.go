@@ -245,3 +245,24 @@ func int64Bounds(m *format.ColumnMetaData) (lo, hi int64, ok bool) {
 	}
 	return int64(binary.LittleEndian.Uint64(st.MinValue)), int64(binary.LittleEndian.Uint64(st.MaxValue)), true
 }
+
+// maxGroupRows is the most rows a row group may state: quarry's writer cuts
+// files into row groups of a few thousand to a few hundred thousand rows.
+const maxGroupRows = 1 << 26
+
+// checkGroupRows refuses a row group whose row count (its columns' arrays
+// are sized by it) is more than its bytes can hold: at most maxGroupRows,
+// and at most 64 rows a byte of its chunks uncompressed (record_index
+// alone, DELTA_BINARY_PACKED, takes at least 5 bytes a block of 128 rows,
+// whatever their values). A damaged footer stating 2^40 rows made the
+// decoder ask for arrays of 2^40 values (FuzzDecode's 70e5daf4c5693b55).
+func checkGroupRows(rg *format.RowGroup) error {
+	var size int64
+	for i := range rg.Columns {
+		size += max(rg.Columns[i].MetaData.TotalUncompressedSize, 0)
+	}
+	if limit := min(maxGroupRows, 64*size+1024); rg.NumRows < 0 || rg.NumRows > limit {
+		return fmt.Errorf("%w: a row group of %d rows in %d bytes", ErrCorrupt, rg.NumRows, size)
+	}
+	return nil
+}

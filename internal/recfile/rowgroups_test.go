@@ -3,8 +3,10 @@ package recfile
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -447,5 +449,41 @@ func TestInt64Bounds(t *testing.T) {
 		if lo != tt.lo || hi != tt.hi || ok != tt.ok {
 			t.Errorf("%s: %d, %d, %v; want %d, %d, %v", tt.name, lo, hi, ok, tt.lo, tt.hi, tt.ok)
 		}
+	}
+}
+
+// checkGroupRows refuses a row group stating more rows than its bytes can
+// hold (or than maxGroupRows), before any array is sized by it.
+func TestCheckGroupRows(t *testing.T) {
+	group := func(rows int64, sizes ...int64) *format.RowGroup {
+		rg := &format.RowGroup{NumRows: rows}
+		for _, s := range sizes {
+			rg.Columns = append(rg.Columns, format.ColumnChunk{MetaData: format.ColumnMetaData{TotalUncompressedSize: s}})
+		}
+		return rg
+	}
+	for _, tt := range []struct {
+		name string
+		rg   *format.RowGroup
+		ok   bool
+	}{
+		{"a few rows", group(10, 5, 5), true},
+		{"64 a byte", group(64*100+1024, 60, 40), true},
+		{"more than 64 a byte", group(64*100+1025, 60, 40), false},
+		{"2^40 rows", group(1<<40, 1<<40), false},
+		{"negative", group(-1, 10), false},
+		{"a negative size", group(2000, -1<<40, 10), false},
+	} {
+		err := checkGroupRows(tt.rg)
+		if (err == nil) != tt.ok || err != nil && !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+	// A DELTA_BINARY_PACKED run that states more values than its bytes
+	// can hold is refused before they are allocated.
+	b := binary.AppendUvarint([]byte{128, 1, 4}, 1<<30)
+	b = append(b, 0, 2, 0, 0, 0, 0)
+	if _, _, err := deltaValues[int64](nil, b, 1<<31); err == nil || !strings.Contains(err.Error(), "values in") {
+		t.Fatalf("2^30 values in %d bytes: %v", len(b), err)
 	}
 }
