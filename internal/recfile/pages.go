@@ -14,10 +14,10 @@ import (
 	"github.com/quarrylake/quarry/internal/pqfile"
 )
 
-// Column chunks quarry decodes itself (readInts, readBytes) are walked
-// here, page by page, from the chunk's bytes: each page's header, its
-// decompression, its definition levels, and its count held to what its
-// header and levels state.
+// Column chunks quarry decodes itself (readInts, readBytes, readLists) are
+// walked here, page by page, from the chunk's bytes: each page's header,
+// its decompression, its repetition and definition levels, and its count
+// held to what its header and levels state.
 
 // rawChunk is a column chunk's bytes as the file holds them.
 type rawChunk struct {
