@@ -407,7 +407,11 @@ func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64)
 			}
 			if s := slashIPv4(w, k, flags); s > 0 {
 				// "host/10.0.0.1": the host and the address are two values.
-				dst = addTok(dst, i, i+s, chunkKind(w[:s]))
+				hk := chunkKind(w[:s])
+				if hk == kWord && flags&bHigh != 0 && !utf8.ValidString(w[:s]) {
+					hk = kVar // as for a whole chunk: bytes that are not UTF-8 are never template text
+				}
+				dst = addTok(dst, i, i+s, hk)
 				dst = addTok(dst, i+s, i+s+1, kPunct)
 				i += s + 1
 				k = kVar

@@ -216,7 +216,11 @@ func tokenizeRef(dst []token, line string, max int) ([]token, int, bool) {
 				lists = true // maybe an id list ("blk_1 blk_2")
 			}
 			if s := strings.IndexByte(w, '/'); k == kVar && s > 0 && isIPv4Ref(w[s+1:]) {
-				dst = append(dst, token{int32(i), int32(i + s), chunkKind(w[:s]), false, 0},
+				hk := chunkKind(w[:s])
+				if hk == kWord && !utf8.ValidString(w[:s]) {
+					hk = kVar
+				}
+				dst = append(dst, token{int32(i), int32(i + s), hk, false, 0},
 					token{int32(i + s), int32(i + s + 1), kPunct, false, 0})
 				i += s + 1
 			}
