@@ -232,7 +232,7 @@ func TestReadInts(t *testing.T) {
 		}, err: "8 bytes, its header states 9"},
 		{name: "zstd size not the page's", typ: format.Int64, codec: format.Zstd, nrows: 1, pages: []page{
 			{typ: format.DataPage, n: 1, enc: format.Plain, data: plain64(1), sizeDelta: -1},
-		}, err: "8 bytes uncompressed, its header states 7"},
+		}, err: "more bytes uncompressed than its header states, 7"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

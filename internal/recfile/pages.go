@@ -2,12 +2,12 @@ package recfile
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
 	"sync"
 
-	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding/rle"
 	"github.com/parquet-go/parquet-go/format"
 
@@ -339,9 +339,12 @@ func decompressInto(dst []byte, codec format.CompressionCodec, body []byte, size
 		}
 		return append(dst, body...), nil
 	case format.Zstd:
-		// parquet-go's codec: its decoders, which the other columns'
-		// pages use too.
-		out, err := parquet.Zstd.Decode(dst, body)
+		// At most size bytes: a damaged body that states or expands to
+		// more stops there (decodeAtMost).
+		out, err := decodeAtMost(dst, body, int(size))
+		if errors.Is(err, errTooLarge) {
+			return nil, fmt.Errorf("more bytes uncompressed than its header states, %d: %w", size, err)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -152,12 +152,9 @@ func unpackFooterValue(v string, version byte, base64OK bool, bad error) ([]byte
 	if len(z) == 0 || z[0] != version {
 		return nil, fmt.Errorf("%w: unknown version", bad)
 	}
-	b, err := codec(zstd.SpeedBetterCompression).Decode(nil, z[1:])
+	b, err := decodeSummary(z[1:]) // at most maxSummary bytes
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", bad, err)
-	}
-	if len(b) > maxSummary {
-		return nil, fmt.Errorf("%w: %d bytes", bad, len(b))
 	}
 	return b, nil
 }
