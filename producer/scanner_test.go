@@ -59,3 +59,15 @@ func TestLinesOfOneReadArriveTogether(t *testing.T) {
 		t.Fatalf("after the last line: %v, want EOF", err)
 	}
 }
+
+// TestStampSources: eventtime.Source converts to streams.TSSource (the
+// stamper's record sources, wire values) by number.
+func TestStampSources(t *testing.T) {
+	for src, want := range map[eventtime.Source]streams.TSSource{
+		eventtime.FromRead: streams.TSRead, eventtime.FromLine: streams.TSEvent, eventtime.FromPrevious: streams.TSPrevious,
+	} {
+		if streams.TSSource(src) != want {
+			t.Errorf("eventtime.Source %d is not streams.TSSource %v", src, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quarrylake/quarry/internal/eventtime"
 	"github.com/quarrylake/quarry/streams"
 )
 
@@ -163,7 +164,7 @@ func (s *pushSource) emit(ctx context.Context, e *emitter, b pushBatch) error {
 			ln.long = len(ln.text)
 			ln.text = ln.text[:min(len(ln.text), deadLetterPrefix)]
 		}
-		if !en.TS.IsZero() && !en.TS.Before(minTS) && !en.TS.After(maxTS) {
+		if !en.TS.IsZero() && eventtime.InNanos(en.TS) {
 			ln.ts, ln.tsSrc, ln.stamped = en.TS.UnixNano(), streams.TSEvent, true
 		}
 		s.off++

@@ -1,6 +1,8 @@
 // Package eventtime finds the timestamp a log line starts with, turns it into
 // an instant, and writes its text back byte for byte. It is a library, not a
-// stage: it does no I/O, and a Parser is owned by one line source.
+// stage: it does no I/O, and a Parser is owned by one line source. A Stamper
+// gives each line of a source its record time (its own timestamp, else the
+// last line's that had one, else its read time): the producer's rule.
 //
 // # Where it looks
 //

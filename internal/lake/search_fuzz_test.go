@@ -2,7 +2,6 @@ package lake_test
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +17,7 @@ import (
 )
 
 // minedLake commits lines to f as the pipeline would: each line stamped
-// with its event time (else the previous line's, else the read time),
+// by the producer's rule (eventtime.Stamper),
 // mined by the miner's model, in frames of frame lines, one records file a
 // UTC day, the templates the mining created in the templates table.
 func minedLake(t *testing.T, f *fixture, lines []string, frame int, opts ...recfile.Option) {
@@ -27,25 +26,17 @@ func minedLake(t *testing.T, f *fixture, lines []string, frame int, opts ...recf
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := eventtime.New(eventtime.Defaults())
+	st, err := eventtime.NewStamper(eventtime.Defaults())
 	if err != nil {
 		t.Fatal(err)
 	}
 	read := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC).UnixNano()
-	p.SetReference(time.Unix(0, read))
-	prev, hasPrev := int64(0), false
 	texts := recfile.Templates{}
 	var tplRows []lake.TemplateRow
 	byDay := map[string][]recfile.Row{}
 	var events []mining.Event
 	for i, line := range lines {
-		ts, src := read, streams.TSRead
-		if mt, _, ok := p.Parse([]byte(line)); ok && !mt.Time.Before(time.Unix(0, math.MinInt64)) && !mt.Time.After(time.Unix(0, math.MaxInt64)) {
-			prev, hasPrev = mt.Time.UnixNano(), true
-			ts, src = prev, streams.TSEvent
-		} else if hasPrev {
-			ts, src = prev, streams.TSPrevious
-		}
+		ts, src := st.Stamp(line, read)
 		seq := uint64(1 + i/frame)
 		var res mining.Result
 		res, events = m.Mine("acme", line, events[:0])
@@ -62,7 +53,7 @@ func minedLake(t *testing.T, f *fixture, lines []string, frame int, opts ...recf
 				Template: ev.Template, Kind: kind, WALSeq: int64(seq)})
 		}
 		day := recfile.DayString(recfile.Day(ts))
-		byDay[day] = append(byDay[day], recfile.Row{WALSeq: seq, Index: uint32(i % frame), TS: ts, TSSource: src,
+		byDay[day] = append(byDay[day], recfile.Row{WALSeq: seq, Index: uint32(i % frame), TS: ts, TSSource: streams.TSSource(src),
 			TemplateID: res.ID, TemplateVersion: res.Version, Params: res.Params, Source: "file:x.log"})
 	}
 	last := int64(1 + (len(lines)-1)/frame)

@@ -2,7 +2,6 @@ package recfile
 
 import (
 	"bytes"
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -12,33 +11,25 @@ import (
 	"github.com/quarrylake/quarry/streams"
 )
 
-// pipelineRows mines and stamps lines as the pipeline does: event time as
-// the producer's stamper gives it (parsed, else the previous line's, else
-// the read time), templates by the miner's model, frames of frame lines.
+// pipelineRows mines and stamps lines as the pipeline does: record times
+// by the producer's rule (eventtime.Stamper), templates by the miner's
+// model, frames of frame lines.
 func pipelineRows(t testing.TB, lines []string, frame int) ([]Row, Templates) {
 	t.Helper()
 	m, err := mining.New(mining.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := eventtime.New(eventtime.Defaults())
+	st, err := eventtime.NewStamper(eventtime.Defaults())
 	if err != nil {
 		t.Fatal(err)
 	}
 	read := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC).UnixNano()
-	prev, hasPrev := int64(0), false
 	tpl := Templates{}
 	rows := make([]Row, 0, len(lines))
 	var events []mining.Event
 	for i, line := range lines {
-		ts, src := read, streams.TSRead
-		p.SetReference(time.Unix(0, read))
-		if mt, _, ok := p.Parse([]byte(line)); ok && !mt.Time.Before(time.Unix(0, math.MinInt64)) && !mt.Time.After(time.Unix(0, math.MaxInt64)) {
-			prev, hasPrev = mt.Time.UnixNano(), true
-			ts, src = prev, streams.TSEvent
-		} else if hasPrev {
-			ts, src = prev, streams.TSPrevious
-		}
+		ts, src := st.Stamp(line, read)
 		var res mining.Result
 		res, events = m.Mine("t", line, events[:0])
 		for _, ev := range events {
@@ -46,7 +37,7 @@ func pipelineRows(t testing.TB, lines []string, frame int) ([]Row, Templates) {
 				tpl[Key{ev.ID, ev.Version}] = ev.Template
 			}
 		}
-		rows = append(rows, Row{WALSeq: uint64(1 + i/frame), Index: uint32(i % frame), TS: ts, TSSource: src,
+		rows = append(rows, Row{WALSeq: uint64(1 + i/frame), Index: uint32(i % frame), TS: ts, TSSource: streams.TSSource(src),
 			TemplateID: res.ID, TemplateVersion: res.Version, Params: res.Params, Source: "file:x.log"})
 	}
 	return rows, tpl
