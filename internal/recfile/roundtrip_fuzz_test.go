@@ -68,7 +68,8 @@ func roundTripOptions(opt byte) []Option {
 
 // FuzzLinesRoundTrip: lines mined and stamped as the pipeline does,
 // encoded as the encoder writes them (each option) and decoded as a raw
-// query reads them, render back byte for byte, in WAL order. The encoder
+// query reads them, render back byte for byte, in WAL order; and so do
+// they once compaction has rewritten the file (DecodeRows, Encode). The encoder
 // recognises timestamps among the parameters, splits digit runs, shifts
 // times inside parameters and picks column layouts by trial: each a way to
 // lose a byte that only a line as odd as a fuzzer's finds.
@@ -110,25 +111,42 @@ func FuzzLinesRoundTrip(f *testing.F) {
 		if err != nil {
 			t.Fatalf("encode %d lines: %v", len(lines), err)
 		}
-		r, err := OpenAt(bytes.NewReader(file.Data), int64(len(file.Data)))
+		rendersLines(t, file.Data, tpl, lines)
+		// As compaction rewrites it: its rows read back (DecodeRows) and
+		// encoded again at zstd's best level.
+		again, err := DecodeRows(file.Data, tpl)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("decode rows: %v", err)
 		}
-		l, err := r.DecodeLines(tpl, Projection{Lines: true})
+		rewritten, err := Encode(again, tpl, WithDate(opt&1 != 0), WithHighCompression(true))
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("encode the rows read back: %v", err)
 		}
-		if l.Len() != len(lines) {
-			t.Fatalf("%d lines decoded, %d written", l.Len(), len(lines))
-		}
-		var got []byte
-		for x := range l.Len() {
-			if got, err = l.AppendLine(got[:0], x); err != nil {
-				t.Fatalf("line %d: %v", x, err)
-			}
-			if string(got) != lines[x] {
-				t.Fatalf("line %d renders\n%q\nwritten\n%q", x, got, lines[x])
-			}
-		}
+		rendersLines(t, rewritten.Data, tpl, lines)
 	})
+}
+
+// rendersLines: data's lines, rendered as a raw query reads them, are lines.
+func rendersLines(t *testing.T, data []byte, tpl Templates, lines []string) {
+	t.Helper()
+	r, err := OpenAt(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := r.DecodeLines(tpl, Projection{Lines: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Len() != len(lines) {
+		t.Fatalf("%d lines decoded, %d written", l.Len(), len(lines))
+	}
+	var got []byte
+	for x := range l.Len() {
+		if got, err = l.AppendLine(got[:0], x); err != nil {
+			t.Fatalf("line %d: %v", x, err)
+		}
+		if string(got) != lines[x] {
+			t.Fatalf("line %d renders\n%q\nwritten\n%q", x, got, lines[x])
+		}
+	}
 }
