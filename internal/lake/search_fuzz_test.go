@@ -17,29 +17,34 @@ import (
 )
 
 // minedLake commits lines to f as the pipeline would: each line stamped
-// by the producer's rule (eventtime.Stamper),
-// mined by the miner's model, in frames of frame lines, one records file a
-// UTC day, the templates the mining created in the templates table.
-func minedLake(t *testing.T, f *fixture, lines []string, frame int, opts ...recfile.Option) {
+// by the producer's rule (eventtime.Stamper, one a tenant's source),
+// mined by the miner's model, in frames of frame lines taken by the
+// tenants in turn, one records file a tenant and UTC day, the templates
+// the mining created in the templates table.
+func minedLake(t *testing.T, f *fixture, lines []string, frame int, tenants []string, opts ...recfile.Option) {
 	t.Helper()
 	m, err := mining.New(mining.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := eventtime.NewStamper(eventtime.Defaults())
-	if err != nil {
-		t.Fatal(err)
+	stampers := map[string]*eventtime.Stamper{}
+	for _, tenant := range tenants {
+		if stampers[tenant], err = eventtime.NewStamper(eventtime.Defaults()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	read := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC).UnixNano()
 	texts := recfile.Templates{}
 	var tplRows []lake.TemplateRow
-	byDay := map[string][]recfile.Row{}
+	type part struct{ tenant, day string }
+	parts := map[part][]recfile.Row{}
 	var events []mining.Event
 	for i, line := range lines {
-		ts, src := st.Stamp(line, read)
+		tenant := tenants[i/frame%len(tenants)]
+		ts, src := stampers[tenant].Stamp(line, read)
 		seq := uint64(1 + i/frame)
 		var res mining.Result
-		res, events = m.Mine("acme", line, events[:0])
+		res, events = m.Mine(tenant, line, events[:0])
 		for _, ev := range events {
 			if ev.Kind != mining.EventCreated && ev.Kind != mining.EventChanged {
 				continue
@@ -49,20 +54,20 @@ func minedLake(t *testing.T, f *fixture, lines []string, frame int, opts ...recf
 			if ev.Kind == mining.EventChanged {
 				kind = "changed"
 			}
-			tplRows = append(tplRows, lake.TemplateRow{TemplateID: int64(ev.ID), Tenant: "acme", Version: int32(ev.Version),
+			tplRows = append(tplRows, lake.TemplateRow{TemplateID: int64(ev.ID), Tenant: tenant, Version: int32(ev.Version),
 				Template: ev.Template, Kind: kind, WALSeq: int64(seq)})
 		}
-		day := recfile.DayString(recfile.Day(ts))
-		byDay[day] = append(byDay[day], recfile.Row{WALSeq: seq, Index: uint32(i % frame), TS: ts, TSSource: streams.TSSource(src),
-			TemplateID: res.ID, TemplateVersion: res.Version, Params: res.Params, Source: "file:x.log"})
+		p := part{tenant, recfile.DayString(recfile.Day(ts))}
+		parts[p] = append(parts[p], recfile.Row{WALSeq: seq, Index: uint32(i % frame), TS: ts, TSSource: streams.TSSource(src),
+			TemplateID: res.ID, TemplateVersion: res.Version, Params: res.Params, Source: "file:" + tenant + ".log"})
 	}
 	last := int64(1 + (len(lines)-1)/frame)
 	if len(tplRows) > 0 {
 		f.commit(f.tpl, last, f.templatesFile("w1", tplRows))
 	}
 	var adds []delta.Add
-	for day, rows := range byDay {
-		adds = append(adds, f.v3File("acme", day, "w1-"+day, rows, texts, opts...))
+	for p, rows := range parts {
+		adds = append(adds, f.v3File(p.tenant, p.day, "w1-"+p.tenant+"-"+p.day, rows, texts, opts...))
 	}
 	f.commit(f.rec, last, adds...)
 }
@@ -86,8 +91,10 @@ func FuzzSearchAgreesWithNaive(f *testing.F) {
 		"caf\xe9 latin-1 \xff",
 	}, "\n")
 	for _, q := range []string{"Receiving", `"block blk_7"`, "10.250", "18:01:48", "2015-10-19", "disk -full", "/data/1/", "status=500",
-		"took<100", "\xff", "| count by template", "120", "blk_* | count", "00:00:0", ",978", "ms", "-GET"} {
+		"took<100", "\xff", "| count by template", "120", "blk_* | count", "00:00:0", ",978", "ms", "-GET",
+		"tenant:globex disk", "| count by tenant, template", "source:acme*"} {
 		f.Add(corpus, q, byte(3))
+		f.Add(corpus, q, byte(8+1))
 	}
 	f.Fuzz(func(t *testing.T, text, src string, opt byte) {
 		q, err := quarryql.Compile(src)
@@ -103,7 +110,11 @@ func FuzzSearchAgreesWithNaive(f *testing.F) {
 		if opt&4 != 0 {
 			opts = append(opts, recfile.WithHighCompression(true))
 		}
-		minedLake(t, fx, lines, 1+int(opt&3), opts...)
+		tenants := []string{"acme"}
+		if opt&8 != 0 {
+			tenants = append(tenants, "globex")
+		}
+		minedLake(t, fx, lines, 1+int(opt&3), tenants, opts...)
 		l := lake.Open(fx.store)
 		wantLines, wantRows := reference(t, l, q)
 		if q.Aggregates() {
