@@ -127,12 +127,15 @@ var errTooLarge = errors.New("zstd data decodes past its bound")
 // is passed, not an allocation of what it states. The decoder checks
 // after each block, and the block that crosses n may grow its buffer
 // first: at most about 2n+128 KB are allocated. dst's capacity is grown to
-// len(dst)+n first, where it is less.
+// len(dst)+n+overAlloc first, where it is less.
 func decodeAtMost(dst, src []byte, n int) ([]byte, error) {
-	dst = slices.Grow(dst, n)
+	dst = slices.Grow(dst, n+overAlloc)
 	d := capDecoders.Get().(*kzstd.Decoder)
-	out, err := d.DecodeAll(src, dst[:len(dst):len(dst)+n])
+	out, err := d.DecodeAll(src, dst[:len(dst):len(dst)+n+overAlloc])
 	capDecoders.Put(d)
+	if err == nil && len(out)-len(dst) > n {
+		err = kzstd.ErrDecoderSizeExceeded
+	}
 	if errors.Is(err, kzstd.ErrDecoderSizeExceeded) || errors.Is(err, kzstd.ErrFrameSizeExceeded) {
 		return nil, fmt.Errorf("%w: more than %d bytes", errTooLarge, n)
 	}
@@ -144,6 +147,12 @@ func decodeAtMost(dst, src []byte, n int) ([]byte, error) {
 	}
 	return out, err
 }
+
+// overAlloc is the room past a block the decoder's fast copies may write
+// into (klauspost's compressedBlockOverAlloc): without it, a destination
+// of exactly the page's size takes the slower safe copies for its last
+// block, which is most pages' only one.
+const overAlloc = 32
 
 // decodeSummary decodes a footer value's frame (summaries, pairs), at
 // most maxSummary bytes: into the size its header states (quarry's
