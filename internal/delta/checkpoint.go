@@ -341,6 +341,9 @@ func (t *Table) readCheckpoint(ctx context.Context, version int64) (st *state, a
 	if err == nil {
 		err = pqfile.CheckPages(data, f, pqfile.MaxPageSize)
 	}
+	if err == nil {
+		err = pqfile.CheckBodies(data, f)
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("checkpoint %s: %v: %w", key, err, ErrCorrupt)
 	}

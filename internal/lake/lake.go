@@ -14,6 +14,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/pqfile"
 	"github.com/quarrylake/quarry/internal/recfile"
 )
 
@@ -232,6 +233,30 @@ func readAll[T any](ctx context.Context, t *delta.Table, rel string) ([]T, error
 	return readRows[T](ctx, f, key)
 }
 
+// openSmall opens a committed file of a small table (templates, progress)
+// read whole, in one request, with its pages checked before parquet-go
+// decodes them: page headers within their chunk and at most
+// pqfile.MaxPageSize (pqfile.CheckPages), compressed bodies that decode
+// to no more than their header states (pqfile.CheckBodies).
+func openSmall(ctx context.Context, t *delta.Table, rel string) (*parquet.File, string, error) {
+	key := t.FileKey(rel)
+	data, err := t.Store().Get(ctx, key)
+	if err != nil {
+		return nil, key, fmt.Errorf("read %s: %w", key, err)
+	}
+	f, err := recfile.OpenParquet(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
+	if err == nil {
+		err = pqfile.CheckPages(data, f, pqfile.MaxPageSize)
+	}
+	if err == nil {
+		err = pqfile.CheckBodies(data, f)
+	}
+	if err != nil {
+		return nil, key, fmt.Errorf("parquet %s: %w", key, err)
+	}
+	return f, key, nil
+}
+
 // readRows reads every row of f (the object key) as T.
 func readRows[T any](ctx context.Context, f *parquet.File, key string) ([]T, error) {
 	r, err := readerOf[T](f, key)
@@ -277,11 +302,10 @@ func (l *Lake) TemplateFileRows(ctx context.Context, rel string) ([]TemplateRow,
 // each row of a file whose columns are not T's, which cost more than
 // reading it; an older one (a previous column) as TemplateRow.
 func readTemplateRows(ctx context.Context, t *delta.Table, rel string) ([]TemplateRow, error) {
-	f, key, closeFn, err := openFile(ctx, t, rel)
+	f, key, err := openSmall(ctx, t, rel)
 	if err != nil {
 		return nil, err
 	}
-	defer closeFn()
 	return templateRowsOf(ctx, f, key)
 }
 

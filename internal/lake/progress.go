@@ -95,7 +95,11 @@ func (l *Lake) Progress(ctx context.Context) ([]ProgressRow, int64, error) {
 	}
 	var out []ProgressRow
 	for _, f := range snap.Files {
-		rows, err := readAll[ProgressRow](ctx, l.progress, f.Path)
+		pf, key, err := openSmall(ctx, l.progress, f.Path)
+		if err != nil {
+			return nil, snap.Version, err
+		}
+		rows, err := readRows[ProgressRow](ctx, pf, key)
 		if err != nil {
 			return nil, snap.Version, err
 		}

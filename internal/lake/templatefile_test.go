@@ -6,11 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/quarrylake/quarry/internal/delta"
+	"github.com/quarrylake/quarry/internal/objstore"
+	"github.com/quarrylake/quarry/internal/pqfile"
 	"github.com/quarrylake/quarry/internal/pqtest"
 	"github.com/quarrylake/quarry/internal/recfile"
 )
@@ -196,4 +201,82 @@ func TestTemplateRowsOfLayouts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTemplatesFileBomb: a templates file whose largest page body is
+// replaced by a zstd bomb of the same length (EncodeTemplates writes no
+// page CRC, so parquet-go has nothing to catch it by) is refused within a
+// few MB, before parquet-go decodes it whole; so is one whose bomb states
+// the page's true size (parquet-go's decoder stops a frame there).
+func TestTemplatesFileBomb(t *testing.T) {
+	rows := make([]TemplateRow, 4000)
+	for i := range rows {
+		rows[i] = TemplateRow{TemplateID: int64(i + 1), Tenant: "acme", Version: 1, Kind: "created", WALSeq: int64(i + 1),
+			Template: fmt.Sprintf("service %x started <*> on %d with %q", i*7919, i*104729, strings.Repeat("ab", i%37))}
+	}
+	good, err := EncodeTemplates(rows, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := recfile.OpenParquet(bytes.NewReader(good), int64(len(good)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []byte
+	var size int64
+	for _, rg := range pf.Metadata().RowGroups {
+		for _, c := range rg.Columns {
+			m := c.MetaData
+			at := m.DataPageOffset
+			if d := m.DictionaryPageOffset; d > 0 && d < at {
+				at = d
+			}
+			for pos := at; pos < at+m.TotalCompressedSize; {
+				h, n, err := pqfile.ReadPageHeader(good[pos:])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b := good[pos+int64(n) : pos+int64(n)+h.Compressed]; len(b) > len(body) {
+					body, size = b, h.Uncompressed
+				}
+				pos += int64(n) + h.Compressed
+			}
+		}
+	}
+	if len(body) < 8<<10 {
+		t.Fatalf("the largest page body is %d bytes: too small a bomb", len(body))
+	}
+	// quarry's own frames state their size: checked without decoding.
+	if n := allocated(func() { err = pqfile.CheckBodies(good, pf) }); err != nil || n > 64<<10 {
+		t.Fatalf("the good file's bodies: err %v, %d KB allocated (decoded to check?)", err, n>>10)
+	}
+	at := bytes.Index(good, body)
+	s, err := objstore.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := delta.OpenTable(s, TemplatesTable)
+	ctx := t.Context()
+	for _, states := range []uint64{0, uint64(size)} {
+		data := bytes.Clone(good)
+		copy(data[at:], pqtest.ZstdBomb(len(body), states))
+		if err := s.Put(ctx, tbl.FileKey("bomb.parquet"), data); err != nil {
+			t.Fatal(err)
+		}
+		var got []TemplateRow
+		n := allocated(func() { got, err = readTemplateRows(ctx, tbl, "bomb.parquet") })
+		if err == nil || n > 16<<20 {
+			t.Errorf("bomb stating %d (page of %d, expanding to %d MB): %d rows, err %v, %d MB allocated",
+				states, size, (len(body)-9)/4>>3, len(got), err, n>>20)
+		}
+	}
+}
+
+// allocated is the bytes fn allocates.
+func allocated(fn func()) uint64 {
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	fn()
+	runtime.ReadMemStats(&m1)
+	return m1.TotalAlloc - m0.TotalAlloc
 }

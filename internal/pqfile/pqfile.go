@@ -9,7 +9,10 @@
 // file, and refuses column chunks compressed with a codec the
 // caller does not accept. A panic of parquet-go while it opens the file
 // is an ErrCorrupt. Every reader of records, templates and Delta
-// checkpoint files opens them here.
+// checkpoint files opens them here. For a file in memory, CheckPages
+// walks every page header and CheckBodies every compressed body before
+// parquet-go decodes them; DecodeZstd is the bounded zstd decoding that
+// quarry's own page decoding uses.
 package pqfile
 
 import (

@@ -340,9 +340,9 @@ func decompressInto(dst []byte, codec format.CompressionCodec, body []byte, size
 		return append(dst, body...), nil
 	case format.Zstd:
 		// At most size bytes: a damaged body that states or expands to
-		// more stops there (decodeAtMost).
-		out, err := decodeAtMost(dst, body, int(size))
-		if errors.Is(err, errTooLarge) {
+		// more stops there (pqfile.DecodeZstd).
+		out, err := pqfile.DecodeZstd(dst, body, int(size))
+		if errors.Is(err, pqfile.ErrTooLarge) {
 			return nil, fmt.Errorf("more bytes uncompressed than its header states, %d: %w", size, err)
 		}
 		if err != nil {

@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 
 	kzstd "github.com/klauspost/compress/zstd"
 	"github.com/parquet-go/parquet-go/compress"
 	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/quarrylake/quarry/internal/pqfile"
 )
 
 // zstdCodec is parquet-go's zstd codec (same encoder options, so the same
@@ -102,58 +103,6 @@ var ZstdHigh compress.Codec = highCodec
 // cost more than the bytes it saves there.
 var ZstdBetter compress.Codec = codec(zstd.SpeedBetterCompression)
 
-// A zstd block expands up to 32,768-fold (an RLE block: 4 bytes, 128 KB of
-// one byte) and a frame need not state its size, so a few KB of a damaged
-// file's page or footer value could make a decoder that only checks the
-// size afterwards allocate gigabytes first. quarry's own decoding of
-// untrusted bytes goes through decodeAtMost instead, which stops at a
-// bound. (The library prints a line to stderr when it stops so.)
-var (
-	// capDecoders decode into at most dst's capacity.
-	capDecoders = sync.Pool{New: func() any {
-		d, err := kzstd.NewReader(nil, kzstd.WithDecoderConcurrency(1), kzstd.WithDecodeAllCapLimit(true))
-		if err != nil {
-			panic(err) // constant options
-		}
-		return d
-	}}
-)
-
-// errTooLarge: a zstd body decodes to more than its bound.
-var errTooLarge = errors.New("zstd data decodes past its bound")
-
-// decodeAtMost appends src decoded to dst, n bytes at most: a frame that
-// states more, or whose blocks decode to more, is an error by the time n
-// is passed, not an allocation of what it states. The decoder checks
-// after each block, and the block that crosses n may grow its buffer
-// first: at most about 2n+128 KB are allocated. dst's capacity is grown to
-// len(dst)+n+overAlloc first, where it is less.
-func decodeAtMost(dst, src []byte, n int) ([]byte, error) {
-	dst = slices.Grow(dst, n+overAlloc)
-	d := capDecoders.Get().(*kzstd.Decoder)
-	out, err := d.DecodeAll(src, dst[:len(dst):len(dst)+n+overAlloc])
-	capDecoders.Put(d)
-	if err == nil && len(out)-len(dst) > n {
-		err = kzstd.ErrDecoderSizeExceeded
-	}
-	if errors.Is(err, kzstd.ErrDecoderSizeExceeded) || errors.Is(err, kzstd.ErrFrameSizeExceeded) {
-		return nil, fmt.Errorf("%w: more than %d bytes", errTooLarge, n)
-	}
-	if err == nil && len(out) > 0 && &out[0] == &dst[:1][0] {
-		// In dst's array, as the cap limit keeps it: with dst's whole
-		// capacity, which a caller that reuses the array (pageScratch)
-		// keeps for the next, larger page.
-		out = dst[:len(out)]
-	}
-	return out, err
-}
-
-// overAlloc is the room past a block the decoder's fast copies may write
-// into (klauspost's compressedBlockOverAlloc): without it, a destination
-// of exactly the page's size takes the slower safe copies for its last
-// block, which is most pages' only one.
-const overAlloc = 32
-
 // decodeSummary decodes a footer value's frame (summaries, pairs), at
 // most maxSummary bytes: into the size its header states (quarry's
 // frames state it), else into bounds growing eightfold from 64 KB, each
@@ -162,14 +111,14 @@ func decodeSummary(src []byte) ([]byte, error) {
 	var h kzstd.Header
 	if err := h.Decode(src); err == nil && h.HasFCS {
 		if h.FrameContentSize > maxSummary {
-			return nil, fmt.Errorf("%w: states %d bytes, more than %d", errTooLarge, h.FrameContentSize, maxSummary)
+			return nil, fmt.Errorf("%w: states %d bytes, more than %d", pqfile.ErrTooLarge, h.FrameContentSize, maxSummary)
 		}
-		return decodeAtMost(nil, src, int(h.FrameContentSize))
+		return pqfile.DecodeZstd(nil, src, int(h.FrameContentSize))
 	}
 	for n := 64 << 10; ; n *= 8 {
 		n = min(n, maxSummary)
-		out, err := decodeAtMost(nil, src, n)
-		if !errors.Is(err, errTooLarge) || n == maxSummary {
+		out, err := pqfile.DecodeZstd(nil, src, n)
+		if !errors.Is(err, pqfile.ErrTooLarge) || n == maxSummary {
 			return out, err
 		}
 	}
