@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -226,12 +225,11 @@ func TestTemplatesFileBomb(t *testing.T) {
 	var size int64
 	for _, rg := range pf.Metadata().RowGroups {
 		for _, c := range rg.Columns {
-			m := c.MetaData
-			at := m.DataPageOffset
-			if d := m.DictionaryPageOffset; d > 0 && d < at {
-				at = d
+			at, end, ok := pqfile.ChunkSpan(&c.MetaData, int64(len(good)))
+			if !ok {
+				t.Fatal("a chunk outside the file")
 			}
-			for pos := at; pos < at+m.TotalCompressedSize; {
+			for pos := at; pos < end; {
 				h, n, err := pqfile.ReadPageHeader(good[pos:])
 				if err != nil {
 					t.Fatal(err)
@@ -247,7 +245,7 @@ func TestTemplatesFileBomb(t *testing.T) {
 		t.Fatalf("the largest page body is %d bytes: too small a bomb", len(body))
 	}
 	// quarry's own frames state their size: checked without decoding.
-	if n := allocated(func() { err = pqfile.CheckBodies(good, pf) }); err != nil || n > 64<<10 {
+	if n := pqtest.Allocated(func() { err = pqfile.CheckBodies(good, pf) }); err != nil || n > 64<<10 {
 		t.Fatalf("the good file's bodies: err %v, %d KB allocated (decoded to check?)", err, n>>10)
 	}
 	at := bytes.Index(good, body)
@@ -264,19 +262,10 @@ func TestTemplatesFileBomb(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got []TemplateRow
-		n := allocated(func() { got, err = readTemplateRows(ctx, tbl, "bomb.parquet") })
+		n := pqtest.Allocated(func() { got, err = readTemplateRows(ctx, tbl, "bomb.parquet") })
 		if err == nil || n > 16<<20 {
 			t.Errorf("bomb stating %d (page of %d, expanding to %d MB): %d rows, err %v, %d MB allocated",
 				states, size, (len(body)-9)/4>>3, len(got), err, n>>20)
 		}
 	}
-}
-
-// allocated is the bytes fn allocates.
-func allocated(fn func()) uint64 {
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	fn()
-	runtime.ReadMemStats(&m1)
-	return m1.TotalAlloc - m0.TotalAlloc
 }

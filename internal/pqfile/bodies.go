@@ -75,14 +75,11 @@ func CheckBodies(data []byte, f *parquet.File) error {
 			if m.Codec != format.Zstd && m.Codec != format.Snappy {
 				continue
 			}
-			start := m.DataPageOffset
-			if d := m.DictionaryPageOffset; d > 0 && d < start {
-				start = d
-			}
-			if start < 0 || m.TotalCompressedSize < 0 || start+m.TotalCompressedSize > int64(len(data)) || start+m.TotalCompressedSize < start {
+			start, end, ok := ChunkSpan(&m, int64(len(data)))
+			if !ok {
 				return fmt.Errorf("%w: row group %d column %d: chunk outside the file", ErrCorrupt, i, j)
 			}
-			chunk := data[start : start+m.TotalCompressedSize]
+			chunk := data[start:end]
 			for pos := 0; pos < len(chunk); {
 				h, n, err := ReadPageHeader(chunk[pos:])
 				if err != nil || h.Compressed > int64(len(chunk)-pos-n) || h.Uncompressed > MaxPageSize {

@@ -3,7 +3,6 @@ package pqfile
 import (
 	"bytes"
 	"errors"
-	"runtime"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -17,12 +16,11 @@ func pages(t *testing.T, data []byte, f *parquet.File, fn func(body []byte, size
 	t.Helper()
 	for _, rg := range f.Metadata().RowGroups {
 		for _, c := range rg.Columns {
-			m := c.MetaData
-			at := m.DataPageOffset
-			if d := m.DictionaryPageOffset; d > 0 && d < at {
-				at = d
+			at, end, ok := ChunkSpan(&c.MetaData, int64(len(data)))
+			if !ok {
+				t.Fatal("a chunk outside the file")
 			}
-			chunk := data[at : at+m.TotalCompressedSize]
+			chunk := data[at:end]
 			for pos := 0; pos < len(chunk); {
 				h, n, err := ReadPageHeader(chunk[pos:])
 				if err != nil {
@@ -33,15 +31,6 @@ func pages(t *testing.T, data []byte, f *parquet.File, fn func(body []byte, size
 			}
 		}
 	}
-}
-
-// allocated is the bytes fn allocates.
-func allocated(fn func()) uint64 {
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	fn()
-	runtime.ReadMemStats(&m1)
-	return m1.TotalAlloc - m0.TotalAlloc
 }
 
 // TestCheckBodies: a file parquet-go wrote passes without a page decoded
@@ -97,7 +86,7 @@ func TestCheckBodies(t *testing.T) {
 	for _, states := range []uint64{0, uint64(size) * 2} {
 		data, bf := bombed(pqtest.ZstdBomb(len(body), states))
 		var err error
-		if got := allocated(func() { err = CheckBodies(data, bf) }); !errors.Is(err, ErrCorrupt) || got > 4<<20 {
+		if got := pqtest.Allocated(func() { err = CheckBodies(data, bf) }); !errors.Is(err, ErrCorrupt) || got > 4<<20 {
 			t.Errorf("bomb stating %d of a page of %d, expanding to %d: err %v, %d KB allocated", states, size, expands, err, got>>10)
 		}
 	}

@@ -106,20 +106,29 @@ func CheckPages(data []byte, f *parquet.File, maxPage int64) error {
 	size := int64(len(data))
 	for i, rg := range f.Metadata().RowGroups {
 		for j, c := range rg.Columns {
-			m := c.MetaData
-			start := m.DataPageOffset
-			if d := m.DictionaryPageOffset; d > 0 && d < start {
-				start = d
+			start, end, ok := ChunkSpan(&c.MetaData, size)
+			if !ok {
+				return fmt.Errorf("%w: row group %d column %d: chunk at %d of %d bytes in a file of %d", ErrCorrupt, i, j, start, c.MetaData.TotalCompressedSize, size)
 			}
-			if start < 0 || m.TotalCompressedSize < 0 || start+m.TotalCompressedSize > size || start+m.TotalCompressedSize < start {
-				return fmt.Errorf("%w: row group %d column %d: chunk at %d of %d bytes in a file of %d", ErrCorrupt, i, j, start, m.TotalCompressedSize, size)
-			}
-			if err := CheckChunk(data[start:start+m.TotalCompressedSize], start, maxPage); err != nil {
+			if err := CheckChunk(data[start:end], start, maxPage); err != nil {
 				return fmt.Errorf("row group %d column %d: %w", i, j, err)
 			}
 		}
 	}
 	return nil
+}
+
+// ChunkSpan is where a column chunk's bytes lie in its file: from its
+// first page (its dictionary page, when that comes first) for
+// TotalCompressedSize bytes. ok is false when that is not within a file of
+// size bytes.
+func ChunkSpan(m *format.ColumnMetaData, size int64) (start, end int64, ok bool) {
+	start = m.DataPageOffset
+	if d := m.DictionaryPageOffset; d > 0 && d < start {
+		start = d
+	}
+	end = start + m.TotalCompressedSize
+	return start, end, start >= 0 && m.TotalCompressedSize >= 0 && end <= size && end >= start
 }
 
 // CheckChunk walks the page headers of one column chunk's bytes, which

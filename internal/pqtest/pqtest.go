@@ -1,11 +1,13 @@
 // Package pqtest writes Parquet files for tests: rows of a Go struct as
 // parquet-go's generic writer writes them, zstd-compressed, as a writer
-// other than quarry's would. Only tests import it.
+// other than quarry's would; zstd bombs to damage them with; and measures
+// what reading them allocates. Only tests import it.
 package pqtest
 
 import (
 	"bytes"
 	"encoding/binary"
+	"runtime"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
@@ -46,4 +48,13 @@ func ZstdBomb(size int, states uint64) []byte {
 	h := uint32(raw)<<3 | 1 // raw, last
 	b = append(b, byte(h), byte(h>>8), byte(h>>16))
 	return append(b, make([]byte, raw)...)
+}
+
+// Allocated is the bytes fn allocates (every goroutine's, while it runs).
+func Allocated(fn func()) uint64 {
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	fn()
+	runtime.ReadMemStats(&m1)
+	return m1.TotalAlloc - m0.TotalAlloc
 }

@@ -27,7 +27,7 @@ func TestZstdBombBounded(t *testing.T) {
 	for _, fcs := range []bool{false, true} {
 		bomb := zstdBomb(8192, fcs) // 1 GB from 32 KB
 		var err error
-		n := allocated(func() { _, err = decompressInto(nil, format.Zstd, bomb, 4096) })
+		n := pqtest.Allocated(func() { _, err = decompressInto(nil, format.Zstd, bomb, 4096) })
 		if !errors.Is(err, pqfile.ErrTooLarge) {
 			t.Errorf("page (content size %v): err %v, want pqfile.ErrTooLarge", fcs, err)
 		}
@@ -39,7 +39,7 @@ func TestZstdBombBounded(t *testing.T) {
 			t.Errorf("scratch page (content size %v): err %v, want pqfile.ErrTooLarge", fcs, err)
 		}
 		v := pack7(append([]byte{summaryVersion}, zstdBomb(16384, fcs)...)) // 2 GB
-		n = allocated(func() { _, err = ParseSummary(v) })
+		n = pqtest.Allocated(func() { _, err = ParseSummary(v) })
 		if !errors.Is(err, errSummary) || !errors.Is(err, pqfile.ErrTooLarge) {
 			t.Errorf("summary (content size %v): err %v, want errSummary and pqfile.ErrTooLarge", fcs, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sync"
 
@@ -52,14 +53,11 @@ func (m *memAt) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// chunkRange is a column chunk's bytes (dictionary page first) in the file.
+// chunkRange is a column chunk's bytes (dictionary page first) in the file
+// (pqfile.ChunkSpan; its callers check the range against the file).
 func chunkRange(c *format.ColumnChunk) (int64, int64) {
-	m := &c.MetaData
-	start := m.DataPageOffset
-	if d := m.DictionaryPageOffset; d > 0 && d < start {
-		start = d
-	}
-	return start, start + m.TotalCompressedSize
+	start, end, _ := pqfile.ChunkSpan(&c.MetaData, math.MaxInt64)
+	return start, end
 }
 
 // pagesOf returns a function that opens the pages of column chunk ci of

@@ -9,6 +9,8 @@ import (
 	"github.com/parquet-go/parquet-go/deprecated"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/quarrylake/quarry/internal/pqfile"
 )
 
 // trimFooter rewrites a Parquet file's footer without what this format does
@@ -193,12 +195,8 @@ func dropChecksums(data []byte) ([]byte, error) {
 		}
 		for j := range rg.Columns {
 			m := &rg.Columns[j].MetaData
-			pos := m.DataPageOffset
-			if m.DictionaryPageOffset > 0 && m.DictionaryPageOffset < pos {
-				pos = m.DictionaryPageOffset
-			}
-			end := pos + m.TotalCompressedSize
-			if pos < 4 || end > int64(n-8-size) {
+			pos, end, ok := pqfile.ChunkSpan(m, int64(n-8-size))
+			if !ok || pos < 4 {
 				return nil, fmt.Errorf("drop checksums: column chunk %v at %d..%d outside the file", m.PathInSchema, pos, end)
 			}
 			var zsum, rawSum int64

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"runtime"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/quarrylake/quarry/internal/pqtest"
 )
 
 func openTestFile(t *testing.T) []byte {
@@ -18,15 +19,6 @@ func openTestFile(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return f.Data
-}
-
-// allocated is the bytes fn allocates.
-func allocated(fn func()) uint64 {
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
-	fn()
-	runtime.ReadMemStats(&m1)
-	return m1.TotalAlloc - m0.TotalAlloc
 }
 
 // TestOpenParquetDamagedTrailer: a footer length past the file's size is
@@ -53,7 +45,7 @@ func TestOpenParquetDamagedTrailer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			data := tt.mod(bytes.Clone(good))
 			var errs []error
-			n := allocated(func() {
+			n := pqtest.Allocated(func() {
 				_, err := Decode(data, tpl)
 				errs = append(errs, err)
 				_, err = DecodeProjected(data, tpl, Projection{Lines: true})
