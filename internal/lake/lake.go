@@ -244,6 +244,16 @@ func openSmall(ctx context.Context, t *delta.Table, rel string) (*parquet.File, 
 	if err != nil {
 		return nil, key, fmt.Errorf("read %s: %w", key, err)
 	}
+	f, err := openChecked(data)
+	if err != nil {
+		return nil, key, fmt.Errorf("parquet %s: %w", key, err)
+	}
+	return f, key, nil
+}
+
+// openChecked opens a file in memory with its page headers and
+// compressed bodies checked (openSmall).
+func openChecked(data []byte) (*parquet.File, error) {
 	f, err := recfile.OpenParquet(bytes.NewReader(data), int64(len(data)), parquet.SkipBloomFilters(true), parquet.SkipPageIndex(true))
 	if err == nil {
 		err = pqfile.CheckPages(data, f, pqfile.MaxPageSize)
@@ -252,9 +262,9 @@ func openSmall(ctx context.Context, t *delta.Table, rel string) (*parquet.File, 
 		err = pqfile.CheckBodies(data, f)
 	}
 	if err != nil {
-		return nil, key, fmt.Errorf("parquet %s: %w", key, err)
+		return nil, err
 	}
-	return f, key, nil
+	return f, nil
 }
 
 // readRows reads every row of f (the object key) as T.

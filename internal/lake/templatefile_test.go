@@ -123,7 +123,7 @@ func FuzzTemplateFile(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ctx := context.Background()
-		pf, err := recfile.OpenParquet(bytes.NewReader(data), int64(len(data)))
+		pf, err := openChecked(data) // as readTemplateRows opens a templates file
 		if err != nil {
 			return
 		}
