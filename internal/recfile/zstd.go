@@ -1,7 +1,6 @@
 package recfile
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -103,23 +102,21 @@ var ZstdHigh compress.Codec = highCodec
 // cost more than the bytes it saves there.
 var ZstdBetter compress.Codec = codec(zstd.SpeedBetterCompression)
 
-// decodeSummary decodes a footer value's frame (summaries, pairs), at
-// most maxSummary bytes: into the size its header states (quarry's
-// frames state it), else into bounds growing eightfold from 64 KB, each
-// decode stopping at its bound.
+// decodeSummary decodes a footer value's frame (summaries, pairs): into
+// the size its header states, at most maxSummary bytes; a frame that does
+// not state it into at most smallFrame bytes. klauspost's encoder leaves
+// the size out of a frame of under 256 bytes only.
 func decodeSummary(src []byte) ([]byte, error) {
 	var h kzstd.Header
-	if err := h.Decode(src); err == nil && h.HasFCS {
-		if h.FrameContentSize > maxSummary {
-			return nil, fmt.Errorf("%w: states %d bytes, more than %d", pqfile.ErrTooLarge, h.FrameContentSize, maxSummary)
-		}
-		return pqfile.DecodeZstd(nil, src, int(h.FrameContentSize))
+	if err := h.Decode(src); err != nil || !h.HasFCS {
+		return pqfile.DecodeZstd(nil, src, smallFrame)
 	}
-	for n := 64 << 10; ; n *= 8 {
-		n = min(n, maxSummary)
-		out, err := pqfile.DecodeZstd(nil, src, n)
-		if !errors.Is(err, pqfile.ErrTooLarge) || n == maxSummary {
-			return out, err
-		}
+	if h.FrameContentSize > maxSummary {
+		return nil, fmt.Errorf("%w: states %d bytes, more than %d", pqfile.ErrTooLarge, h.FrameContentSize, maxSummary)
 	}
+	return pqfile.DecodeZstd(nil, src, int(h.FrameContentSize))
 }
+
+// smallFrame bounds the decoding of a footer value's frame that does not
+// state its size.
+const smallFrame = 64 << 10
