@@ -2,10 +2,12 @@ package pqfile
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/quarrylake/quarry/internal/pqtest"
 )
@@ -93,5 +95,35 @@ func TestCheckBodies(t *testing.T) {
 	data, bf := bombed(pqtest.ZstdBomb(len(body), uint64(size)))
 	if err := CheckBodies(data, bf); err != nil {
 		t.Fatalf("a bomb stating its page's size: %v", err)
+	}
+}
+
+// TestCheckBodiesSnappy: a snappy body states its length first, and
+// snappy's decoder allocates that length: a file parquet-go wrote passes,
+// and a page whose body states 4 GB, not its page's size, is refused.
+func TestCheckBodiesSnappy(t *testing.T) {
+	good := sample(t, parquet.Compression(&parquet.Snappy))
+	codecs := []format.CompressionCodec{format.Snappy}
+	f, err := Open(bytes.NewReader(good), int64(len(good)), codecs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckBodies(good, f); err != nil {
+		t.Fatalf("a good file: %v", err)
+	}
+	var body []byte
+	pages(t, good, f, func(b []byte, _ int64) {
+		if len(b) > len(body) {
+			body = b
+		}
+	})
+	data := bytes.Clone(good)
+	copy(data[bytes.Index(good, body):], binary.AppendUvarint(nil, 0xfffffff0))
+	bf, err := Open(bytes.NewReader(data), int64(len(data)), codecs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckBodies(data, bf); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a body stating 4 GB: err %v, want ErrCorrupt", err)
 	}
 }
