@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding"
@@ -649,7 +650,7 @@ func (d *decoder) readGroup(rg parquet.RowGroup, cols []column) (*group, error) 
 	if lines && kept != nil {
 		// Only some rows are kept: their kinds say which slot columns
 		// (and whether ts_residue) they use; the others are not read.
-		if err := d.narrowSlots(rg, cols, need, g.vals, kept, base[cKinds]); err != nil {
+		if err := d.narrowSlots(rg, cols, need, g.vals, kept, base[cKinds], base[cTemplateID], base[cVersion]); err != nil {
 			return nil, err
 		}
 	}
@@ -772,7 +773,7 @@ func (g *group) release() {
 // (p, n, b beyond what the kept rows' kinds count) and ts_residue (when no
 // kept row has a timestamp item) that no kept row uses. A kinds value that
 // does not parse leaves need as it is (rendering reports it).
-func (d *decoder) narrowSlots(rg parquet.RowGroup, cols []column, need []bool, vals []colVals, kept []int32, kinds *colVals) error {
+func (d *decoder) narrowSlots(rg parquet.RowGroup, cols []column, need []bool, vals []colVals, kept []int32, kinds, ids, vers *colVals) error {
 	only := make([]bool, len(cols))
 	for i, c := range cols {
 		only[i] = c.kind == cKinds
@@ -801,6 +802,24 @@ func (d *decoder) narrowSlots(rg parquet.RowGroup, cols []column, need []bool, v
 				distinct = append(distinct, k)
 			}
 		}
+	}
+	if slices.Contains(distinct, "") {
+		// An empty value stands for as many s items as its row's
+		// template has wildcards (records v8): the most of a kept row's.
+		wild, last := 0, Key{}
+		for x, i := range kept {
+			k := Key{uint64(ids.int(int(i))), uint32(vers.int(int(i)))}
+			if x > 0 && k == last {
+				continue
+			}
+			last = k
+			text, ok := d.tpl[k]
+			if !ok {
+				return nil // rendering reports it
+			}
+			wild = max(wild, strings.Count(text, Wildcard))
+		}
+		distinct = append(distinct, strings.Repeat(string(rune(kindString)), wild))
 	}
 	for _, k := range distinct {
 		slots, ok := d.kinds[k]

@@ -498,6 +498,12 @@ func encodeOnce(rows []Row, tpl Templates, o *options, how int, picks map[Key][]
 	}
 	e.demote(len(rows))
 	e.u.rows = len(rows)
+	if o.hiLevel != 0 && !o.fullKinds {
+		// At zstd's best level, as the other levers that change what a
+		// file holds: a busy encoder's files stay readable by a reader
+		// of before v8 until compaction rewrites them.
+		e.emptyKinds(rows, order, enc)
+	}
 	if o.hiLevel != 0 && o.plainTrial && o.strings == "auto" {
 		e.choosePlain(enc)
 	}
@@ -981,6 +987,58 @@ func (e *encoder) addRight(s span) {
 	}
 }
 
+// emptyKinds writes the empty kinds value (records v8) for the rows of a
+// template with wildcards whose kinds are s items only, or whose
+// parameters are all in more and of kinds that render their item's text
+// (s, i, f, a, x, b: a reader takes each s item from more when its p
+// column has no value for the row). A reader reads the empty value as s
+// items, one per wildcard of the row's template (stringSlots). In a file
+// of lines without timestamps (apt's term.log, a build's output) most rows
+// have s items only, and a value a row that repeats how many wildcards its
+// template has takes as many bytes as template_id: term.log's kinds 983
+// bytes of its 26,566, 110 so (docs/formats.md, records v8).
+func (e *encoder) emptyKinds(rows []Row, order []int32, enc []encoded) {
+	var last string
+	lastStrings, lastPlain := false, false
+	for x := range enc {
+		en := &enc[x]
+		if en.kinds == "" {
+			continue
+		}
+		if en.kinds != last {
+			last = en.kinds
+			lastStrings = strings.Trim(last, string(rune(kindString))) == ""
+			lastPlain = textItems(last)
+		}
+		switch {
+		case lastStrings:
+		case lastPlain && len(e.moreItems(&rows[order[x]], en)) == len(rows[order[x]].Params):
+		default:
+			continue
+		}
+		en.kinds = ""
+		e.u.emptyKinds = true
+	}
+}
+
+// textItems reports whether kinds (after a leading r) has only items whose
+// parameter, in more, is its item's text: s, i, f, a, x and b.
+func textItems(kinds string) bool {
+	if len(kinds) > 0 && kinds[0] == kindRight {
+		kinds = kinds[1:]
+	}
+	for i := 0; i < len(kinds); i++ {
+		switch kinds[i] {
+		case kindString, kindInt, kindIPv4, kindHex, kindBytes:
+		case kindDecimal:
+			i++ // its digit count
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // alignRight numbers the string parameters of every row of two or more
 // (rightAligned) from the right: the last in p0, the one before in p1 and
 // so on, and marks the row's kinds with a leading 'r' (records v4). It pays
@@ -1281,6 +1339,8 @@ func (e *encoder) write(rows []Row, order []int32, enc []encoded) ([]byte, error
 	cols := columnsOf(schema)
 	version := "3"
 	switch {
+	case e.u.emptyKinds:
+		version = "8"
 	case e.u.moreText:
 		version = "7"
 	case e.u.shift:

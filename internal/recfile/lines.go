@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/parquet-go/parquet-go"
@@ -225,20 +226,60 @@ func (g *group) appendDigits(dst []byte, s slot, i int, runs *[]int64) (out []by
 }
 
 // slotsOf is row i's kinds, parsed.
-func (d *decoder) slotsOf(g *group, i int) ([]slot, error) { return slotsIn(g, i, d.kinds) }
+func (d *decoder) slotsOf(g *group, i int) ([]slot, error) {
+	return slotsIn(g, i, d.kinds, len(d.pieces[g.tpl[i]])-1)
+}
 
 // slotsIn is row i's kinds, parsed: a dictionary column's from g.kinds, a
-// plain column's through the cache kinds.
-func slotsIn(g *group, i int, kinds map[string][]slot) ([]slot, error) {
+// plain column's through the cache kinds. wild is the wildcards of the
+// row's template: an empty kinds value on a row of a template with
+// wildcards is that many s items (records v8, stringSlots).
+func slotsIn(g *group, i int, kinds map[string][]slot, wild int) ([]slot, error) {
 	e, ok := g.kindsEntry(i)
+	var s []slot
 	if !ok {
-		return parsedKinds(kinds, g.base[cKinds].str(i))
+		var err error
+		if s, err = parsedKinds(kinds, g.base[cKinds].str(i)); err != nil {
+			return nil, err
+		}
+	} else {
+		if g.kindsErr != nil && g.kindsErr[e] != nil {
+			return nil, g.kindsErr[e]
+		}
+		s = g.kinds[e]
 	}
-	if g.kindsErr != nil && g.kindsErr[e] != nil {
-		return nil, g.kindsErr[e]
+	if len(s) == 0 && wild > 0 {
+		return stringSlots(wild)
 	}
-	return g.kinds[e], nil
+	return s, nil
 }
+
+// stringSlots is wild s items parsed: what an empty kinds value stands for
+// on a row of a template with wild wildcards (records v8). The encoder
+// writes it where every parameter of the row is an s item, or every one is
+// in more (where s, i, f, a, x and b items all render their item's text):
+// in a file of lines without timestamps most rows' kinds are s items only,
+// and a value a row that only says how many wildcards its template has
+// cost apt's term.log 3.3% of its records file (docs/formats.md).
+func stringSlots(wild int) ([]slot, error) {
+	if wild < len(stringSlotsCache) {
+		if p := stringSlotsCache[wild].Load(); p != nil {
+			return *p, nil
+		}
+	}
+	s, err := shared.parsed(strings.Repeat(string(rune(kindString)), wild))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if wild < len(stringSlotsCache) {
+		stringSlotsCache[wild].Store(&s)
+	}
+	return s, nil
+}
+
+// stringSlotsCache holds stringSlots(n) by n, once parsed: it is asked a
+// row, by renderers at once.
+var stringSlotsCache [256]atomic.Pointer[[]slot]
 
 // kindsEntry is row i's entry of a dictionary kinds column (g.kinds);
 // false when the column is plain (its value is then parsed through a
@@ -334,7 +375,7 @@ func (d *decoder) appendLine(dst []byte, g *group, r lineRef) ([]byte, error) {
 func (d *decoder) appendLineWith(dst []byte, g *group, r lineRef, times *eventtime.Renderer, kinds map[string][]slot) ([]byte, error) {
 	i := int(r.row)
 	pieces := d.pieces[r.tpl]
-	slots, err := slotsIn(g, i, kinds)
+	slots, err := slotsIn(g, i, kinds, len(pieces)-1)
 	if err != nil {
 		return nil, err
 	}

@@ -312,7 +312,7 @@ func (l *Lines) MayHold(x int, n *Needle, scratch []byte) (bool, []byte) {
 	if !n.group(l, int(r.g)).mayHold(g, i) {
 		return false, scratch
 	}
-	slots, err := slotsIn(g, i, l.d.kinds)
+	slots, err := slotsIn(g, i, l.d.kinds, len(l.d.pieces[r.tpl])-1)
 	if err != nil || len(slots) != len(l.d.pieces[r.tpl])-1 {
 		return true, scratch
 	}

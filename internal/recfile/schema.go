@@ -15,7 +15,9 @@ import (
 )
 
 // Version is the newest records file format this package writes and
-// reads: records v7, which is v3 with a more_text column (a row's items of
+// reads: records v8, which is v3 with rows whose kinds value is empty where
+// their template has wildcards: that many s items (stringSlots). v7 is v3
+// with a more_text column (a row's items of
 // more joined by moreSep into one value, instead of the more list). v6 is
 // v3 with kinds items 'w' and 'y' (other times
 // of the line, as steps from ts), v5 v3 with kinds items 'd' (string
@@ -24,7 +26,7 @@ import (
 // 'r', alignRight); a file is of the highest version whose items it has,
 // one with none of them v3. Version 2 is lake.RecordRow
 // (params as list<string>, one row per record in WAL order).
-const Version = 7
+const Version = 8
 
 // MaxSlots is how many parameters of a record have columns of their own
 // (p<j>, n<j>, b<j> for j < MaxSlots); the rest go to more.
@@ -137,6 +139,9 @@ type options struct {
 	// makes the file smaller (encode writes it both ways), "on" always,
 	// anything else never.
 	digits string
+	// fullKinds writes every row's kinds items, never the empty value that
+	// stands for s items only (records v8; tests).
+	fullKinds bool
 }
 
 // statsColumns keep their chunk statistics in a trimmed footer of a file
@@ -336,6 +341,9 @@ type usage struct {
 	// digits: some row has a parameter split at its digit runs (kind d,
 	// records v5).
 	digits bool
+	// emptyKinds: some row of a template with wildcards has the empty
+	// kinds value, its parameters s items (records v8).
+	emptyKinds bool
 	// shift: some row has another time of its line as steps from its ts
 	// (kind w, records v6).
 	shift  bool
