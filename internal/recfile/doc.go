@@ -49,7 +49,8 @@
 // its dictionary (chooseKinds).
 // The footer's key-value metadata holds quarry.records.version = 3 (4 in
 // a file with rows marked r, 5 in one with d items, 6 in one with w or y
-// items, 7 in one with the more_text column) and
+// items, 7 in one with the more_text column, 8 in one with rows whose kinds
+// value is empty though their template has wildcards) and
 // the file's template summary (SummaryKey, Summary: per template version
 // its row count and the bytes its parameters use), which readers
 // use to skip templates and files and to count without reading rows; a
@@ -189,8 +190,15 @@
 // A row's d runs and numeric parameters together take at most 32 n
 // columns: a string past that is not split, a number is s.
 //
+// An empty kinds value on a row whose template has wildcards (records v8)
+// is one s item per wildcard (stringSlots). At zstd's best level the
+// encoder writes it for the rows whose items are s only, and for those
+// whose parameters are all in more with kinds s, i, f, a, x or b, which
+// read as s take more's items, their exact text (emptyKinds).
+//
 // To reconstruct a line without this package: split the template text on
-// "<*>"; for each item j of kinds (after a leading r) write piece j (unless
+// "<*>"; read an empty kinds of a template with wildcards as one s a
+// wildcard; for each item j of kinds (after a leading r) write piece j (unless
 // the item is c), then the parameter as its kind says (skip c), taking the
 // next p (s, u, d, v; counted from the right after r), n or b column (d, v: its
 // runs' n columns, after the row's numeric ones), or, when that column's value is null, the next item of more
