@@ -17,6 +17,7 @@ import (
 
 	"github.com/quarrylake/quarry/internal/eventtime"
 	"github.com/quarrylake/quarry/internal/mining"
+	"github.com/quarrylake/quarry/streams"
 )
 
 // loghubDir holds the Loghub 2k sample logs, read in place.
@@ -69,18 +70,16 @@ func loadCorpus(t testing.TB, name string, sets ...string) *corpus {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := eventtime.New(eventtime.Defaults())
+	// Stamped as the producer stamps a line (eventtime.Stamper), read at
+	// one time.
+	st, err := eventtime.NewStamper(eventtime.Defaults())
 	if err != nil {
 		t.Fatal(err)
 	}
-	readAt := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	p.SetReference(readAt)
-	ts := readAt.UnixNano()
+	readAt := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano()
 	var events []mining.Event
 	for i, line := range c.lines {
-		if mt, _, ok := p.Parse([]byte(line)); ok {
-			ts = mt.Time.UnixNano()
-		}
+		ts, src := st.Stamp(line, readAt)
 		var res mining.Result
 		res, events = m.Mine(name, line, events[:0])
 		for _, ev := range events {
@@ -89,7 +88,7 @@ func loadCorpus(t testing.TB, name string, sets ...string) *corpus {
 			}
 			c.tplEvents = append(c.tplEvents, ev)
 		}
-		c.rows = append(c.rows, Row{WALSeq: uint64(1 + i/frameLines), Index: uint32(i % frameLines), TS: ts,
+		c.rows = append(c.rows, Row{WALSeq: uint64(1 + i/frameLines), Index: uint32(i % frameLines), TS: ts, TSSource: streams.TSSource(src),
 			TemplateID: res.ID, TemplateVersion: res.Version, Params: res.Params, Source: "file:" + name + ".log"})
 	}
 	return c
