@@ -317,20 +317,9 @@ func (h *Hub) Submit(ctx context.Context, receiver, tenantName string, entries [
 			bad++
 		}
 	}
-	// A source that stops without answering (its reader abandoned after a
-	// failure) must neither keep the bytes nor leave the receiver waiting:
-	// when it stops, done gets ErrUnavailable.
 	var answered sync.Once
 	answer := func(in producer.Ingested, err error) { answered.Do(func() { done(in, err) }) }
 	stopWatch := make(chan struct{})
-	go func() {
-		select {
-		case <-t.done:
-			release()
-			answer(producer.Ingested{}, fmt.Errorf("%w: source %s stopped before the lines were durable", ErrUnavailable, SourceID(t.name)))
-		case <-stopWatch:
-		}
-	}()
 	err = t.push.Submit(ctx, entries, func(in producer.Ingested, err error) {
 		close(stopWatch)
 		release()
@@ -341,13 +330,29 @@ func (h *Hub) Submit(ctx context.Context, receiver, tenantName string, entries [
 		answer(in, err)
 	})
 	if err != nil {
-		close(stopWatch)
 		release()
 		if errors.Is(err, producer.ErrPushStopped) {
 			return fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
+		return err
 	}
-	return err
+	// A source that stops without answering (its reader abandoned after a
+	// failure) must neither keep the bytes nor leave the receiver waiting:
+	// when it stops, done gets ErrUnavailable. Watched only once the source
+	// took the batch: a Submit that fails reports its error alone. (The
+	// watcher ran from before push's Submit, which waits while the source
+	// is full: a source that stopped meanwhile made both report, and
+	// syslog handed the batch over twice; TestWALFull wrote 1,024 lines
+	// twice under -race.)
+	go func() {
+		select {
+		case <-t.done:
+			release()
+			answer(producer.Ingested{}, fmt.Errorf("%w: source %s stopped before the lines were durable", ErrUnavailable, SourceID(t.name)))
+		case <-stopWatch:
+		}
+	}()
+	return nil
 }
 
 // Ingest submits without waiting for in-flight room and waits up to
