@@ -133,8 +133,8 @@ func readerOf[T any](f *parquet.File, key string) (r *parquet.GenericReader[T], 
 }
 
 // recordsVersionKey is the Parquet key-value metadata key a records v3
-// to v7 file carries ("3" to "7"); a file without it is told by its
-// columns.
+// to v8 file carries ("3" to recfile.Version); a file without it is told
+// by its columns.
 const recordsVersionKey = "quarry.records.version"
 
 // RecordsFileVersion is the records format of a Parquet file: what its
