@@ -23,6 +23,9 @@ import (
 type fileCache struct {
 	templates boundedMap[[]TemplateRow]
 	footers   boundedMap[*cachedFooter]
+	// noPairs: records files LearnPairs does not look at again (v2
+	// files, which have no summary to give pairs to).
+	noPairs boundedMap[struct{}]
 }
 
 type cacheKey struct {
@@ -39,6 +42,9 @@ type cachedFooter struct {
 	pf      *parquet.File
 	mu      sync.Mutex
 	summary recfile.Summary // replaced, never changed in place
+	// pairsTried: LearnPairs looked at the file (learnPairs), whatever
+	// it learned.
+	pairsTried bool
 }
 
 func (c *cachedFooter) currentSummary() recfile.Summary {
@@ -64,6 +70,40 @@ func (c *cachedFooter) learn(sets map[recfile.Key]byteset.Set) {
 	c.summary = ns
 }
 
+// wantsPairs reports whether LearnPairs has not looked at the file and
+// its summary has a version with a byte set and no pairs.
+func (c *cachedFooter) wantsPairs() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pairsTried {
+		return false
+	}
+	for _, t := range c.summary {
+		if !t.AnyBytes && t.ParamPairs == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// learnPairs gives the entries of the summary with a byte set and no
+// pairs the pair sets of sets (LearnPairs), and marks the file looked at.
+func (c *cachedFooter) learnPairs(sets map[recfile.Key]recfile.Pairs) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pairsTried = true
+	if len(sets) == 0 {
+		return
+	}
+	ns := slices.Clone(c.summary)
+	for i := range ns {
+		if ps, ok := sets[ns[i].Key]; ok && !ns[i].AnyBytes && ns[i].ParamPairs == nil {
+			ns[i].ParamPairs = ps
+		}
+	}
+	c.summary = ns
+}
+
 // maxCached bounds each map: about 10 KB per records footer.
 const maxCached = 4096
 
@@ -72,10 +112,11 @@ const maxCached = 4096
 // many queries over one lake. A footer kept also takes the byte sets that
 // a search (Search or SearchRaw) learns from the rows of the versions the file's summary gives
 // none (cachedFooter.learn), so a later text term those bytes cannot spell
-// skips their rows as it skips those of the versions with a byte set.
+// skips their rows as it skips those of the versions with a byte set, and
+// the pair sets LearnPairs learns for the files written without them.
 // Results are the same with or without it.
 func (l *Lake) EnableCache() {
-	l.cache = &fileCache{templates: newBoundedMap[[]TemplateRow](), footers: newBoundedMap[*cachedFooter]()}
+	l.cache = &fileCache{templates: newBoundedMap[[]TemplateRow](), footers: newBoundedMap[*cachedFooter](), noPairs: newBoundedMap[struct{}]()}
 }
 
 // boundedMap is one of the cache's maps, safe for concurrent searches and

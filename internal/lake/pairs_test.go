@@ -26,13 +26,16 @@ import (
 // writes its versions' byte pairs, recfile.PairsKey) of template 2 (user alice or bob, an address) and 9
 // ("merged a" or "b"), each file's data passed through prep.
 func pairsLake(t *testing.T, prep func(name string, data []byte) []byte) *lake.Lake {
-	return lake.Open(summaryLakeOf(t, prep, func(r *rand.Rand, day1, day2 time.Time) []summaryFile {
-		return []summaryFile{
-			{"a", "2026-01-01", summaryRows(r, 1500, 10, day1, 1, 2, 3, 5, 6, 7, 8, 9, 10), nil},
-			{"big", "2026-01-01", summaryRows(r, 17000, 2000, day1.Add(2*time.Hour), 2, 9), []recfile.Option{recfile.WithHighCompression(true)}},
-			{"c", "2026-01-02", summaryRows(r, 900, 9000, day2, 4, 5, 6, 8, 10), nil},
-		}
-	}).store)
+	return lake.Open(summaryLakeOf(t, prep, pairsFiles).store)
+}
+
+// pairsFiles are pairsLake's files.
+func pairsFiles(r *rand.Rand, day1, day2 time.Time) []summaryFile {
+	return []summaryFile{
+		{"a", "2026-01-01", summaryRows(r, 1500, 10, day1, 1, 2, 3, 5, 6, 7, 8, 9, 10), nil},
+		{"big", "2026-01-01", summaryRows(r, 17000, 2000, day1.Add(2*time.Hour), 2, 9), []recfile.Option{recfile.WithHighCompression(true)}},
+		{"c", "2026-01-02", summaryRows(r, 900, 9000, day2, 4, 5, 6, 8, 10), nil},
+	}
 }
 
 // withoutPairs is data with its PairsKey entry taken out of the footer, as
@@ -246,5 +249,162 @@ func TestPairsLevers(t *testing.T) {
 		if k[1] > k[0] || k[2] < k[1] || k[3] > k[1] {
 			t.Errorf("%s: %v: a pair set keeps more than the byte set, a hashed set less than the exact one, or the exact one less than the rows that hold it", term, k)
 		}
+	}
+}
+
+// TestLearnPairs: over pairsLake with file big's pairs taken out of its
+// footer (as a busy encoder writes it), LearnPairs gives big's versions
+// the very sets the encoder wrote, and files a and c (default level, one
+// row group: written without pairs) sets of their own; a second call
+// looks at nothing again. Every query then answers as over the intact
+// lake, and the term "ecila" (alice's bytes backwards: bytes big's
+// parameters hold, never side by side) skips big's rows: made unreadable
+// after the learning, the search still answers, where a lake that did
+// not learn reads them and fails.
+func TestLearnPairs(t *testing.T) {
+	ctx := context.Background()
+	var intactBig []byte
+	fx := summaryLakeOf(t, func(name string, d []byte) []byte {
+		if name == "big" {
+			intactBig = d
+			return withoutPairs(t, d)
+		}
+		return d
+	}, pairsFiles)
+	l := lake.Open(fx.store)
+	if n, err := l.LearnPairs(ctx, 0); err != nil || n != 0 {
+		t.Fatalf("without a cache: learned from %d files (%v), want none", n, err)
+	}
+	l.EnableCache()
+	if n, err := l.LearnPairs(ctx, 1); err != nil || n != 1 {
+		t.Fatalf("LearnPairs(1): learned from %d files (%v), want 1", n, err)
+	}
+	if n, err := l.LearnPairs(ctx, 0); err != nil || n != 2 {
+		t.Fatalf("LearnPairs(0): learned from %d more files (%v), want 2", n, err)
+	}
+	if n, err := l.LearnPairs(ctx, 0); err != nil || n != 0 {
+		t.Fatalf("LearnPairs again: learned from %d files (%v), want none", n, err)
+	}
+
+	snap, err := fx.rec.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bigPath string
+	for _, a := range snap.Files {
+		sum, err := lake.CachedSummary(ctx, l, a.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		withPairs := 0
+		for _, ts := range sum {
+			if ts.ParamPairs != nil {
+				withPairs++
+			} else if !ts.AnyBytes {
+				t.Errorf("%s: version %v has a byte set and no pairs after LearnPairs", a.Path, ts.Key)
+			}
+		}
+		if len(sum) > 0 && withPairs == 0 {
+			t.Errorf("%s: no version learned pairs", a.Path)
+		}
+		if strings.Contains(a.Path, "big") {
+			bigPath = a.Path
+		}
+	}
+	if bigPath == "" {
+		t.Fatal("no file big")
+	}
+	want, err := recfile.OpenAt(bytes.NewReader(intactBig), int64(len(intactBig)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSum, err := recfile.FileSummary(want.Parquet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotSum, err := lake.CachedSummary(ctx, l, bigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	learnt := map[recfile.Key]recfile.Pairs{}
+	for _, ts := range gotSum {
+		learnt[ts.Key] = ts.ParamPairs
+	}
+	for _, ts := range wantSum {
+		if ts.ParamPairs == nil {
+			continue
+		}
+		if got := learnt[ts.Key]; !slices.Equal(got, ts.ParamPairs) {
+			t.Errorf("big, version %v: learned %d words of pairs, the encoder wrote %d (or other bits)", ts.Key, len(got), len(ts.ParamPairs))
+		}
+	}
+
+	intact := pairsLake(t, func(_ string, d []byte) []byte { return d })
+	srcs := slices.Clone(summaryQueries)
+	r := rand.New(rand.NewPCG(10, 11))
+	for _, line := range []string{"user alice logged in from 10.0.3.7", "user bob logged out from 10.0.0.4", "merged a",
+		"GET /api/v1 status=404 took 17ms", "id=4411 hex=0badf00d", "ts 2026-01-02T00:00:01Z level=warn"} {
+		for range 8 {
+			n := 2 + r.IntN(6)
+			i := r.IntN(len(line) - n + 1)
+			srcs = append(srcs, `"`+line[i:i+n]+`"`, `"`+line[i:i+n]+`x"`, `"q`+line[i:i+n]+`"`)
+		}
+	}
+	for _, src := range srcs {
+		q := quarryql.MustCompile(src)
+		if got, want := searchAll(t, l, q, lake.SearchOptions{}), searchAll(t, intact, q, lake.SearchOptions{}); got != want {
+			t.Errorf("%q: with learned pairs %s, over the intact lake %s", src, got, want)
+		}
+	}
+
+	// big's rows made unreadable (the same size: the cache entry stands).
+	key := fx.rec.FileKey(bigPath)
+	data, err := fx.store.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.store.Put(ctx, key, corruptRows(data)); err != nil {
+		t.Fatal(err)
+	}
+	q := quarryql.MustCompile("ecila")
+	if got, want := searchAll(t, l, q, lake.SearchOptions{}), searchAll(t, intact, q, lake.SearchOptions{}); got != want {
+		t.Errorf("ecila over the learned lake: got %s, want %s", got, want)
+	}
+	unlearned := lake.Open(fx.store)
+	unlearned.EnableCache()
+	if err := unlearned.Search(ctx, q, lake.SearchOptions{}, func(lake.Record) error { return nil }); err == nil {
+		t.Error("ecila: a lake that did not learn big's pairs did not read its rows")
+	}
+	if err := l.Search(ctx, quarryql.MustCompile("alice"), lake.SearchOptions{}, func(lake.Record) error { return nil }); err == nil {
+		t.Error("alice: big's rows, which hold it, were not read")
+	}
+}
+
+// TestLearnPairsWhileSearching: LearnPairs runs beside searches of the same
+// lake, as quarry serve runs it, and they answer as over the intact lake
+// (under -race, nothing they share is written unguarded).
+func TestLearnPairsWhileSearching(t *testing.T) {
+	ctx := context.Background()
+	l := pairsLake(t, func(name string, d []byte) []byte {
+		if name == "big" {
+			return withoutPairs(t, d)
+		}
+		return d
+	})
+	l.EnableCache()
+	intact := pairsLake(t, func(_ string, d []byte) []byte { return d })
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.LearnPairs(ctx, 0)
+		done <- err
+	}()
+	for _, src := range []string{"ecila", "alice", `"ob 10"`, "ecila | count by template", "merged"} {
+		q := quarryql.MustCompile(src)
+		if got, want := searchAll(t, l, q, lake.SearchOptions{}), searchAll(t, intact, q, lake.SearchOptions{}); got != want {
+			t.Errorf("%q while learning: got %s, want %s", src, got, want)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

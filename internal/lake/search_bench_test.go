@@ -45,10 +45,17 @@ func BenchmarkSearch(b *testing.B) {
 	// it learned between searches: what quarry serve runs.
 	cached := lake.Open(store)
 	cached.EnableCache()
+	// And through one that learned the pairs of the files written
+	// without them (LearnPairs, as quarry serve does in the background).
+	learned := lake.Open(store)
+	learned.EnableCache()
+	if _, err := learned.LearnPairs(ctx, 0); err != nil {
+		b.Fatal(err)
+	}
 	for _, bc := range []struct {
 		name string
 		l    *lake.Lake
-	}{{"term-raw", l}, {"term-raw-cached", cached}} {
+	}{{"term-raw", l}, {"term-raw-cached", cached}, {"term-raw-learned", learned}} {
 		b.Run(bc.name, func(b *testing.B) {
 			q := quarryql.MustCompile(term)
 			var w countWriter

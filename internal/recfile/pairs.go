@@ -99,6 +99,22 @@ func (s *pairSeen) hashed() Pairs {
 	return out
 }
 
+// PairsBuilder gathers one version's pairs of adjacent bytes from its
+// parameters as the writer does at zstd's best level, for a reader that
+// learns them from the rows of a file written without them (a busy
+// encoder's): the set Pairs returns is the one PairsKey would hold for the
+// same parameters. The zero value is ready.
+type PairsBuilder struct {
+	s    pairSeen
+	seen [256]bool
+}
+
+// Add adds the pairs of one parameter's text.
+func (b *PairsBuilder) Add(param string) { b.s.addParam(param, &b.seen) }
+
+// Pairs returns the set of the pairs added.
+func (b *PairsBuilder) Pairs() Pairs { return b.s.hashed() }
+
 // pairs is the file's PairsKey entries: the versions with a byte set in
 // the summary (paramBytesMinRows rows or more), when the encoder gathered
 // pairs (a file of several row groups).
