@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/quarrylake/quarry/internal/health"
+	"github.com/quarrylake/quarry/internal/lake"
 	"github.com/quarrylake/quarry/internal/natsutil"
 	"github.com/quarrylake/quarry/internal/web"
 )
@@ -88,6 +90,21 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	learned := prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_serve_pairs_learned_files_total",
+		Help: "Records files written without their versions' byte pairs (a busy encoder's) whose pairs serve learned from their rows."})
+	passes := prometheus.NewCounter(prometheus.CounterOpts{Name: "quarry_serve_pairs_passes_total",
+		Help: "Passes of serve's byte pair learner over the lake's records files (one at start, then every 30s)."})
+	reg.MustRegister(learned, passes)
+	lctx, stopLearning := context.WithCancel(ctx)
+	learning := make(chan struct{})
+	go func() {
+		defer close(learning)
+		learnPairs(lctx, lk, log, learned, passes, pairsEvery)
+	}()
+	defer func() {
+		stopLearning()
+		<-learning
+	}()
 	hs := health.New(reg, log)
 	hs.Add("lake", func() error {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -136,4 +153,39 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	return nil
+}
+
+// pairsEvery is how often serve looks for records files it has not learned
+// the byte pairs of (learnPairs): new files arrive as the pipeline commits.
+const pairsEvery = 30 * time.Second
+
+// learnPairs gives the records files of the lake written without their
+// versions' byte pairs (a busy encoder's files, until compaction rewrites
+// them) the pairs learned from their rows (lake.LearnPairs), now and then
+// every interval, until ctx ends (learned counts the files, passes the
+// calls): a search for a term in no template's
+// text, an id or a name, then rules out the versions whose parameters
+// never hold its bytes side by side before reading their rows, as it does
+// over compacted files (docs/serve.md). Each file is read once, in the
+// background of the searches; an error is logged and tried again at the
+// next interval.
+func learnPairs(ctx context.Context, lk *lake.Lake, log *slog.Logger, learned, passes prometheus.Counter, interval time.Duration) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := lk.LearnPairs(ctx, 0)
+		learned.Add(float64(n))
+		passes.Inc()
+		if err != nil && ctx.Err() == nil {
+			log.Warn("learn byte pairs", "err", err)
+		} else if n > 0 {
+			log.Debug("learned byte pairs", "files", n)
+		}
+		t.Reset(interval)
+	}
 }

@@ -283,3 +283,62 @@ func TestServePage(t *testing.T) {
 	shot("pipeline.png")
 	t.Logf("screenshots in %s", shots)
 }
+
+// TestServeLearnsPairs: serve over a lake a running pipeline wrote (busy
+// files: no byte pairs in their footers) learns their versions' pairs in
+// the background (learnPairs), which its metric counts, and a search for
+// a parameter's value (in no template's text) still finds its line; serve
+// then stops cleanly (startServe's cleanup: exit 0).
+func TestServeLearnsPairs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg := pipeline.Config{Server: pipeline.ServerConfig{DataDir: filepath.Join(t.TempDir(), "data"), Encoders: 1}}
+	p, err := pipeline.Start(ctx, cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	lines := producer.NewGenerator(5, []string{"acme"}).Lines("acme", 3000)
+	lines = append(lines, "session opened for user zq7xw2k from 10.9.8.7")
+	pr, err := producer.NewReader(producer.Config{Tenant: "acme"}, producer.Deps{JS: p.JS}, strings.NewReader(strings.Join(lines, "\n")+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last, err := p.WALLastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitCommitted(ctx, last, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	base := startServe(t, func(string) string { return "" }, "--lake", cfg.LakeURL())
+	re := regexp.MustCompile(`(?m)^quarry_serve_pairs_learned_files_total (\d+)`)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if m := re.FindSubmatch(body); m != nil && string(m[1]) != "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve learned no file's pairs in a minute:\n%s", body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.Get(base + "/api/search?format=raw&q=" + url.QueryEscape("zq7xw2k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if got := strings.TrimSpace(string(body)); got != "session opened for user zq7xw2k from 10.9.8.7" {
+		t.Fatalf("search zq7xw2k after learning: %q", got)
+	}
+}
