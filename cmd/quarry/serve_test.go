@@ -141,20 +141,7 @@ func TestServePage(t *testing.T) {
 	for i := range 25 {
 		lines = append(lines, fmt.Sprintf("payment failed for order %d status=%d", 1000+i, 500+i%3))
 	}
-	pr, err := producer.NewReader(producer.Config{Tenant: "acme"}, producer.Deps{JS: p.JS}, strings.NewReader(strings.Join(lines, "\n")+"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pr.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	last, err := p.WALLastSeq(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.WaitCommitted(ctx, last, 0, nil); err != nil {
-		t.Fatal(err)
-	}
+	last := publishCommitted(ctx, t, p, "acme", lines)
 	base := startServe(t, func(string) string { return "" }, "--lake", cfg.LakeURL(), "--nats", p.URL)
 
 	// The API answers on the running pipeline too.
@@ -300,20 +287,7 @@ func TestServeLearnsPairs(t *testing.T) {
 	defer p.Close()
 	lines := producer.NewGenerator(5, []string{"acme"}).Lines("acme", 3000)
 	lines = append(lines, "session opened for user zq7xw2k from 10.9.8.7")
-	pr, err := producer.NewReader(producer.Config{Tenant: "acme"}, producer.Deps{JS: p.JS}, strings.NewReader(strings.Join(lines, "\n")+"\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pr.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	last, err := p.WALLastSeq(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.WaitCommitted(ctx, last, 0, nil); err != nil {
-		t.Fatal(err)
-	}
+	publishCommitted(ctx, t, p, "acme", lines)
 	base := startServe(t, func(string) string { return "" }, "--lake", cfg.LakeURL())
 	re := regexp.MustCompile(`(?m)^quarry_serve_pairs_learned_files_total (\d+)`)
 	deadline := time.Now().Add(time.Minute)
@@ -341,4 +315,26 @@ func TestServeLearnsPairs(t *testing.T) {
 	if got := strings.TrimSpace(string(body)); got != "session opened for user zq7xw2k from 10.9.8.7" {
 		t.Fatalf("search zq7xw2k after learning: %q", got)
 	}
+}
+
+// publishCommitted publishes lines as tenant's through p's WAL (a file
+// source) and waits until the lake has committed them; it returns the
+// WAL's last sequence.
+func publishCommitted(ctx context.Context, t *testing.T, p *pipeline.Pipeline, tenant string, lines []string) uint64 {
+	t.Helper()
+	pr, err := producer.NewReader(producer.Config{Tenant: tenant}, producer.Deps{JS: p.JS}, strings.NewReader(strings.Join(lines, "\n")+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last, err := p.WALLastSeq(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitCommitted(ctx, last, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	return last
 }
