@@ -23,9 +23,11 @@ import (
 type fileCache struct {
 	templates boundedMap[[]TemplateRow]
 	footers   boundedMap[*cachedFooter]
-	// noPairs: records files LearnPairs does not look at again (v2
-	// files, which have no summary to give pairs to).
-	noPairs boundedMap[struct{}]
+	// looked: the records files LearnPairs looked at (it does not again);
+	// pairs: the sets it learned, by file, which openMeta gives a footer
+	// it reads again (after the footers map was emptied).
+	looked boundedMap[struct{}]
+	pairs  boundedMap[map[recfile.Key]recfile.Pairs]
 }
 
 type cacheKey struct {
@@ -42,9 +44,6 @@ type cachedFooter struct {
 	pf      *parquet.File
 	mu      sync.Mutex
 	summary recfile.Summary // replaced, never changed in place
-	// pairsTried: LearnPairs looked at the file (learnPairs), whatever
-	// it learned.
-	pairsTried bool
 }
 
 func (c *cachedFooter) currentSummary() recfile.Summary {
@@ -70,14 +69,11 @@ func (c *cachedFooter) learn(sets map[recfile.Key]byteset.Set) {
 	c.summary = ns
 }
 
-// wantsPairs reports whether LearnPairs has not looked at the file and
-// its summary has a version with a byte set and no pairs.
+// wantsPairs reports whether the summary has a version with a byte set
+// and no pairs.
 func (c *cachedFooter) wantsPairs() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.pairsTried {
-		return false
-	}
 	for _, t := range c.summary {
 		if !t.AnyBytes && t.ParamPairs == nil {
 			return true
@@ -87,14 +83,10 @@ func (c *cachedFooter) wantsPairs() bool {
 }
 
 // learnPairs gives the entries of the summary with a byte set and no
-// pairs the pair sets of sets (LearnPairs), and marks the file looked at.
+// pairs the pair sets of sets (LearnPairs).
 func (c *cachedFooter) learnPairs(sets map[recfile.Key]recfile.Pairs) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.pairsTried = true
-	if len(sets) == 0 {
-		return
-	}
 	ns := slices.Clone(c.summary)
 	for i := range ns {
 		if ps, ok := sets[ns[i].Key]; ok && !ns[i].AnyBytes && ns[i].ParamPairs == nil {
@@ -116,7 +108,8 @@ const maxCached = 4096
 // the pair sets LearnPairs learns for the files written without them.
 // Results are the same with or without it.
 func (l *Lake) EnableCache() {
-	l.cache = &fileCache{templates: newBoundedMap[[]TemplateRow](), footers: newBoundedMap[*cachedFooter](), noPairs: newBoundedMap[struct{}]()}
+	l.cache = &fileCache{templates: newBoundedMap[[]TemplateRow](), footers: newBoundedMap[*cachedFooter](), looked: newBoundedMap[struct{}](),
+		pairs: newBoundedMap[map[recfile.Key]recfile.Pairs]()}
 }
 
 // boundedMap is one of the cache's maps, safe for concurrent searches and

@@ -16,3 +16,19 @@ func CachedSummary(ctx context.Context, l *Lake, rel string) (recfile.Summary, e
 	defer m.close()
 	return m.summary, nil
 }
+
+// DropFooters empties l's cache of footers, as a search of more files than
+// it holds does.
+func DropFooters(l *Lake) {
+	l.cache.footers.mu.Lock()
+	defer l.cache.footers.mu.Unlock()
+	clear(l.cache.footers.m)
+}
+
+// SetMaxLearned sets how many of the newest files LearnPairs reads, until
+// the test ends.
+func SetMaxLearned(t interface{ Cleanup(func()) }, n int) {
+	old := maxLearned
+	maxLearned = n
+	t.Cleanup(func() { maxLearned = old })
+}

@@ -1,9 +1,12 @@
 package lake
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
+	"github.com/quarrylake/quarry/internal/delta"
 	"github.com/quarrylake/quarry/internal/recfile"
 )
 
@@ -20,8 +23,8 @@ import (
 // (docs/benchmarks.md, "Search: needles and bloom filters").
 //
 // It looks at up to maxFiles files it has not looked at before (0: every
-// one; a file in the cache it looked at is not opened again) and returns
-// how many it learned from. Without a cache it does
+// one), of the snapshot's maxLearned newest, and returns how many it
+// learned from. Without a cache it does
 // nothing. A file it cannot read, or a version whose rows it does not all
 // see split, keeps what it had: results are the same with or without the
 // sets, only fewer rows are read with them. A learned set is sound for
@@ -36,32 +39,36 @@ func (l *Lake) LearnPairs(ctx context.Context, maxFiles int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("records snapshot: %w", err)
 	}
+	// The newest files first (today's, a busy encoder's), at most
+	// maxLearned of them: each is read whole once, and what is learned is
+	// kept apart from the footers (fileCache.pairs), so a cache emptied by
+	// searches of a large lake does not make the same files read again.
+	files := slices.Clone(snap.Files)
+	slices.SortStableFunc(files, func(a, b delta.Add) int {
+		alo, _, _ := fileSeqRange(a)
+		blo, _, _ := fileSeqRange(b)
+		return cmp.Compare(blo, alo)
+	})
+	files = files[:min(len(files), maxLearned)]
 	var texts recfile.Templates
 	learned, looked := 0, 0
-	for _, a := range snap.Files {
+	for _, a := range files {
 		if maxFiles > 0 && looked >= maxFiles {
 			break
 		}
 		if err := ctx.Err(); err != nil {
 			return learned, err
 		}
-		// A file looked at before is not opened again: every pass looks
-		// at every file of the snapshot.
 		ck := cacheKey{l.records.FileKey(a.Path), a.Size}
-		if c, ok := l.cache.footer(ck); ok && !c.wantsPairs() {
-			continue
-		}
-		if _, ok := l.cache.noPairs.get(ck); ok {
-			continue
+		if _, ok := l.cache.looked.get(ck); ok {
+			continue // not opened again
 		}
 		m, err := l.openMeta(ctx, a.Path)
 		if err != nil {
 			return learned, err
 		}
 		if m.footer == nil || !m.footer.wantsPairs() {
-			if m.footer == nil { // a records v2 file: no summary to give pairs
-				l.cache.noPairs.put(ck, struct{}{})
-			}
+			l.cache.looked.put(ck, struct{}{}) // a v2 file, or one with its pairs
 			m.close()
 			continue
 		}
@@ -76,19 +83,25 @@ func (l *Lake) LearnPairs(ctx context.Context, maxFiles int) (int, error) {
 		}
 		sets, err := pairsOf(m, texts)
 		m.close()
-		if err != nil {
-			// Unreadable here, unreadable to a search too, which reports
-			// it: the file is not looked at again.
-			m.footer.learnPairs(nil)
+		// Unreadable here, unreadable to a search too, which reports it:
+		// the file is not looked at again either way.
+		l.cache.looked.put(ck, struct{}{})
+		if err != nil || len(sets) == 0 {
 			continue
 		}
+		// Under the key openMeta finds it by: the object's own size (the
+		// add action's, unless the object was rewritten in place).
+		l.cache.pairs.put(cacheKey{ck.key, m.size}, sets)
 		m.footer.learnPairs(sets)
-		if len(sets) > 0 {
-			learned++
-		}
+		learned++
 	}
 	return learned, nil
 }
+
+// maxLearned is how many of a snapshot's newest records files LearnPairs
+// reads: learned sets take about 6 KB a file (a version's 128 bytes). A
+// variable for tests.
+var maxLearned = 1024
 
 // pairsOf renders every row of m's file and returns the pair sets of the
 // versions its summary gives a byte set and no pairs, of which it saw and

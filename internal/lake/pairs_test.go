@@ -370,6 +370,15 @@ func TestLearnPairs(t *testing.T) {
 	if got, want := searchAll(t, l, q, lake.SearchOptions{}), searchAll(t, intact, q, lake.SearchOptions{}); got != want {
 		t.Errorf("ecila over the learned lake: got %s, want %s", got, want)
 	}
+	// What was learned outlives the footers' cache: read again, big's
+	// footer takes its learned sets, and big is not read again to learn.
+	lake.DropFooters(l)
+	if got, want := searchAll(t, l, q, lake.SearchOptions{}), searchAll(t, intact, q, lake.SearchOptions{}); got != want {
+		t.Errorf("ecila once the footers were dropped: got %s, want %s", got, want)
+	}
+	if n, err := l.LearnPairs(ctx, 0); err != nil || n != 0 {
+		t.Errorf("LearnPairs once the footers were dropped: learned from %d files (%v), want none", n, err)
+	}
 	unlearned := lake.Open(fx.store)
 	unlearned.EnableCache()
 	if err := unlearned.Search(ctx, q, lake.SearchOptions{}, func(lake.Record) error { return nil }); err == nil {
@@ -406,5 +415,46 @@ func TestLearnPairsWhileSearching(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLearnPairsNewestFirst: LearnPairs reads only the snapshot's newest
+// files (maxLearned): with one, file c (the highest WAL sequences) learns
+// its pairs, the older a and big never do.
+func TestLearnPairsNewestFirst(t *testing.T) {
+	ctx := context.Background()
+	lake.SetMaxLearned(t, 1)
+	fx := summaryLakeOf(t, func(name string, d []byte) []byte {
+		if name == "big" {
+			return withoutPairs(t, d)
+		}
+		return d
+	}, pairsFiles)
+	l := lake.Open(fx.store)
+	l.EnableCache()
+	for i, want := range []int{1, 0} {
+		if n, err := l.LearnPairs(ctx, 0); err != nil || n != want {
+			t.Fatalf("pass %d: learned from %d files (%v), want %d", i, n, err, want)
+		}
+	}
+	snap, err := fx.rec.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range snap.Files {
+		sum, err := lake.CachedSummary(ctx, l, a.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pairs := 0
+		for _, ts := range sum {
+			if ts.ParamPairs != nil {
+				pairs++
+			}
+		}
+		newest := strings.Contains(a.Path, "-c.")
+		if len(sum) > 0 && newest != (pairs > 0) {
+			t.Errorf("%s: %d versions with pairs (the newest file: %v)", a.Path, pairs, newest)
+		}
 	}
 }

@@ -1312,6 +1312,10 @@ func (l *Lake) openMeta(ctx context.Context, rel string) (*fileMeta, error) {
 		// through pf's).
 		if l.cache != nil {
 			m.footer = &cachedFooter{pf: pf, summary: m.summary}
+			if sets, ok := l.cache.pairs.get(ck); ok {
+				m.footer.learnPairs(sets) // learned before the footer was dropped
+				m.summary = m.footer.currentSummary()
+			}
 			l.cache.putFooter(ck, m.footer)
 		}
 	}
