@@ -45,8 +45,12 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var c common
 	c.register(fs, true)
+	learnFiles := fs.Int("learn-pairs", defaultLearnFiles, "the newest records files whose byte pairs serve learns in the background when their footers lack them (0: none)")
 	if _, err := parseFlags(fs, e, args); err != nil {
 		return err
+	}
+	if *learnFiles < 0 {
+		return errUsage{fmt.Sprintf("--learn-pairs %d: want 0 or more", *learnFiles)}
 	}
 	access, err := web.AccessFromEnv(e.getenv)
 	if err != nil {
@@ -99,7 +103,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	learning := make(chan struct{})
 	go func() {
 		defer close(learning)
-		learnPairs(lctx, lk, log, learned, passes, pairsEvery)
+		if *learnFiles > 0 {
+			learnPairs(lctx, lk, *learnFiles, log, learned, passes, pairsEvery)
+		}
 	}()
 	defer func() {
 		stopLearning()
@@ -155,11 +161,16 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// defaultLearnFiles is --learn-pairs: the newest records files serve learns
+// the byte pairs of (today's, where a busy encoder's files are). Each is
+// read whole once: over object storage, their bytes are downloaded once.
+const defaultLearnFiles = 1024
+
 // pairsEvery is how often serve looks for records files it has not learned
 // the byte pairs of (learnPairs): new files arrive as the pipeline commits.
 const pairsEvery = 30 * time.Second
 
-// learnPairs gives the records files of the lake written without their
+// learnPairs gives the newest records files of the lake written without their
 // versions' byte pairs (a busy encoder's files, until compaction rewrites
 // them) the pairs learned from their rows (lake.LearnPairs), now and then
 // every interval, until ctx ends (learned counts the files, passes the
@@ -169,7 +180,7 @@ const pairsEvery = 30 * time.Second
 // over compacted files (docs/serve.md). Each file is read once, in the
 // background of the searches; an error is logged and tried again at the
 // next interval.
-func learnPairs(ctx context.Context, lk *lake.Lake, log *slog.Logger, learned, passes prometheus.Counter, interval time.Duration) {
+func learnPairs(ctx context.Context, lk *lake.Lake, newest int, log *slog.Logger, learned, passes prometheus.Counter, interval time.Duration) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -178,7 +189,7 @@ func learnPairs(ctx context.Context, lk *lake.Lake, log *slog.Logger, learned, p
 			return
 		case <-t.C:
 		}
-		n, err := lk.LearnPairs(ctx, 0)
+		n, err := lk.LearnPairs(ctx, newest)
 		learned.Add(float64(n))
 		passes.Inc()
 		if err != nil && ctx.Err() == nil {

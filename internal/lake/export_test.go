@@ -24,11 +24,3 @@ func DropFooters(l *Lake) {
 	defer l.cache.footers.mu.Unlock()
 	clear(l.cache.footers.m)
 }
-
-// SetMaxLearned sets how many of the newest files LearnPairs reads, until
-// the test ends.
-func SetMaxLearned(t interface{ Cleanup(func()) }, n int) {
-	old := maxLearned
-	maxLearned = n
-	t.Cleanup(func() { maxLearned = old })
-}

@@ -22,16 +22,18 @@ import (
 // settles false for it before its rows are read, as over compacted files
 // (docs/benchmarks.md, "Search: needles and bloom filters").
 //
-// It looks at up to maxFiles files it has not looked at before (0: every
-// one), of the snapshot's maxLearned newest, and returns how many it
-// learned from. Without a cache it does
+// It looks at the snapshot's newest records files (by WAL position; 0:
+// all of them) it has not looked at before and returns how many it
+// learned from. Learned sets take about 6 KB a file (128 bytes a
+// version); reading a file takes about ten times its size in memory while
+// it lasts. Without a cache it does
 // nothing. A file it cannot read, or a version whose rows it does not all
 // see split, keeps what it had: results are the same with or without the
 // sets, only fewer rows are read with them. A learned set is sound for
 // any split of a line that renders it (a term inside a parameter of one
 // split lies inside a parameter of the other, or spans pieces whose
 // bytes the plan checks against the template's text).
-func (l *Lake) LearnPairs(ctx context.Context, maxFiles int) (int, error) {
+func (l *Lake) LearnPairs(ctx context.Context, newest int) (int, error) {
 	if l.cache == nil {
 		return 0, nil
 	}
@@ -39,23 +41,22 @@ func (l *Lake) LearnPairs(ctx context.Context, maxFiles int) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("records snapshot: %w", err)
 	}
-	// The newest files first (today's, a busy encoder's), at most
-	// maxLearned of them: each is read whole once, and what is learned is
-	// kept apart from the footers (fileCache.pairs), so a cache emptied by
-	// searches of a large lake does not make the same files read again.
+	// The newest files first (today's, a busy encoder's): each is read
+	// whole once, and what is learned is kept apart from the footers
+	// (fileCache.pairs), so a cache emptied by searches of a large lake
+	// does not make the same files read again.
 	files := slices.Clone(snap.Files)
 	slices.SortStableFunc(files, func(a, b delta.Add) int {
 		alo, _, _ := fileSeqRange(a)
 		blo, _, _ := fileSeqRange(b)
 		return cmp.Compare(blo, alo)
 	})
-	files = files[:min(len(files), maxLearned)]
+	if newest > 0 {
+		files = files[:min(len(files), newest)]
+	}
 	var texts recfile.Templates
-	learned, looked := 0, 0
+	learned := 0
 	for _, a := range files {
-		if maxFiles > 0 && looked >= maxFiles {
-			break
-		}
 		if err := ctx.Err(); err != nil {
 			return learned, err
 		}
@@ -72,7 +73,6 @@ func (l *Lake) LearnPairs(ctx context.Context, maxFiles int) (int, error) {
 			m.close()
 			continue
 		}
-		looked++
 		if texts == nil {
 			tpls, err := l.loadTemplates(ctx, "")
 			if err != nil {
@@ -97,11 +97,6 @@ func (l *Lake) LearnPairs(ctx context.Context, maxFiles int) (int, error) {
 	}
 	return learned, nil
 }
-
-// maxLearned is how many of a snapshot's newest records files LearnPairs
-// reads: learned sets take about 6 KB a file (a version's 128 bytes). A
-// variable for tests.
-var maxLearned = 1024
 
 // pairsOf renders every row of m's file and returns the pair sets of the
 // versions its summary gives a byte set and no pairs, of which it saw and
