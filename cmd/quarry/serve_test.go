@@ -338,3 +338,14 @@ func publishCommitted(ctx context.Context, t *testing.T, p *pipeline.Pipeline, t
 	}
 	return last
 }
+
+// TestServeLearnPairsFlag: a negative --learn-pairs is a usage error that
+// names the flag.
+func TestServeLearnPairsFlag(t *testing.T) {
+	var out, errb strings.Builder
+	e := &env{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
+	if code := runMain(context.Background(), e, []string{"serve", "--lake", t.TempDir(), "--learn-pairs", "-1"}); code != 2 ||
+		!strings.Contains(errb.String(), "--learn-pairs -1: want 0 or more") {
+		t.Fatalf("exit %d, stderr %q; want 2 and the flag named", code, errb.String())
+	}
+}
