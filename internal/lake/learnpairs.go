@@ -26,10 +26,10 @@ import (
 // all of them) it has not looked at before and returns how many it
 // learned from. Learned sets take about 6 KB a file (128 bytes a
 // version); reading a file takes about ten times its size in memory while
-// it lasts. Without a cache it does
-// nothing. A file it cannot read, or a version whose rows it does not all
-// see split, keeps what it had: results are the same with or without the
-// sets, only fewer rows are read with them. A learned set is sound for
+// it lasts. Without a cache it does nothing. A file it cannot read, or a
+// version whose rows it does not all see split, keeps what it had: results
+// are the same with or without the sets, only fewer rows are read with
+// them. A learned set is sound for
 // any split of a line that renders it (a term inside a parameter of one
 // split lies inside a parameter of the other, or spans pieces whose
 // bytes the plan checks against the template's text).
@@ -83,8 +83,9 @@ func (l *Lake) LearnPairs(ctx context.Context, newest int) (int, error) {
 		}
 		sets, err := pairsOf(m, texts)
 		m.close()
-		// Unreadable here, unreadable to a search too, which reports it:
-		// the file is not looked at again either way.
+		// Not looked at again, learned or not: a file that failed (a
+		// search reports a corrupt one; a read that timed out costs only
+		// this file's sets) would be read whole every pass.
 		l.cache.looked.put(ck, struct{}{})
 		if err != nil || len(sets) == 0 {
 			continue
