@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quarrylake/quarry/pipeline"
 	"github.com/quarrylake/quarry/producer"
 	"github.com/quarrylake/quarry/streams"
 )
@@ -46,32 +45,14 @@ func TestReadersRefuseNoTable(t *testing.T) {
 func TestRunSummaryCountsDeadLettersByStage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg := pipeline.Config{Server: pipeline.ServerConfig{DataDir: filepath.Join(t.TempDir(), "data")}}
-	p, err := pipeline.Start(ctx, cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, cfg := startPipeline(ctx, t, 0)
 	// A WAL message that is no frame: the miner dead-letters it.
 	if _, err := p.JS.Publish(ctx, streams.LineSubject("acme"), []byte("not a frame")); err != nil {
 		t.Fatal(err)
 	}
 	// A line longer than max_record_bytes: the producer dead-letters it.
 	in := "short line one\n" + strings.Repeat("x", 200) + "\nshort line two\n"
-	src, err := producer.NewReader(producer.Config{Tenant: "acme", MaxRecordBytes: 100}, producer.Deps{JS: p.JS}, strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := src.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	last, err := p.WALLastSeq(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.WaitCommitted(ctx, last, 0, nil); err != nil {
-		t.Fatal(err)
-	}
+	src, _ := publishCommitted(ctx, t, p, producer.Config{Tenant: "acme", MaxRecordBytes: 100}, in)
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}

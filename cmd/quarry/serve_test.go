@@ -131,17 +131,12 @@ func TestServePage(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cfg := pipeline.Config{Server: pipeline.ServerConfig{DataDir: filepath.Join(t.TempDir(), "data"), Encoders: 1}}
-	p, err := pipeline.Start(ctx, cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, cfg := startPipeline(ctx, t, 1)
 	lines := producer.NewGenerator(3, []string{"acme"}).Lines("acme", 400)
 	for i := range 25 {
 		lines = append(lines, fmt.Sprintf("payment failed for order %d status=%d", 1000+i, 500+i%3))
 	}
-	last := publishCommitted(ctx, t, p, "acme", lines)
+	_, last := publishCommitted(ctx, t, p, producer.Config{Tenant: "acme"}, strings.Join(lines, "\n")+"\n")
 	base := startServe(t, func(string) string { return "" }, "--lake", cfg.LakeURL(), "--nats", p.URL)
 
 	// The API answers on the running pipeline too.
@@ -279,15 +274,10 @@ func TestServePage(t *testing.T) {
 func TestServeLearnsPairs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cfg := pipeline.Config{Server: pipeline.ServerConfig{DataDir: filepath.Join(t.TempDir(), "data"), Encoders: 1}}
-	p, err := pipeline.Start(ctx, cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, cfg := startPipeline(ctx, t, 1)
 	lines := producer.NewGenerator(5, []string{"acme"}).Lines("acme", 3000)
 	lines = append(lines, "session opened for user zq7xw2k from 10.9.8.7")
-	publishCommitted(ctx, t, p, "acme", lines)
+	publishCommitted(ctx, t, p, producer.Config{Tenant: "acme"}, strings.Join(lines, "\n")+"\n")
 	base := startServe(t, func(string) string { return "" }, "--lake", cfg.LakeURL())
 	re := regexp.MustCompile(`(?m)^quarry_serve_pairs_learned_files_total (\d+)`)
 	deadline := time.Now().Add(time.Minute)
@@ -317,16 +307,29 @@ func TestServeLearnsPairs(t *testing.T) {
 	}
 }
 
-// publishCommitted publishes lines as tenant's through p's WAL (a file
-// source) and waits until the lake has committed them; it returns the
-// WAL's last sequence.
-func publishCommitted(ctx context.Context, t *testing.T, p *pipeline.Pipeline, tenant string, lines []string) uint64 {
+// startPipeline starts the whole pipeline on an embedded NATS server in a
+// test directory, closed when the test ends.
+func startPipeline(ctx context.Context, t *testing.T, encoders int) (*pipeline.Pipeline, pipeline.Config) {
 	t.Helper()
-	pr, err := producer.NewReader(producer.Config{Tenant: tenant}, producer.Deps{JS: p.JS}, strings.NewReader(strings.Join(lines, "\n")+"\n"))
+	cfg := pipeline.Config{Server: pipeline.ServerConfig{DataDir: filepath.Join(t.TempDir(), "data"), Encoders: encoders}}
+	p, err := pipeline.Start(ctx, cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pr.Run(ctx); err != nil {
+	t.Cleanup(func() { p.Close() })
+	return p, cfg
+}
+
+// publishCommitted publishes the lines of in through p's WAL (a reader
+// source of cfg) and waits until the lake has committed them; it returns
+// the source and the WAL's last sequence.
+func publishCommitted(ctx context.Context, t *testing.T, p *pipeline.Pipeline, cfg producer.Config, in string) (*producer.Lines, uint64) {
+	t.Helper()
+	src, err := producer.NewReader(cfg, producer.Deps{JS: p.JS}, strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	last, err := p.WALLastSeq(ctx)
@@ -336,16 +339,5 @@ func publishCommitted(ctx context.Context, t *testing.T, p *pipeline.Pipeline, t
 	if err := p.WaitCommitted(ctx, last, 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	return last
-}
-
-// TestServeLearnPairsFlag: a negative --learn-pairs is a usage error that
-// names the flag.
-func TestServeLearnPairsFlag(t *testing.T) {
-	var out, errb strings.Builder
-	e := &env{stdout: &out, stderr: &errb, getenv: func(string) string { return "" }}
-	if code := runMain(context.Background(), e, []string{"serve", "--lake", t.TempDir(), "--learn-pairs", "-1"}); code != 2 ||
-		!strings.Contains(errb.String(), "--learn-pairs -1: want 0 or more") {
-		t.Fatalf("exit %d, stderr %q; want 2 and the flag named", code, errb.String())
-	}
+	return src, last
 }
