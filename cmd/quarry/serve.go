@@ -170,16 +170,16 @@ const defaultLearnFiles = 1024
 // the byte pairs of (learnPairs): new files arrive as the pipeline commits.
 const pairsEvery = 30 * time.Second
 
-// learnPairs gives the newest records files of the lake written without their
-// versions' byte pairs (a busy encoder's files, until compaction rewrites
-// them) the pairs learned from their rows (lake.LearnPairs), now and then
-// every interval, until ctx ends (learned counts the files, passes the
-// calls): a search for a term in no template's
-// text, an id or a name, then rules out the versions whose parameters
-// never hold its bytes side by side before reading their rows, as it does
-// over compacted files (docs/serve.md). Each file is read once, in the
-// background of the searches; an error is logged and tried again at the
-// next interval.
+// learnPairs gives the newest records files of the lake written without
+// their versions' byte pairs (a busy encoder's files, until compaction
+// rewrites them) the pairs learned from their rows (lake.LearnPairs), now
+// and then every interval, until ctx ends (learned counts the files,
+// passes the calls). A search for a term in no template's text, an id or a
+// name, then rules out the versions whose parameters never hold its bytes
+// side by side before reading their rows, as it does over compacted files
+// (docs/serve.md). Each file is read once, in the background of the
+// searches; a pass that fails (the snapshot, the templates, a file that
+// does not open) is logged and tried again at the next interval.
 func learnPairs(ctx context.Context, lk *lake.Lake, newest int, log *slog.Logger, learned, passes prometheus.Counter, interval time.Duration) {
 	t := time.NewTimer(0)
 	defer t.Stop()
