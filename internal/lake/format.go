@@ -1,7 +1,6 @@
 package lake
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,31 +28,13 @@ type rawWriter interface {
 	io.ByteWriter
 }
 
-// jsonlRecord is Record in JSONL: a line that is not valid UTF-8 (JSON
-// strings cannot hold such bytes; encoding/json would write U+FFFD) is also
-// given exactly, base64 (RFC 4648, standard, padded) in line_base64.
-type jsonlRecord struct {
-	Record
-	LineBase64 string `json:"line_base64,omitempty"`
-}
-
-// WriteJSONL writes the record as one JSON object and a newline. "line" is
-// the line with any byte that is not UTF-8 replaced by U+FFFD; such a line
-// is also in "line_base64", exactly.
+// WriteJSONL writes the record as one JSON object and a newline
+// (AppendJSONMembers). "line" is the line with any byte that is not UTF-8
+// replaced by U+FFFD; such a line is also in "line_base64", exactly.
 func WriteJSONL(w io.Writer, r Record) error {
-	if r.Params == nil {
-		r.Params = []string{}
-	}
-	jr := jsonlRecord{Record: r}
-	if !utf8.ValidString(r.Line) {
-		jr.LineBase64 = base64.StdEncoding.EncodeToString([]byte(r.Line))
-	}
-	b, err := json.Marshal(jr)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	_, err = w.Write(b)
+	b := make([]byte, 0, 2*len(r.Line)+128)
+	b = append(AppendJSONMembers(append(b, '{'), &r), '}', '\n')
+	_, err := w.Write(b)
 	return err
 }
 

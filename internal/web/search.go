@@ -71,6 +71,20 @@ type Hit struct {
 	Template string `json:"template"`
 }
 
+// appendMembers appends h's JSON members without the braces: the
+// record's as `quarry query --format jsonl` writes them (line_base64 too,
+// for a line that is not UTF-8), then "template".
+func (h *Hit) appendMembers(dst []byte) []byte {
+	dst = lake.AppendJSONMembers(dst, &h.Record)
+	dst = append(dst, `,"template":`...)
+	return lake.AppendJSONString(dst, h.Template)
+}
+
+// MarshalJSON writes h as one object (appendMembers).
+func (h *Hit) MarshalJSON() ([]byte, error) {
+	return append(h.appendMembers([]byte{'{'}), '}'), nil
+}
+
 // Cursor is the position of h, to resume after it.
 func (h *Hit) Cursor() Cursor { return Cursor{h.WALSeq, h.Index} }
 

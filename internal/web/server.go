@@ -206,12 +206,6 @@ func (s *Server) compile(w http.ResponseWriter, src string) *query.Query {
 // errPageFull stops a search one hit past the page.
 var errPageFull = errors.New("page full")
 
-// searchHit is one NDJSON line of a search.
-type searchHit struct {
-	Type string `json:"type"` // "hit"
-	*Hit
-}
-
 // searchEnd is the last NDJSON line of a search.
 type searchEnd struct {
 	Type  string `json:"type"` // "end" or "error"
@@ -283,7 +277,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		}
 		end.Count++
 		last = h.Cursor()
-		return out.write(searchHit{Type: "hit", Hit: h})
+		return out.writeHit(h)
 	})
 	if r.Context().Err() != nil {
 		return // the client is gone
@@ -376,7 +370,8 @@ type stream struct {
 	rc        *http.ResponseController
 	interval  time.Duration
 	lastFlush time.Time
-	n         int // writes so far
+	n         int    // writes so far
+	buf       []byte // writeHit's line
 }
 
 func newStream(w http.ResponseWriter, interval time.Duration) *stream {
@@ -386,6 +381,14 @@ func newStream(w http.ResponseWriter, interval time.Duration) *stream {
 }
 
 func (s *stream) write(v any) error { return s.enc.Encode(v) }
+
+// writeHit writes h as a search's NDJSON hit line: {"type":"hit"} and
+// h's members (Hit.appendMembers), without encoding/json's reflection.
+func (s *stream) writeHit(h *Hit) error {
+	s.buf = append(h.appendMembers(append(s.buf[:0], `{"type":"hit",`...)), '}', '\n')
+	_, err := s.Write(s.buf)
+	return err
+}
 
 func (s *stream) Write(p []byte) (int, error) {
 	n, err := s.bw.Write(p)
