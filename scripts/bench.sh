@@ -799,7 +799,8 @@ kept_sections "$OUT" >"$tmp/kept.md"
 		echo "the benchmark. The last column is the same file run again with \`high_compression: never\` and"
 		echo "without \`--compact\`, the files an encoder busy with a high rate writes, at zstd's default level."
 		echo "The rows after the Loghub total are other real logs, this machine's dpkg, apt and Docker daemon logs (QUARRY_SIZE_EXTRA),"
-		echo "through the same run: issue 10 asks for ≤ zstd -3 on them too."
+		echo "through the same run: issue 10 asks for ≤ zstd -3 on them too. Their last row (\"one lake\") is the same files run into one"
+		echo "data directory, a tenant each, as a lake of several sources is kept: their templates share one templates file."
 		echo
 		echo "$size_md"
 	fi

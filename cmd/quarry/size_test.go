@@ -50,13 +50,7 @@ func TestSizeLoghub(t *testing.T) {
 		t.Skipf("no Loghub 2k logs under %s", dir)
 	}
 	sort.Strings(logs)
-	type row struct {
-		name                       string
-		lines, files               int
-		raw, rec, tpl, z3, z19, gz int64
-		busy                       int64 // lake bytes as a busy encoder writes (zstd's default level)
-		extra                      bool  // QUARRY_SIZE_EXTRA: not in the Loghub total
-	}
+	type row = sizeRow
 	// Other real logs (QUARRY_SIZE_EXTRA, comma-separated paths; make
 	// bench passes this machine's /var/log/dpkg.log and apt logs) get rows
 	// of their own after the Loghub total.
@@ -168,8 +162,12 @@ func TestSizeLoghub(t *testing.T) {
 	fmt.Fprintln(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	line := func(r row) {
 		lk := r.rec + r.tpl
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d (%d + %d) | %s | %s | %s | %s | %.3f | %.3f (%d) |\n", r.name, r.lines, r.files, r.raw, lk, r.rec, r.tpl,
-			ratio(lk, r.raw), ratio(r.z3, r.raw), ratio(r.z19, r.raw), ratio(r.gz, r.raw), float64(lk)/float64(r.z3), float64(r.busy)/float64(r.z3), r.busy)
+		busy := "-"
+		if r.busy >= 0 {
+			busy = fmt.Sprintf("%.3f (%d)", float64(r.busy)/float64(r.z3), r.busy)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d (%d + %d) | %s | %s | %s | %s | %.3f | %s |\n", r.name, r.lines, r.files, r.raw, lk, r.rec, r.tpl,
+			ratio(lk, r.raw), ratio(r.z3, r.raw), ratio(r.z19, r.raw), ratio(r.gz, r.raw), float64(lk)/float64(r.z3), busy)
 	}
 	add := func(sum *row, r row) {
 		sum.lines += r.lines
@@ -197,10 +195,19 @@ func TestSizeLoghub(t *testing.T) {
 			add(&extra, r)
 		}
 	}
+	var oneLake string
 	if extra.lines > 0 {
 		extra.name = "**other logs, total**"
 		line(extra)
+		if len(isExtra) > 1 {
+			one, cat := oneLakeSize(t, logs, isExtra)
+			one.name = "**other logs, one lake** (a tenant each)"
+			line(one)
+			oneLake = fmt.Sprintf("\nThe other logs in one lake (a tenant each, `quarry run --compact` once per file into one data directory: their templates share the templates table's file) are %d bytes: %.3f of the sum of each file's zstd -3 (%d) and %.3f of zstd -3 of the files concatenated (%d bytes).\n",
+				one.rec+one.tpl, float64(one.rec+one.tpl)/float64(one.z3), one.z3, float64(one.rec+one.tpl)/float64(cat), cat)
+		}
 	}
+	b.WriteString(oneLake)
 	fmt.Fprintln(&b)
 	fmt.Fprintf(&b, "Records files by column (all datasets, %d bytes; column chunks after compression, the rest is Parquet footers and headers):\n\n", recTotal)
 	fmt.Fprintln(&b, "| column | bytes | share of records |")
@@ -227,6 +234,73 @@ func TestSizeLoghub(t *testing.T) {
 			t.Errorf("%s: lake bytes %d, %.3f of zstd -3 (%d): above it", r.name, lk, float64(lk)/float64(r.z3), r.z3)
 		}
 	}
+}
+
+// sizeRow is a row of the size table.
+type sizeRow struct {
+	name                       string
+	lines, files               int
+	raw, rec, tpl, z3, z19, gz int64
+	busy                       int64 // lake bytes as a busy encoder writes (zstd's default level); -1: not measured
+	extra                      bool  // QUARRY_SIZE_EXTRA: not in the Loghub total
+}
+
+// oneLakeSize writes the extra logs into one lake, a tenant each, as
+// successive compacting runs over one data directory, checks that the lake
+// reads back as the files concatenated, and returns its bytes (records
+// and templates, live files) with the sums of the files' own zstd -3,
+// zstd -19 and gzip -6, and zstd -3 of the concatenation.
+func oneLakeSize(t *testing.T, logs []string, isExtra map[string]bool) (r sizeRow, cat int64) {
+	t.Helper()
+	data := filepath.Join(t.TempDir(), "data")
+	idleCfg := filepath.Join(t.TempDir(), "idle.yaml")
+	if err := os.WriteFile(idleCfg, []byte("encoder:\n  high_compression: always\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	n := 0
+	for _, log := range logs {
+		if !isExtra[log] {
+			continue
+		}
+		raw, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Write(raw)
+		if len(raw) > 0 && raw[len(raw)-1] != '\n' {
+			want.WriteByte('\n')
+		}
+		runCLI(t, "", "run", "--config", idleCfg, "--compact", "--data", data, "--input", log, "--tenant", fmt.Sprintf("one%d", n), "--timeout", "5m")
+		n++
+		r.z3 += compressedSize(t, log, "zstd", "-3")
+		r.z19 += compressedSize(t, log, "zstd", "-19")
+		r.gz += compressedSize(t, log, "gzip", "-6")
+	}
+	lakeDir := filepath.Join(data, "lake")
+	if q, _ := runCLI(t, "", "query", "--lake", lakeDir, "--format", "raw"); q != want.String() {
+		t.Errorf("one lake of the other logs does not read back as the files concatenated (%d bytes, want %d)", len(q), want.Len())
+	}
+	live := liveDataFiles(t, lakeDir)
+	for rel := range live {
+		fi, err := os.Stat(filepath.Join(lakeDir, filepath.FromSlash(rel)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(rel, lake.TemplatesTable+"/") {
+			r.tpl += fi.Size()
+		} else {
+			r.rec += fi.Size()
+			r.files++
+		}
+	}
+	r.raw, r.lines = int64(want.Len()), strings.Count(want.String(), "\n")
+	r.busy = -1
+	catFile := filepath.Join(t.TempDir(), "cat.log")
+	if err := os.WriteFile(catFile, []byte(want.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return r, compressedSize(t, catFile, "zstd", "-3")
 }
 
 // lakeCeiling bounds the lakes' bytes (records + templates, every dataset)
