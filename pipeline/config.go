@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"time"
@@ -45,7 +44,7 @@ type Config struct {
 	// the file has no mssql section.
 	MSSQL *cdc.Config `yaml:"mssql"`
 
-	// File is the path Load read ("" for a config built in code); every
+	// File is the path Load read, as given ("" for a config built in code); every
 	// error of Load and Validate names it.
 	File string `yaml:"-"`
 }
@@ -212,7 +211,7 @@ func parse(b []byte, path string, log *slog.Logger) (Config, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	name := filepath.Base(path)
+	name := path // as given: two quarry.yaml in different directories are told apart
 	fail := func(errs ...error) (Config, error) {
 		return Config{}, Config{File: name}.inFile(errors.Join(errs...))
 	}

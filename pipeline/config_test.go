@@ -22,7 +22,7 @@ func TestLoad(t *testing.T) {
 		check func(t *testing.T, c Config)
 	}{
 		{name: "empty file", yaml: "", check: func(t *testing.T, c Config) {
-			if c.MSSQL != nil || c.File != "q.yaml" {
+			if c.MSSQL != nil || filepath.Base(c.File) != "q.yaml" || !filepath.IsAbs(c.File) {
 				t.Fatalf("got %+v", c)
 			}
 		}},
@@ -135,14 +135,14 @@ func TestValidateNamesKeyAndFile(t *testing.T) {
 	for _, key := range []string{"server.encoders", "server.log_level", "streams.replicas", "producer.rate", "producer.timestamp", "producer.timezone", "miner.retry_max", "encoder.name", "committer.lease_ttl", "mssql.database"} {
 		found := false
 		for _, l := range lines {
-			found = found || strings.HasPrefix(l, "quarry.yaml: "+key)
+			found = found || strings.HasPrefix(l, path+": "+key)
 		}
 		if !found {
-			t.Errorf("no line names quarry.yaml: %s in\n%s", key, err)
+			t.Errorf("no line names %s: %s in\n%s", path, key, err)
 		}
 	}
 	for _, l := range lines {
-		if !strings.HasPrefix(l, "quarry.yaml: ") {
+		if !strings.HasPrefix(l, path+": ") {
 			t.Errorf("line %q does not name the file", l)
 		}
 	}
@@ -228,5 +228,30 @@ func TestReceiversDocExamples(t *testing.T) {
 	}
 	if err := c.Defaults().Validate(); err == nil || !strings.Contains(err.Error(), "producer.receivers.listen_syslog_tls: needs tls_cert and tls_key") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// TestLoadErrorsNameThePath: every problem is prefixed with the path the
+// file was loaded from, as given, not its base name alone.
+func TestLoadErrorsNameThePath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "etc", "quarry.yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("miner:\n  snapshot_evry: 5\nencoder:\n  workerz: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path, nil)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("error %q: want two problems", err)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, path+": ") {
+			t.Errorf("problem %q does not start with the path %q", l, path)
+		}
 	}
 }
