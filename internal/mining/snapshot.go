@@ -19,12 +19,14 @@ import (
 //	2: header detection, ","/";" lists, masks (issue 13)
 //	3: a host/IPv4 chunk ("node-1/10.0.0.1", Java's socket address) is
 //	   two values, not one; a key's quoted word (tag="x") is a value
+//	4: an ISO 8601 date and time with its T ("2026-11-29T00:00:00.010Z")
+//	   is one value, not three cut at its colons
 //
 // Restore re-learns the templates of an older engine's snapshot (see
 // Restore); it rejects newer versions.
 const (
 	snapshotMagic         = "quarry-mining"
-	snapshotVersion       = 3
+	snapshotVersion       = 4
 	oldestSnapshotVersion = 1
 )
 

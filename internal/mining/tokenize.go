@@ -340,6 +340,16 @@ func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64)
 			}
 			i++
 		default:
+			if i+19 <= n && line[i+4] == '-' && isDigit(c) {
+				if j := isoDateTimeEnd(line, i); j > 0 {
+					// An ISO 8601 date and time with its T is one value,
+					// not the three its colons would cut it into.
+					dst = addTok(dst, i, j, kVar)
+					key = shapeMix(key, shapeOther)
+					i = j
+					continue
+				}
+			}
 			j, flags := scanChunk(line, i)
 			letters := flags&bOther == 0
 			if line[i] == '.' && j == i+1 && i+1 < n && line[i+1] == '.' {
@@ -659,6 +669,51 @@ func isDigits(s string, min, max int) bool {
 		}
 	}
 	return true
+}
+
+// isoDateTimeEnd returns the end of the ISO 8601 / RFC 3339 date and time
+// that starts line[i:], or 0: YYYY-MM-DD, T or t, hh:mm:ss, an optional
+// fraction of 1-9 digits after "." or ",", and an optional zone (Z, z,
+// ±hh:mm or ±hhmm), ending where the chunk ends (the line's end or a byte
+// that is neither a letter nor a digit). "2026-11-29T00:00:00.010Z" is one
+// parameter (engine version 4): a log's own time, which the encoder stores
+// as the record's ts. The date with a space instead of T stays as it was,
+// as the Loghub truth writes it ("<*> <*>:<*>:<*>").
+func isoDateTimeEnd(line string, i int) int {
+	n := len(line)
+	if i+19 > n || line[i+4] != '-' || line[i+7] != '-' || line[i+10]|0x20 != 't' || line[i+13] != ':' || line[i+16] != ':' {
+		return 0
+	}
+	for _, k := range [...]int{0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18} {
+		if !isDigit(line[i+k]) {
+			return 0
+		}
+	}
+	j := i + 19
+	if j+1 < n && (line[j] == '.' || line[j] == ',') && isDigit(line[j+1]) {
+		k := j + 1
+		for k < n && isDigit(line[k]) {
+			k++
+		}
+		if k-j-1 > 9 {
+			return 0 // more than 9 fraction digits
+		}
+		j = k
+	}
+	switch {
+	case j < n && line[j]|0x20 == 'z':
+		j++
+	case j+5 <= n && (line[j] == '+' || line[j] == '-') && isDigit(line[j+1]) && isDigit(line[j+2]):
+		if j+6 <= n && line[j+3] == ':' && isDigit(line[j+4]) && isDigit(line[j+5]) {
+			j += 6
+		} else if isDigit(line[j+3]) && isDigit(line[j+4]) {
+			j += 5
+		}
+	}
+	if j < n && (isDigit(line[j]) || line[j]|0x20 >= 'a' && line[j]|0x20 <= 'z' || line[j] >= 0x80) {
+		return 0 // the chunk goes on: not a date and time alone
+	}
+	return j
 }
 
 // mergeDates rewrites a syslog-style date ("[Sat ]Jun 18 02:08:10[ 2005]")

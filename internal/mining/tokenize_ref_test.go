@@ -93,6 +93,12 @@ func FuzzTokenizeMatchesReference(f *testing.F) {
 
 // The reference tokenizer.
 
+var isoRef = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}([.,][0-9]{1,9})?([Zz]|[+-][0-9]{2}:?[0-9]{2})?`)
+
+func isAlnumOrHigh(c byte) bool {
+	return c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'z' || c >= 0x80
+}
+
 func tokenizeRef(dst []token, line string, max int) ([]token, int, bool) {
 	n := len(line)
 	dates, lists, seps := false, false, 0 // whether the merge passes can apply
@@ -151,6 +157,15 @@ func tokenizeRef(dst []token, line string, max int) ([]token, int, bool) {
 			}
 			i++
 		default:
+			// An ISO 8601 date and time with its T is one value (engine
+			// version 4).
+			if m := isoRef.FindStringIndex(line[i:]); m != nil {
+				if e := i + m[1]; e == n || !isAlnumOrHigh(line[e]) {
+					dst = append(dst, token{int32(i), int32(e), kVar, false, 0})
+					i = e
+					continue
+				}
+			}
 			j := i + 1
 			letters := byteClass[c] == cLetter // all bytes so far are letters
 			for j < n {

@@ -1,6 +1,7 @@
 package mining
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -65,5 +66,58 @@ func TestTokenizeClasses(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("tokenize(%q) = %s, want %s", tt.line, got, tt.want)
 		}
+	}
+}
+
+// TestISODateTimeOneValue: an ISO 8601 date and time with its T is one
+// parameter (engine version 4), with its fraction and zone; anything else
+// next to it keeps the old cut.
+func TestISODateTimeOneValue(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{"2026-11-29T00:00:00.010Z up", "2026-11-29T00:00:00.010Z"},
+		{"t=2026-11-29t00:00:00,5+01:00 x", "2026-11-29t00:00:00,5+01:00"},
+		{"[2026-11-29T23:59:59-0700] x", "2026-11-29T23:59:59-0700"},
+		{`time="2026-12-07T20:10:41.533033569Z" level=info`, "2026-12-07T20:10:41.533033569Z"},
+		{"at 2026-11-29T00:00:00", "2026-11-29T00:00:00"},
+		{"at 2026-11-29T00:00:00+01 x", "2026-11-29T00:00:00"}, // a zone of hours alone is not taken
+		{"at 2026-11-29T00:00:00. x", "2026-11-29T00:00:00"},   // a full stop ends it
+		{"at 2026-11-29T00:00:00.0123456789Z x", ""},           // 10 fraction digits
+		{"at 2026-11-29T00:00:00Zulu x", ""},                   // the chunk goes on
+		{"at 2026-11-29T00:00:00é x", ""},                      // so it does
+		{"at 2026-11-29T00:00 x", ""},                          // no seconds
+		{"at 2026-11-29 00:00:00 x", ""},                       // a space, not T
+		{"at x2026-11-29T00:00:00Z y", ""},                     // not at a chunk's start
+		{"at 2026-1-29T00:00:00Z y", ""},                       // not two digits
+	} {
+		toks, _, _ := tokenize(nil, tc.line, HardMaxTokens)
+		if tc.want == "" {
+			for _, tk := range toks {
+				if w := tc.line[tk.start:tk.end]; strings.Contains(w, ":") && len(w) > 1 {
+					t.Errorf("%q: token %q spans a colon: cut as one value", tc.line, w)
+				}
+			}
+			continue
+		}
+		at, found := strings.Index(tc.line, tc.want), false
+		for _, tk := range toks {
+			if int(tk.start) == at {
+				found = true
+				if tk.kind != kVar || int(tk.end) != at+len(tc.want) {
+					t.Errorf("%q: token %q (kind %d), want the value %q", tc.line, tc.line[tk.start:tk.end], tk.kind, tc.want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%q: no token starts at %q (tokens %v)", tc.line, tc.want, toks)
+		}
+	}
+	// Mined: two lines that differ in their time share a template with one
+	// wildcard for it, and render back.
+	m := mustNew(t, Config{})
+	r1 := checkRoundTrip(t, m, "t", "2026-11-29T00:00:00.010Z ERROR [api] request 42 failed")
+	r2 := checkRoundTrip(t, m, "t", "2026-11-29T00:00:01.5Z ERROR [api] request 43 failed")
+	text, _ := m.TemplateVersion(r2.ID, r2.Version)
+	if r1.ID != r2.ID || text != "<*> ERROR [api] request <*> failed" || r2.Params[0] != "2026-11-29T00:00:01.5Z" {
+		t.Errorf("template %d %q params %q, want one template <*> ERROR [api] request <*> failed", r2.ID, text, r2.Params)
 	}
 }
