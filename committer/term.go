@@ -207,7 +207,7 @@ func (c *Committer) term(ctx, parent context.Context, kvs buckets, l *lease) err
 		}
 		if n == 0 {
 			caughtUp = true
-			if err := stuck.idle(ctx, c.reportsLastSeq); err != nil {
+			if err := stuck.idle(ctx, c.reportsState); err != nil {
 				if ctx.Err() != nil {
 					break
 				}
@@ -305,7 +305,14 @@ func (w *stuckWatch) delivered(seq uint64) {
 // idle is called after an empty fetch. Every interval of empty fetches it
 // reads the stream's last sequence; a report beyond the last delivered one
 // that is still undelivered at the next check means the consumer is stuck.
-func (w *stuckWatch) idle(ctx context.Context, lastSeq func(context.Context) (uint64, error)) error {
+//
+// The stream is asked for its state, not just its last sequence: once the
+// reports are purged to the high-water the stream is empty but keeps its
+// last sequence (first 34, last 33, no message), and a term that started
+// after the purge has delivered nothing: that is a quiet stream, not a
+// deaf consumer (a chaos soak saw two committers hand the lease back and
+// forth every 4 s on it, for as long as no report came).
+func (w *stuckWatch) idle(ctx context.Context, streamState func(context.Context) (jetstream.StreamState, error)) error {
 	now := time.Now()
 	if w.since.IsZero() {
 		w.since, w.checkedAt = now, now
@@ -315,11 +322,15 @@ func (w *stuckWatch) idle(ctx context.Context, lastSeq func(context.Context) (ui
 		return nil
 	}
 	w.checkedAt = now
-	seq, err := lastSeq(ctx)
+	st, err := streamState(ctx)
 	if err != nil {
 		return err
 	}
-	if w.behind != 0 && w.last < w.behind {
+	seq := st.LastSeq
+	if st.Msgs == 0 {
+		seq = 0 // nothing held: nothing to deliver
+	}
+	if w.behind != 0 && w.last < w.behind && seq > w.last {
 		return fmt.Errorf("%w: the stream holds report %d, the consumer delivered up to %d and nothing for %s",
 			errConsumerStuck, seq, w.last, now.Sub(w.since).Truncate(time.Millisecond))
 	}
@@ -330,24 +341,20 @@ func (w *stuckWatch) idle(ctx context.Context, lastSeq func(context.Context) (ui
 	return nil
 }
 
-// reportsLastSeq is the report stream's last sequence.
-func (c *Committer) reportsLastSeq(ctx context.Context) (uint64, error) {
-	return c.lastSeq(ctx, streams.ReportStream)
-}
-
-// lastSeq is a stream's last sequence.
-func (c *Committer) lastSeq(ctx context.Context, stream string) (uint64, error) {
+// reportsState is the report stream's state (messages, first and last
+// sequence).
+func (c *Committer) reportsState(ctx context.Context) (jetstream.StreamState, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 	defer cancel()
-	st, err := c.js.Stream(ctx, stream)
+	st, err := c.js.Stream(ctx, streams.ReportStream)
 	if err != nil {
-		return 0, fmt.Errorf("%s stream info: %w", stream, err)
+		return jetstream.StreamState{}, fmt.Errorf("%s stream info: %w", streams.ReportStream, err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("%s stream info: %w", stream, err)
+		return jetstream.StreamState{}, fmt.Errorf("%s stream info: %w", streams.ReportStream, err)
 	}
-	return info.State.LastSeq, nil
+	return info.State, nil
 }
 
 // walDrained tells whether the WAL holds no frame above w, the high-water
