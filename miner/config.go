@@ -29,6 +29,11 @@ type Config struct {
 	SnapshotKeep int `yaml:"snapshot_keep"`
 	// SnapshotTimeout bounds writing (or reading) one snapshot.
 	SnapshotTimeout time.Duration `yaml:"snapshot_timeout"`
+	// OpTimeout bounds one JetStream lookup at start (the snapshot and
+	// positions buckets, the streams, the list of snapshots): a request
+	// whose reply a NATS restart lost is asked again after it, not after
+	// SnapshotTimeout.
+	OpTimeout time.Duration `yaml:"op_timeout"`
 	// MaxInFlight bounds the WAL messages whose mined batch (and template
 	// events) are published but not yet acked by JetStream.
 	MaxInFlight int `yaml:"max_in_flight"`
@@ -61,6 +66,7 @@ const (
 	DefaultSnapshotInterval = 30 * time.Second
 	DefaultSnapshotKeep     = 3
 	DefaultSnapshotTimeout  = 2 * time.Minute
+	DefaultOpTimeout        = 10 * time.Second
 	DefaultMaxInFlight      = 256
 	DefaultPublishTimeout   = 10 * time.Second
 	DefaultRetryMin         = 100 * time.Millisecond
@@ -89,6 +95,7 @@ func (c Config) Defaults() Config {
 	set(&c.SnapshotInterval, DefaultSnapshotInterval)
 	seti(&c.SnapshotKeep, DefaultSnapshotKeep)
 	set(&c.SnapshotTimeout, DefaultSnapshotTimeout)
+	set(&c.OpTimeout, DefaultOpTimeout)
 	seti(&c.MaxInFlight, DefaultMaxInFlight)
 	set(&c.PublishTimeout, DefaultPublishTimeout)
 	set(&c.RetryMin, DefaultRetryMin)
@@ -121,6 +128,7 @@ func (c Config) Validate() error {
 	dur("snapshot_interval", c.SnapshotInterval, 10*time.Millisecond)
 	pos("snapshot_keep", c.SnapshotKeep, 1)
 	dur("snapshot_timeout", c.SnapshotTimeout, time.Second)
+	dur("op_timeout", c.OpTimeout, 10*time.Millisecond)
 	pos("max_in_flight", c.MaxInFlight, 1)
 	dur("publish_timeout", c.PublishTimeout, 100*time.Millisecond)
 	dur("retry_min", c.RetryMin, time.Millisecond)

@@ -143,10 +143,11 @@ func (m *Miner) Run(ctx context.Context) error {
 	return r.run(ctx)
 }
 
-// retry calls fn until it succeeds or ctx ends, reporting what it waits for.
-func (m *Miner) retry(ctx context.Context, what string, fn func(ctx context.Context) error) error {
+// retry calls fn, each attempt bounded by timeout, until it succeeds or
+// ctx ends, reporting what it waits for.
+func (m *Miner) retry(ctx context.Context, what string, timeout time.Duration, fn func(ctx context.Context) error) error {
 	err := backoff.Retry(ctx, m.cfg.retryPolicy(), func(ctx context.Context) error {
-		cctx, cancel := context.WithTimeout(ctx, m.cfg.SnapshotTimeout)
+		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		return fn(cctx)
 	}, func(err error, wait time.Duration) {

@@ -52,13 +52,13 @@ type snapJob struct {
 // start restores the newest snapshot and looks up the limits.
 func (r *runner) start(ctx context.Context) error {
 	r.setWaiting("restoring snapshot")
-	if err := r.retry(ctx, "snapshot store "+streams.SnapshotBucket, func(ctx context.Context) (err error) {
+	if err := r.retry(ctx, "snapshot store "+streams.SnapshotBucket, r.cfg.OpTimeout, func(ctx context.Context) (err error) {
 		r.obs, err = r.js.ObjectStore(ctx, streams.SnapshotBucket)
 		return err
 	}); err != nil {
 		return err
 	}
-	if err := r.retry(ctx, "key-value bucket "+streams.PositionsBucket, func(ctx context.Context) (err error) {
+	if err := r.retry(ctx, "key-value bucket "+streams.PositionsBucket, r.cfg.OpTimeout, func(ctx context.Context) (err error) {
 		r.kv, err = r.js.KeyValue(ctx, streams.PositionsBucket)
 		return err
 	}); err != nil {
@@ -67,8 +67,8 @@ func (r *runner) start(ctx context.Context) error {
 	var st *State
 	var model *mining.Model
 	var fatal error
-	if err := r.retry(ctx, "snapshots", func(ctx context.Context) (err error) {
-		st, model, err = loadNewest(ctx, r.js, r.obs, r.cfg.Mining, r.log, r.metrics.snapshotSkipped.Inc)
+	if err := r.retry(ctx, "snapshots", r.cfg.SnapshotTimeout, func(ctx context.Context) (err error) {
+		st, model, err = loadNewest(ctx, r.js, r.obs, r.cfg.Mining, r.cfg.OpTimeout, r.log, r.metrics.snapshotSkipped.Inc)
 		if errors.Is(err, ErrNoUsableSnapshot) {
 			fatal, err = err, nil
 		}
@@ -103,7 +103,7 @@ func (r *runner) start(ctx context.Context) error {
 	// server's max payload, less room for the headers. The WAL must not be
 	// behind the snapshot: a WAL deleted and recreated restarts its
 	// sequences, and the miner would wait for sequences that never come.
-	if err := r.retry(ctx, "streams", func(ctx context.Context) error {
+	if err := r.retry(ctx, "streams", r.cfg.OpTimeout, func(ctx context.Context) error {
 		mined, err := r.js.Stream(ctx, streams.MinedStream)
 		if err != nil {
 			return err

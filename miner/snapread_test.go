@@ -53,6 +53,18 @@ func (r *stallingResult) Close() error {
 	return r.ObjectResult.Close()
 }
 
+// unansweredStore's Get never gets the object's info: its request went
+// out as the server restarted and the reply was lost (nats.go waits for
+// the context).
+type unansweredStore struct {
+	jetstream.ObjectStore
+}
+
+func (s unansweredStore) Get(ctx context.Context, name string, opts ...jetstream.GetObjectOpt) (jetstream.ObjectResult, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
 func TestReadObject(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -77,6 +89,14 @@ func TestReadObject(t *testing.T) {
 			t.Fatalf("err %v, want errReadIdle", err)
 		}
 	})
+	t.Run("an info request that is never answered ends", func(t *testing.T) {
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		_, err := readObject(cctx, unansweredStore{obs}, name, 50*time.Millisecond)
+		if !errors.Is(err, errReadIdle) {
+			t.Fatalf("err %v, want errReadIdle (not the caller's deadline)", err)
+		}
+	})
 	t.Run("context ends a stalled read", func(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
@@ -98,7 +118,7 @@ func TestReadObject(t *testing.T) {
 		defer func(d time.Duration) { snapshotReadIdle = d }(snapshotReadIdle)
 		snapshotReadIdle = 50 * time.Millisecond
 		skipped := 0
-		_, _, err := loadNewest(ctx, e.js, stallingStore{obs}, mining.DefaultConfig(), slog.New(slog.DiscardHandler), func() { skipped++ })
+		_, _, err := loadNewest(ctx, e.js, stallingStore{obs}, mining.DefaultConfig(), time.Minute, slog.New(slog.DiscardHandler), func() { skipped++ })
 		if err == nil || skipped != 0 {
 			t.Fatalf("loadNewest: err %v, skipped %d; want an error to retry and no skip", err, skipped)
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,8 +62,10 @@ func cmpU64(a, b uint64) int {
 // does not read or decode is skipped with a warning and the next older one
 // is tried. No snapshot at all gives (nil, nil, nil): start from scratch;
 // snapshots of which none restores give ErrNoUsableSnapshot.
-func loadNewest(ctx context.Context, js jetstream.JetStream, obs jetstream.ObjectStore, cfg mining.Config, log *slog.Logger, onSkip func()) (*State, *mining.Model, error) {
-	names, err := snapshotNames(ctx, js)
+func loadNewest(ctx context.Context, js jetstream.JetStream, obs jetstream.ObjectStore, cfg mining.Config, opTimeout time.Duration, log *slog.Logger, onSkip func()) (*State, *mining.Model, error) {
+	lctx, cancel := context.WithTimeout(ctx, opTimeout)
+	names, err := snapshotNames(lctx, js)
+	cancel()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -204,13 +207,22 @@ var errReadIdle = errors.New("object read stalled")
 // readObject reads an object whole. nats.go's ObjectStore.GetBytes waits
 // for the object's chunks without watching its context, so a server that
 // restarts mid-read leaves it waiting for ever; here the read is closed
-// when ctx ends or when no byte arrived for idle.
+// when ctx ends or when no byte arrived for idle. The watch starts before
+// the object's info is asked for (Get), whose reply a restart can lose as
+// well: then Get's context is cancelled after idle.
 func readObject(ctx context.Context, obs jetstream.ObjectStore, name string, idle time.Duration) ([]byte, error) {
-	res, err := obs.Get(ctx, name)
-	if err != nil {
-		return nil, err
-	}
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var stalled atomic.Bool
+	var mu sync.Mutex
+	var res jetstream.ObjectResult // set once Get returns; under mu
+	closeRes := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if res != nil {
+			res.Close()
+		}
+	}
 	progress := make(chan struct{}, 1)
 	done := make(chan struct{})
 	defer close(done)
@@ -222,21 +234,36 @@ func readObject(ctx context.Context, obs jetstream.ObjectStore, name string, idl
 			case <-done:
 				return
 			case <-ctx.Done():
-				res.Close()
+				closeRes()
 				return
 			case <-progress:
 				t.Reset(idle)
 			case <-t.C:
 				stalled.Store(true)
-				res.Close()
+				cancel()
+				closeRes()
 				return
 			}
 		}
 	}()
+	r, err := obs.Get(gctx, name)
+	if err != nil {
+		if stalled.Load() {
+			return nil, fmt.Errorf("%w: no answer for %s", errReadIdle, idle)
+		}
+		return nil, err
+	}
+	mu.Lock()
+	res = r
+	mu.Unlock()
+	if stalled.Load() { // the watch fired before res was set
+		r.Close()
+		return nil, fmt.Errorf("%w: no answer for %s", errReadIdle, idle)
+	}
 	var buf bytes.Buffer
 	chunk := make([]byte, 64<<10)
 	for {
-		n, err := res.Read(chunk)
+		n, err := r.Read(chunk)
 		buf.Write(chunk[:n])
 		if n > 0 {
 			select {
@@ -245,7 +272,7 @@ func readObject(ctx context.Context, obs jetstream.ObjectStore, name string, idl
 			}
 		}
 		if err == io.EOF {
-			return buf.Bytes(), res.Error()
+			return buf.Bytes(), r.Error()
 		}
 		if err != nil {
 			if stalled.Load() {
