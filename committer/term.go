@@ -303,8 +303,8 @@ func (w *stuckWatch) delivered(seq uint64) {
 }
 
 // idle is called after an empty fetch. Every interval of empty fetches it
-// reads the stream's last sequence; a report beyond the last delivered one
-// that is still undelivered at the next check means the consumer is stuck.
+// reads the stream's state; a report the stream still holds beyond the last
+// delivered one, undelivered at the next check, means the consumer is stuck.
 //
 // The stream is asked for its state, not just its last sequence: once the
 // reports are purged to the high-water the stream is empty but keeps its
