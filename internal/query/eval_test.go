@@ -97,6 +97,40 @@ func TestMatch(t *testing.T) {
 	}
 }
 
+// TestMatchJSONKeys: a JSON line's keys name its parameters, as docs/query.md
+// promises of `status: <*>` (before, a quoted key named nothing, so a filter
+// by name never matched a JSON line).
+func TestMatchJSONKeys(t *testing.T) {
+	r := rec(`{"ts":"<*>","level":"<*>","msg":"order created","total":<*>,"user": "<*>"}`,
+		"2026-11-01T10:03:00Z", "error", "912.5", "bob46")
+	for _, tc := range []struct {
+		q    string
+		want bool
+	}{
+		{`total>900`, true},
+		{`total<900`, false},
+		{`level=error`, true},
+		{`level=info`, false},
+		{`user=bob*`, true},
+		{`ts:2026-11-01 level!=warn`, true},
+		{`msg="order created"`, false}, // literal text, not a parameter
+	} {
+		q, err := CompileAt(tc.q, testNow)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.q, err)
+		}
+		if got := q.Match(r); got != tc.want {
+			t.Errorf("%q: Match = %v, want %v", tc.q, got, tc.want)
+		}
+		p := q.PlanTemplates("acme", []Template{{ID: 2, Text: r.Template}})
+		plain := *r
+		plain.Template = ""
+		if got := p.Match(&plain); got != tc.want {
+			t.Errorf("%q: Plan.Match = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+}
+
 // TestMatchLine: a record that carries its line is searched as is.
 func TestMatchLine(t *testing.T) {
 	r := &Record{Line: []byte("kernel: oops"), Template: "kernel: <*>", Params: []string{"oops"}}

@@ -221,6 +221,21 @@ func TestParamName(t *testing.T) {
 		"(status)=":           "",
 		"status":              "",
 		"key=value and code:": "code",
+		// JSON keys, and JSON inside a JSON string
+		`{"total":`:           "total",
+		`{"ts":"`:             "ts",
+		`,"user": "`:          "user",
+		`, "level" : `:        "level",
+		`{'k': '`:             "k",
+		`{\"status\":`:        "status",
+		`{\"user\":\"`:        "user",
+		`"http.status_code":`: "http.status_code",
+		`"status:`:            "status", // a quote before the key is not its own
+		`status":`:            "",       // a quote closes it, none opens it
+		`'status":`:           "",       // the quotes differ
+		`"2xx":`:              "",
+		`"":`:                 "",
+		`"a b":`:              "",
 	} {
 		if got := ParamName(before); got != want {
 			t.Errorf("ParamName(%q) = %q, want %q", before, got, want)

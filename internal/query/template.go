@@ -88,30 +88,47 @@ func (t *tplInfo) render(dst []byte, params []string) []byte {
 // wildcard, or the start, and this one). The rule, applied to the end of
 // before:
 //
-//  1. drop one opening quote (" or ') if there is one;
+//  1. drop one opening quote (" or ', or \") if there is one;
 //  2. drop spaces;
 //  3. the next byte must be '=' or ':'; drop it, then drop spaces;
-//  4. the name is the longest run of [A-Za-z0-9_.-] that ends there, and it
+//  4. if the key is quoted (a closing " or ', or \" as inside a JSON
+//     string), drop the closing quote; the name must then be preceded by
+//     the same opening quote;
+//  5. the name is the longest run of [A-Za-z0-9_.-] that ends there, and it
 //     must start with a letter or '_'.
 //
 // So "status: <*>", "status=<*>", "status = <*>" and `status="<*>"` all
-// name the parameter status; "12:<*>", "http://<*>", "<*>=<*>" and
-// "took <*>" name nothing (""). Names are case-sensitive.
+// name the parameter status, as do the JSON keys `"status":<*>` and
+// `"status": "<*>"` and the escaped `\"status\":<*>` of JSON inside a
+// JSON string; "12:<*>", "http://<*>", "<*>=<*>", "took <*>" and
+// `status":<*>` (a closing quote that none opens) name nothing ("").
+// Names are case-sensitive.
 func ParamName(before string) string {
 	s := before
 	if n := len(s); n > 0 && (s[n-1] == '"' || s[n-1] == '\'') {
-		s = s[:n-1]
+		s = strings.TrimSuffix(s[:n-1], "\\")
 	}
 	s = strings.TrimRight(s, " ")
 	if n := len(s); n == 0 || s[n-1] != '=' && s[n-1] != ':' {
 		return ""
 	}
 	s = strings.TrimRight(s[:len(s)-1], " ")
+	quote := ""
+	if n := len(s); n > 0 && (s[n-1] == '"' || s[n-1] == '\'') {
+		quote = s[n-1:]
+		if n > 1 && s[n-2] == '\\' {
+			quote = s[n-2:]
+		}
+		s = s[:n-len(quote)]
+	}
 	i := len(s)
 	for i > 0 && isIdent(s[i-1]) {
 		i--
 	}
 	if i == len(s) || !isIdentStart(s[i]) { // the run must start with a letter or '_'
+		return ""
+	}
+	if !strings.HasSuffix(s[:i], quote) { // a quoted key opens with its quote
 		return ""
 	}
 	return s[i:]
