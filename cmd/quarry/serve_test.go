@@ -263,6 +263,18 @@ func TestServePage(t *testing.T) {
 	}
 	waitFor("pipeline plots", `document.querySelectorAll("#plot-lag polyline.series").length >= 4 && document.querySelectorAll("#plot-rate polyline.series").length >= 2`)
 	shot("pipeline.png")
+
+	// A link to a query runs it, though another query is in the box (the
+	// page is the same document: only its hash changes).
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/#search?q="+url.PathEscape(`"payment failed" status=500`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the linked query's results", `!document.getElementById("view-search").hidden && document.getElementById("q").value == '"payment failed" status=500' && /^9 lines in/.test(document.getElementById("summary").textContent)`)
+	// A hash that names no view shows the search view, not an empty page.
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"/#nosuch")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the search view for an unknown hash", `!document.getElementById("view-search").hidden && document.getElementById("view-pipeline").hidden`)
 	t.Logf("screenshots in %s", shots)
 }
 

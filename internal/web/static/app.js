@@ -284,11 +284,14 @@ async function pollStatus() {
   $("pipe-errors").textContent = (s.errors || []).join("\n");
 }
 
-// ---- routing by hash: #search?q=..., #templates, #templates/ID, #pipeline
+// ---- routing by hash: #search?q=..., #templates, #templates/ID, #pipeline;
+// any other hash (#q=..., a stale link) is the search view
+const views = ["search", "templates", "pipeline"];
 function route() {
   const h = location.hash.slice(1) || "search";
-  const [view, arg] = h.split(/[\/?](.*)/s);
-  for (const v of ["search", "templates", "pipeline"]) {
+  let [view, arg] = h.split(/[\/?](.*)/s);
+  if (!views.includes(view)) [view, arg] = ["search", h.startsWith("q=") ? h : ""];
+  for (const v of views) {
     $("view-" + v).hidden = v !== view;
     document.querySelector('nav a[data-view="' + v + '"]').classList.toggle("active", v === view);
   }
@@ -299,9 +302,13 @@ function route() {
   } else if (view === "pipeline") {
     pollStatus();
     pollTimer = setInterval(pollStatus, 2000);
-  } else if (view === "search" && arg && arg.startsWith("q=") && !$("q").value) {
-    $("q").value = decodeURIComponent(arg.slice(2));
-    search();
+  } else if (view === "search" && arg && arg.startsWith("q=")) {
+    // a link to a query runs it, also when another query is in the box
+    const q = decodeURIComponent(arg.slice(2));
+    if (q !== $("q").value) {
+      $("q").value = q;
+      search();
+    }
   }
 }
 window.addEventListener("hashchange", route);
