@@ -251,9 +251,7 @@ func (a *Aggregator) AddN(rec *Record, n int64) {
 				a.part = append(a.part, rec.Params[k.idx]...)
 			}
 		case keyName:
-			if i := a.named(rec, k.name); i >= 0 {
-				a.part = append(a.part, rec.Params[i]...)
-			}
+			a.part = append(a.part, a.named(rec, k.name)...)
 		case keyBucket:
 			a.part = strconv.AppendInt(a.part, bucket(rec.TS, k.step), 10)
 		}
@@ -285,19 +283,23 @@ func (a *Aggregator) AddN(rec *Record, n int64) {
 	a.groups[string(a.key)] = g
 }
 
-// named is the position of rec's first parameter called name, or -1.
-func (a *Aggregator) named(rec *Record, name string) int {
+// named is the first value rec's template gives name, a parameter's or
+// one in its text, or "".
+func (a *Aggregator) named(rec *Record, name string) string {
 	t, ok := a.tpls[rec.Template]
 	if !ok {
 		t = newTplInfo(Template{Text: rec.Template})
 		a.tpls[rec.Template] = t
 	}
-	for _, i := range t.names[name] {
-		if i < len(rec.Params) {
-			return i
+	for _, r := range t.names[name] {
+		if r.param < 0 {
+			return r.lit
+		}
+		if r.param < len(rec.Params) {
+			return rec.Params[r.param]
 		}
 	}
-	return -1
+	return ""
 }
 
 // bucket is the start of ts's bucket of width step, in Unix nanoseconds;

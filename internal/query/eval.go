@@ -147,8 +147,8 @@ func eval(n *node, c *evalCtx) bool {
 		if c.t == nil {
 			return false
 		}
-		for _, i := range c.t.names[n.key] {
-			if i < len(ps) && n.matchParam(ps[i]) {
+		for _, r := range c.t.names[n.key] {
+			if r.param < 0 && n.matchParam(r.lit) || r.param >= 0 && r.param < len(ps) && n.matchParam(ps[r.param]) {
 				return true
 			}
 		}

@@ -113,7 +113,9 @@ func TestMatchJSONKeys(t *testing.T) {
 		{`level=info`, false},
 		{`user=bob*`, true},
 		{`ts:2026-11-01 level!=warn`, true},
-		{`msg="order created"`, false}, // literal text, not a parameter
+		{`msg="order created"`, true}, // a value in the template's text
+		{`msg=order*`, true},
+		{`msg=other`, false},
 	} {
 		q, err := CompileAt(tc.q, testNow)
 		if err != nil {
@@ -127,6 +129,95 @@ func TestMatchJSONKeys(t *testing.T) {
 		plain.Template = ""
 		if got := p.Match(&plain); got != tc.want {
 			t.Errorf("%q: Plan.Match = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+}
+
+// TestMatchLiteralValues: a name finds its value where the miner kept it
+// in the template's text (`level=info` whole, where another template has
+// `level=<*>`): a user's level=info should not depend on which the miner
+// chose.
+func TestMatchLiteralValues(t *testing.T) {
+	lit := rec(`time="<*>" level=info msg="loading plugin \"<*>\"..." type=<*> id=7`, "2026-12-07T23:10:53Z", "io.containerd.v1", "io.containerd.snapshotter.v1")
+	param := rec(`time="<*>" level=<*> msg="<*>"`, "2026-12-07T23:10:53Z", "warning", "disk full")
+	for _, tc := range []struct {
+		q          string
+		lit, param bool
+	}{
+		{`level=info`, true, false},
+		{`level=warning`, false, true},
+		{`level!=info`, false, true},
+		{`level=~/^i/`, true, false},
+		{`-level=info`, false, true},
+		{`level=info OR level=warning`, true, true},
+		{`id>5`, true, false}, // a number in the text compares as one
+		{`id=7.0`, true, false},
+		{`type=io.*`, true, false},
+		{`msg="disk full"`, false, true},
+		{`msg=loading*`, false, false}, // the value goes on into a parameter: not in the text
+		{`time=2026*`, true, true},
+	} {
+		q, err := CompileAt(tc.q, testNow)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.q, err)
+		}
+		for _, c := range []struct {
+			r    *Record
+			want bool
+		}{{lit, tc.lit}, {param, tc.param}} {
+			if got := q.Match(c.r); got != c.want {
+				t.Errorf("%q on %q: Match = %v, want %v", tc.q, c.r.Template, got, c.want)
+			}
+			p := q.PlanTemplates("acme", []Template{{ID: 2, Text: c.r.Template}})
+			plain := *c.r
+			plain.Template = ""
+			if got := p.Match(&plain); got != c.want {
+				t.Errorf("%q on %q: Plan.Match = %v, want %v", tc.q, c.r.Template, got, c.want)
+			}
+		}
+	}
+	// The plan settles a literal value without reading a parameter.
+	q, _ := CompileAt(`level=info`, testNow)
+	if d := q.PlanTemplates("acme", []Template{{ID: 2, Text: lit.Template}}).Templates()[0].Decision; d != All {
+		t.Errorf("level=info on its template's text: decision %v, want All", d)
+	}
+	// count by a name counts a literal value under it.
+	q, _ = CompileAt(`| count by level`, testNow)
+	a := q.NewAggregator()
+	a.Add(lit)
+	a.Add(lit)
+	a.Add(param)
+	if got := a.Rows(); len(got) != 2 || got[0].Keys[0] != "info" || got[0].Count != 2 || got[1].Keys[0] != "warning" {
+		t.Errorf("count by level: %+v", got)
+	}
+}
+
+// TestLiteralValues: the pairs a piece of template text writes whole.
+func TestLiteralValues(t *testing.T) {
+	for _, tc := range []struct {
+		piece       string
+		first, last bool
+		want        []string // name=value
+	}{
+		{`level=info msg=`, true, false, []string{"level=info"}},
+		{` level=info`, false, true, []string{"level=info"}},
+		{` level=info`, false, false, nil}, // a parameter may go on after info
+		{`level=info`, false, true, nil},   // ... or before level
+		{`level=info`, true, true, []string{"level=info"}},
+		{`","level":"info","msg":"order created","order_id":"`, false, false, []string{"level=info", "msg=order created"}},
+		{`{\"code\":\"E1\", `, true, false, []string{"code=E1"}},
+		{`msg="a \"b\" c" x`, true, false, []string{`msg=a \"b\" c`}},
+		{`status: 404, user = root;`, true, false, []string{"status=404", "user=root"}},
+		{`logname= uid=`, true, false, nil},
+		{`a==b c:=d e::f x!=y p<=q`, true, true, nil},
+		{`12:30:00 http://x`, true, true, nil},
+		{`user="`, true, false, nil},
+		{`k='v' n=""`, true, true, []string{"k=v", "n="}},
+	} {
+		var got []string
+		literalValues(tc.piece, tc.first, tc.last, func(n, v string) { got = append(got, n+"="+v) })
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("literalValues(%q, %v, %v) = %q, want %q", tc.piece, tc.first, tc.last, got, tc.want)
 		}
 	}
 }

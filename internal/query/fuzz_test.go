@@ -22,6 +22,7 @@ func FuzzQuery(f *testing.F) {
 		{`ts:[2026-11-01, 2026-11-02) source:~"a" attrs.k:v | top 3 param[0] | limit 2`, "<*>", ""},
 		{`(a`, "", ""},
 		{`tenant:acme template:1 -param[0]=~/x/`, "<*>", "x"},
+		{`level=info -msg="a b" | count by level`, `level=info msg="a b" x=<*> {"k":"v"}`, "1"},
 	} {
 		f.Add(s[0], s[1], s[2])
 	}

@@ -275,8 +275,16 @@ func settle(n *node, t *tplInfo, tenant string) (tri, *node) {
 		if n.idx >= 0 && n.idx >= t.params() {
 			return settledFalse, nil
 		}
-		if n.idx < 0 && len(t.names[n.key]) == 0 {
-			return settledFalse, nil
+		if n.idx < 0 {
+			// a value in the template's text is in every line
+			for _, r := range t.names[n.key] {
+				if r.param < 0 && n.matchParam(r.lit) {
+					return settledTrue, nil
+				}
+			}
+			if !t.hasParamNamed(n.key) {
+				return settledFalse, nil
+			}
 		}
 	}
 	return unsettled, n

@@ -38,21 +38,127 @@ type PairSet interface {
 // tplInfo is a template split for evaluation.
 type tplInfo struct {
 	t      Template
-	pieces []string         // literal text around the wildcards; len = params+1
-	names  map[string][]int // parameter positions by name
+	pieces []string             // literal text around the wildcards; len = params+1
+	names  map[string][]nameRef // the values a name has, in text order
+}
+
+// nameRef is where a template gives a name its value: a parameter, or a
+// value written in its literal text (the miner kept `level=info` whole).
+type nameRef struct {
+	param int    // the parameter's position; -1: the value is lit
+	lit   string // the literal value, when param is -1
 }
 
 func newTplInfo(t Template) *tplInfo {
 	ti := &tplInfo{t: t, pieces: strings.Split(t.Text, Wildcard)}
-	for i := 0; i+1 < len(ti.pieces); i++ {
-		if name := ParamName(ti.pieces[i]); name != "" {
-			if ti.names == nil {
-				ti.names = map[string][]int{}
-			}
-			ti.names[name] = append(ti.names[name], i)
+	add := func(name string, r nameRef) {
+		if ti.names == nil {
+			ti.names = map[string][]nameRef{}
+		}
+		ti.names[name] = append(ti.names[name], r)
+	}
+	for i, piece := range ti.pieces {
+		last := i+1 == len(ti.pieces)
+		literalValues(piece, i == 0, last, func(name, value string) { add(name, nameRef{param: -1, lit: value}) })
+		if last {
+			break
+		}
+		if name := ParamName(piece); name != "" {
+			add(name, nameRef{param: i})
 		}
 	}
 	return ti
+}
+
+// hasParamNamed reports whether some parameter of t is called name.
+func (t *tplInfo) hasParamNamed(name string) bool {
+	for _, r := range t.names[name] {
+		if r.param >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// literalValues calls add for each NAME=VALUE (or NAME: VALUE, a quoted
+// key or value, a JSON member) written wholly in piece, one literal piece
+// of a template's text, in order: the name as ParamName reads the text
+// before the '=' or ':'; the value quoted ("..", '..' or \"..\", up to the
+// closing quote, which must be in the piece) or up to a blank or one of
+// ,;&)]}"'. A pair that a parameter may continue is not written wholly
+// in the piece and is left out: a name at the start of a piece that is not
+// the first (a parameter ends the key), an unquoted value at the end of a
+// piece that is not the last, a quoted value whose closing quote is not in
+// the piece. An unquoted empty value (`logname= uid=`) is none, and so is
+// a URL's scheme (`http://x`, as ParamName reads `http://<*>`).
+func literalValues(piece string, first, last bool, add func(name, value string)) {
+	for j := 0; j < len(piece); j++ {
+		c := piece[j]
+		if c != '=' && c != ':' {
+			continue
+		}
+		if j+1 < len(piece) && (piece[j+1] == '=' || piece[j+1] == ':') {
+			j++ // ==, :=, ::, =: name nothing
+			continue
+		}
+		if j > 0 && strings.IndexByte("=:!<>", piece[j-1]) >= 0 {
+			continue
+		}
+		name := ParamName(piece[:j+1])
+		if name == "" {
+			continue
+		}
+		if at := strings.LastIndex(piece[:j], name); at == 0 && !first {
+			continue // the key goes on into the parameter before it
+		}
+		if c == ':' && strings.HasPrefix(piece[j+1:], "//") {
+			continue // a URL's scheme, as ParamName reads "http://<*>"
+		}
+		k := j + 1
+		for k < len(piece) && piece[k] == ' ' {
+			k++
+		}
+		rest := piece[k:]
+		if q := openQuote(rest); q != "" {
+			if v, ok := quoted(rest[len(q):], q); ok {
+				add(name, v)
+			}
+			continue
+		}
+		e := 0
+		for e < len(rest) && strings.IndexByte(" \t,;&)]}\"'", rest[e]) < 0 {
+			e++
+		}
+		if e > 0 && (e < len(rest) || last) {
+			add(name, rest[:e])
+		}
+	}
+}
+
+// openQuote is the quote rest starts with: ", ', \" or none.
+func openQuote(rest string) string {
+	switch {
+	case strings.HasPrefix(rest, `\"`):
+		return `\"`
+	case len(rest) > 0 && (rest[0] == '"' || rest[0] == '\''):
+		return rest[:1]
+	}
+	return ""
+}
+
+// quoted is the text of s up to the closing quote q (one not escaped by
+// a backslash, for a plain quote), and whether s has it.
+func quoted(s, q string) (string, bool) {
+	for i := 0; i+len(q) <= len(s); i++ {
+		if len(q) == 1 && s[i] == '\\' {
+			i++ // an escaped byte
+			continue
+		}
+		if s[i:i+len(q)] == q {
+			return s[:i], true
+		}
+	}
+	return "", false
 }
 
 func (t *tplInfo) params() int { return len(t.pieces) - 1 }
