@@ -22,8 +22,21 @@ func init() {
 
 var dlqStages = []string{"producer", "encoder", "committer"}
 
+const dlqUsage = `usage: quarry dlq list|show|replay|drop --nats URL [--stage S] [--limit N] [--json] [SEQ...]
+  list    the dead letters: stage, reason, tenant, source, subject, size (--stage, --limit)
+  show    the dead letters SEQ... with their headers and payloads
+  replay  publish the encoder's or committer's dead letters SEQ... again to their
+          subject, exactly once, and delete them (a producer's holds a cut line: drop it)
+  drop    delete the dead letters SEQ...
+Run 'quarry dlq list -h' for the flags.
+`
+
 // runDLQ: quarry dlq list|show|replay|drop --nats URL [--stage S] [--limit N] [--json] [SEQ...]
 func runDLQ(ctx context.Context, e *env, args []string) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(e.stderr, dlqUsage)
+		return errHelp
+	}
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return errUsage{"a subcommand is required: list, show, replay or drop"}
 	}

@@ -19,6 +19,19 @@ func dlqRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
+// TestDLQHelp: -h names the subcommands and exits 0, as every command's -h.
+func TestDLQHelp(t *testing.T) {
+	for _, h := range []string{"-h", "-help", "--help"} {
+		code, _, errs := dlqRun(t, h)
+		if code != 0 || !strings.Contains(errs, "usage: quarry dlq list|show|replay|drop") || !strings.Contains(errs, "  replay ") {
+			t.Errorf("quarry dlq %s: exit %d, stderr %q; want exit 0 and the usage", h, code, errs)
+		}
+	}
+	if code, _, errs := dlqRun(t, "list", "-h"); code != 0 || !strings.Contains(errs, "-stage") {
+		t.Errorf("quarry dlq list -h: exit %d, stderr %q; want the flags", code, errs)
+	}
+}
+
 func TestDLQBadArguments(t *testing.T) {
 	for _, tc := range []struct {
 		args []string

@@ -226,6 +226,9 @@ func queryFirst(fs *flag.FlagSet, args []string) []string {
 		}
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		f := fs.Lookup(name)
+		if f == nil && (name == "h" || name == "help") {
+			return args // the flag package's help, as every command's -h
+		}
 		if f == nil && a[1] != '-' {
 			out := append(slices.Clone(args[:i]), args[i+1:]...)
 			return append(append(out, "--"), a)

@@ -313,6 +313,15 @@ func TestQueryEmptyLakeAndNoLake(t *testing.T) {
 			t.Errorf("empty lake, %q: exit %d, stdout %q, stderr %q; want %q", c.query, code, out, errs, c.want)
 		}
 	}
+	// -h is the usage, as for every command, not the query NOT h; -- makes it one.
+	for _, h := range []string{"-h", "-help", "--help"} {
+		if code, out, errs := quarryExit("query", h); !strings.Contains(out+errs, "Usage: quarry query") || strings.Contains(errs, "--lake is required") {
+			t.Errorf("quarry query %s: exit %d, stdout %q, stderr %q; want the usage", h, code, out, errs)
+		}
+	}
+	if code, out, errs := quarryExit("query", "--lake", dir, "--format", "raw", "--", "-h"); code != 0 || out != "" {
+		t.Errorf("quarry query -- -h: exit %d, stdout %q, stderr %q; want no line", code, out, errs)
+	}
 	missing := filepath.Join(dir, "nope")
 	code, out, errs := quarryExit("query", "--lake", missing, "error | count")
 	if code != 2 || out != "" || !strings.Contains(errs, "no Delta table") {
