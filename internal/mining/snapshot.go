@@ -21,12 +21,14 @@ import (
 //	   two values, not one; a key's quoted word (tag="x") is a value
 //	4: an ISO 8601 date and time with its T ("2026-11-29T00:00:00.010Z")
 //	   is one value, not three cut at its colons
+//	5: base64 with its padding ("c2lnbmVkIGJ5IHF1YXJyeQ==") is one value,
+//	   its '='s included
 //
 // Restore re-learns the templates of an older engine's snapshot (see
 // Restore); it rejects newer versions.
 const (
 	snapshotMagic         = "quarry-mining"
-	snapshotVersion       = 4
+	snapshotVersion       = 5
 	oldestSnapshotVersion = 1
 )
 

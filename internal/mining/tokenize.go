@@ -371,6 +371,16 @@ func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64)
 				}
 			}
 			w := line[i:e]
+			if e == j && j < n && line[j] == '=' {
+				if p := paddedBase64End(line, i, j); p > 0 {
+					// Base64 with its padding is one value: its '='s
+					// would cut it into as many shapes as padding lengths.
+					dst = addTok(dst, i, p, kVar)
+					key = shapeMix(key, shapeOther)
+					i = p
+					continue
+				}
+			}
 			var k tokKind
 			switch {
 			case letters && len(w) != 4 && len(w) != 5:
@@ -669,6 +679,41 @@ func isDigits(s string, min, max int) bool {
 		}
 	}
 	return true
+}
+
+// paddedBase64End returns the end of the padding when the chunk line[i:j]
+// and the one or two '='s after it are base64 with its padding (a digest, a
+// nonce, a key: "c2lnbmVkIGJ5IHF1YXJyeQ=="), or 0. The chunk is at least 6
+// bytes of the base64 alphabet (A-Z a-z 0-9 + /) with a capital and a small
+// letter or a digit, so that a word and its '=' ("logname= uid=0") stay
+// apart; with its padding its length is a multiple of four; after the
+// padding comes the line's end, a blank or one of ,;)]}"'&.
+func paddedBase64End(line string, i, j int) int {
+	p := j
+	for p < len(line) && p < j+2 && line[p] == '=' {
+		p++
+	}
+	if p == j || j-i < 6 || (p-i)%4 != 0 {
+		return 0
+	}
+	if p < len(line) && byteClass[line[p]] != cSpace && strings.IndexByte(",;)]}\"'&", line[p]) < 0 {
+		return 0
+	}
+	upper, other := false, false
+	for k := i; k < j; k++ {
+		switch c := line[k]; {
+		case c >= 'A' && c <= 'Z':
+			upper = true
+		case c >= 'a' && c <= 'z' || isDigit(c):
+			other = true
+		case c != '+' && c != '/':
+			return 0
+		}
+	}
+	if !upper || !other {
+		return 0
+	}
+	return p
 }
 
 // isoDateTimeEnd returns the end of the ISO 8601 / RFC 3339 date and time

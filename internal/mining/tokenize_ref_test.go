@@ -88,12 +88,15 @@ func FuzzTokenizeMatchesReference(f *testing.F) {
 	}
 	f.Add("2026-11-29T00:00:00.010Z Normal Scheduled pod/api-7a31ff58f4-f08f8 assigned to node-8")
 	f.Add("Jun 18 02:08:10 combo sshd(pam_unix)[19939]: size 12.5 KB, blk_1 blk_2 blk_3 a, b, c x;y;z")
+	f.Add(`token c2lnbmVkIGJ5IHF1YXJyeQ== nonce="Zm9vYmE=", k=QUJDRA==x logname= ab+/Cd== Abcdefg=`)
 	f.Fuzz(func(t *testing.T, line string) { checkSameTokens(t, line) })
 }
 
 // The reference tokenizer.
 
 var isoRef = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}([.,][0-9]{1,9})?([Zz]|[+-][0-9]{2}:?[0-9]{2})?`)
+
+var b64Ref = regexp.MustCompile(`^[A-Za-z0-9+/]+={1,2}`)
 
 func isAlnumOrHigh(c byte) bool {
 	return c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'z' || c >= 0x80
@@ -201,6 +204,15 @@ func tokenizeRef(dst []token, line string, max int) ([]token, int, bool) {
 				}
 			}
 			w := line[i:e]
+			// Base64 with its padding is one value (engine version 5).
+			if m := b64Ref.FindStringIndex(line[i:]); e == j && m != nil && i+m[1] > j && (m[1]-m[0])%4 == 0 &&
+				j-i >= 6 && strings.ContainsAny(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") && strings.ContainsAny(w, "abcdefghijklmnopqrstuvwxyz0123456789") {
+				if p := i + m[1]; p == n || byteClass[line[p]] == cSpace || strings.IndexByte(",;)]}\"'&", line[p]) >= 0 {
+					dst = append(dst, token{int32(i), int32(p), kVar, false, 0})
+					i = p
+					continue
+				}
+			}
 			var k tokKind
 			switch {
 			case letters && len(w) != 4 && len(w) != 5:

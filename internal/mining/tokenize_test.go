@@ -72,6 +72,59 @@ func TestTokenizeClasses(t *testing.T) {
 // TestISODateTimeOneValue: an ISO 8601 date and time with its T is one
 // parameter (engine version 4), with its fraction and zone; anything else
 // next to it keeps the old cut.
+// TestPaddedBase64OneValue: base64 and its padding are one value (engine
+// version 5); before, the '='s cut it, and one event was as many templates
+// as padding lengths (<*>, <*>= and <*>==).
+func TestPaddedBase64OneValue(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{"token c2lnbmVkIGJ5IHF1YXJyeQ== ok", "c2lnbmVkIGJ5IHF1YXJyeQ=="},
+		{"token c2lnbmVkIGJ5IHF1YXI=", "c2lnbmVkIGJ5IHF1YXI="},
+		{`nonce="Zm9vYmE=", x`, "Zm9vYmE="},
+		{"sig=ab+/Cd1234== x", "ab+/Cd1234=="},
+		{"(QUJDRDEyMzQ1Ng==)", "QUJDRDEyMzQ1Ng=="},
+		{"token c2lnbmVkIGJ5IHF1YXJyeQ=== x", ""}, // three '='s
+		{"token c2lnbmVkIGJ5IHF1YXJyeQ==x", ""},   // the chunk goes on
+		{"token c2lnbmVkIGJ5IHF1YXJyeQ= x", ""},   // not a multiple of four
+		{"logname= uid=0", ""},                    // a word and its '='
+		{"Abc= x", ""},                            // too short
+		{"ABCDEFG= x", ""},                        // capitals only: a word
+		{"a_bcDEF= x", ""},                        // not the alphabet
+	} {
+		toks, _, _ := tokenize(nil, tc.line, HardMaxTokens)
+		if tc.want == "" {
+			for _, tk := range toks {
+				if w := tc.line[tk.start:tk.end]; strings.HasSuffix(w, "=") && len(w) > 1 {
+					t.Errorf("%q: token %q takes its '=': one value", tc.line, w)
+				}
+			}
+			continue
+		}
+		at, found := strings.Index(tc.line, tc.want), false
+		for _, tk := range toks {
+			if int(tk.start) == at {
+				found = true
+				if tk.kind != kVar || int(tk.end) != at+len(tc.want) {
+					t.Errorf("%q: token %q (kind %d), want the value %q", tc.line, tc.line[tk.start:tk.end], tk.kind, tc.want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%q: no token starts at %q (tokens %v)", tc.line, tc.want, toks)
+		}
+	}
+	// Mined: tokens of each padding share one template, and render back.
+	m := mustNew(t, Config{})
+	var ids []uint64
+	for _, tok := range []string{"c2lnbmVkIGJ5IHF1YXJyeQ==", "YWJjZGVmZ2hpams=", "QUJDREVGR0hJSktM", "MTIzNDU2Nzg5MA=="} {
+		r := checkRoundTrip(t, m, "t", "session 7 issued token "+tok+" for user bob")
+		ids = append(ids, r.ID)
+	}
+	text, _ := m.TemplateVersion(ids[3], 1)
+	if ids[0] != ids[1] || ids[1] != ids[2] || ids[2] != ids[3] {
+		t.Errorf("template ids %v (text %q), want one template", ids, text)
+	}
+}
+
 func TestISODateTimeOneValue(t *testing.T) {
 	for _, tc := range []struct{ line, want string }{
 		{"2026-11-29T00:00:00.010Z up", "2026-11-29T00:00:00.010Z"},
