@@ -22,7 +22,8 @@ import (
 //	4: an ISO 8601 date and time with its T ("2026-11-29T00:00:00.010Z")
 //	   is one value, not three cut at its colons
 //	5: base64 with its padding ("c2lnbmVkIGJ5IHF1YXJyeQ==") is one value,
-//	   its '='s included
+//	   its '='s included; so are a MAC address (six or more hex pairs) and
+//	   an IPv6 address, not the groups their colons cut them into
 //
 // Restore re-learns the templates of an older engine's snapshot (see
 // Restore); it rejects newer versions.

@@ -294,6 +294,14 @@ func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64)
 			key = shapeMix(key, shapeSpace)
 			i = j
 		case cHard:
+			if c == ':' && i+1 < n && line[i+1] == ':' && (i == 0 || chunkFlags[line[i-1]] == 0 && line[i-1] != ':') {
+				if j := colonHexEnd(line, i); j > 0 {
+					dst = addTok(dst, i, j, kVar) // an IPv6 address: "::1"
+					key = shapeMix(key, shapeOther)
+					i = j
+					continue
+				}
+			}
 			if c == '<' && i+2 < n && line[i+1] == '*' && line[i+2] == '>' {
 				// A literal "<*>" is always a parameter so that template
 				// texts stay unambiguous.
@@ -351,6 +359,16 @@ func tokenizeKey(dst []token, line string, max int) ([]token, int, bool, uint64)
 				}
 			}
 			j, flags := scanChunk(line, i)
+			if j < n && line[j] == ':' && j-i <= 4 && (i == 0 || line[i-1] != ':') {
+				if e := colonHexEnd(line, i); e > 0 {
+					// A MAC address or an IPv6 address is one value, not
+					// the groups its colons would cut it into.
+					dst = addTok(dst, i, e, kVar)
+					key = shapeMix(key, shapeOther)
+					i = e
+					continue
+				}
+			}
 			letters := flags&bOther == 0
 			if line[i] == '.' && j == i+1 && i+1 < n && line[i+1] == '.' {
 				for j < n && line[j] == '.' {
@@ -679,6 +697,49 @@ func isDigits(s string, min, max int) bool {
 		}
 	}
 	return true
+}
+
+// colonHexEnd returns the end of the hex groups and colons at i (not after
+// a colon: the run is taken whole) when they are one address, or 0: six or more pairs of hex digits (a MAC address,
+// 00:1a:2b:3c:4d:5e, or a longer id of pairs such as BGL's 12-pair chip
+// ids, which Loghub's truth writes as one <*>), or an IPv6 address (eight
+// groups of 1-4 hex digits, or fewer around one "::": fe80::1, ::1,
+// 2001:db8::8a2e:370:7334). The run of hex digits and colons must end the
+// chunk (the line's end or a byte that is neither a chunk byte nor a
+// colon); one colon after it that is not part of a "::" ends a sentence
+// ("fe80::1: unreachable") and is left out. A time (12:30:45) is neither.
+func colonHexEnd(line string, i int) int {
+	e := i
+	for e < len(line) && (isHex(line[e]) || line[e] == ':') {
+		e++
+	}
+	if e < len(line) && chunkFlags[line[e]] != 0 {
+		return 0 // the chunk goes on: "12:30:45.5", "fe80::1%eth0", a word
+	}
+	r := line[i:e]
+	if strings.HasSuffix(r, ":") && !strings.HasSuffix(r, "::") {
+		r = r[:len(r)-1]
+	}
+	groups, pairs, empty := 0, true, 0
+	for g := range strings.SplitSeq(r, ":") {
+		if len(g) > 4 {
+			return 0
+		}
+		if len(g) == 0 {
+			empty++
+		} else {
+			groups++
+		}
+		pairs = pairs && len(g) == 2
+	}
+	switch d := strings.Count(r, "::"); {
+	case d == 0 && pairs && groups >= 6:
+	case d == 0 && empty == 0 && groups == 8:
+	case d == 1 && !strings.Contains(r, ":::") && groups >= 1 && groups <= 7:
+	default:
+		return 0
+	}
+	return i + len(r)
 }
 
 // paddedBase64End returns the end of the padding when the chunk line[i:j]

@@ -89,6 +89,7 @@ func FuzzTokenizeMatchesReference(f *testing.F) {
 	f.Add("2026-11-29T00:00:00.010Z Normal Scheduled pod/api-7a31ff58f4-f08f8 assigned to node-8")
 	f.Add("Jun 18 02:08:10 combo sshd(pam_unix)[19939]: size 12.5 KB, blk_1 blk_2 blk_3 a, b, c x;y;z")
 	f.Add(`token c2lnbmVkIGJ5IHF1YXJyeQ== nonce="Zm9vYmE=", k=QUJDRA==x logname= ab+/Cd== Abcdefg=`)
+	f.Add("mac 00:1a:2b:3c:4d:5e from [fe80::1]:80 ::1 2001:db8::8a2e:370:7334: at 12:30:45 a::b Foo::Bar 1:2:3:4:5:6:7:8 fe80::1%eth0")
 	f.Fuzz(func(t *testing.T, line string) { checkSameTokens(t, line) })
 }
 
@@ -97,6 +98,33 @@ func FuzzTokenizeMatchesReference(f *testing.F) {
 var isoRef = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}([.,][0-9]{1,9})?([Zz]|[+-][0-9]{2}:?[0-9]{2})?`)
 
 var b64Ref = regexp.MustCompile(`^[A-Za-z0-9+/]+={1,2}`)
+
+var (
+	hexColonRun = regexp.MustCompile(`^[0-9A-Fa-f:]+`)
+	macRef      = regexp.MustCompile(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5,}$`)
+	ipv6FullRef = regexp.MustCompile(`^([0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}$`)
+	ipv6ZipRef  = regexp.MustCompile(`^(([0-9A-Fa-f]{1,4}:)*[0-9A-Fa-f]{1,4})?::(([0-9A-Fa-f]{1,4}:)*[0-9A-Fa-f]{1,4})?$`)
+)
+
+// colonHexRef: a MAC-like run of six or more hex pairs or an IPv6
+// address at i, ending the chunk (engine version 5), or 0.
+func colonHexRef(line string, i int) int {
+	r := hexColonRun.FindString(line[i:])
+	if !strings.Contains(r, ":") {
+		return 0
+	}
+	if e := i + len(r); e < len(line) && byteClass[line[e]] >= cChunk {
+		return 0
+	}
+	if strings.HasSuffix(r, ":") && !strings.HasSuffix(r, "::") {
+		r = r[:len(r)-1]
+	}
+	if macRef.MatchString(r) || ipv6FullRef.MatchString(r) ||
+		ipv6ZipRef.MatchString(r) && len(strings.FieldsFunc(r, func(c rune) bool { return c == ':' })) <= 7 && r != "::" {
+		return i + len(r)
+	}
+	return 0
+}
 
 func isAlnumOrHigh(c byte) bool {
 	return c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'z' || c >= 0x80
@@ -124,6 +152,13 @@ func tokenizeRef(dst []token, line string, max int) ([]token, int, bool) {
 			dst = append(dst, token{int32(i), int32(j), kSpace, false, 0})
 			i = j
 		case cHard:
+			if c == ':' && (i == 0 || byteClass[line[i-1]] < cChunk && line[i-1] != ':') {
+				if e := colonHexRef(line, i); e > 0 {
+					dst = append(dst, token{int32(i), int32(e), kVar, false, 0})
+					i = e
+					continue
+				}
+			}
 			if c == '<' && i+2 < n && line[i+1] == '*' && line[i+2] == '>' {
 				// A literal "<*>" is always a parameter so that template
 				// texts stay unambiguous.
@@ -160,6 +195,11 @@ func tokenizeRef(dst []token, line string, max int) ([]token, int, bool) {
 			}
 			i++
 		default:
+			if e := colonHexRef(line, i); e > 0 && (i == 0 || line[i-1] != ':') {
+				dst = append(dst, token{int32(i), int32(e), kVar, false, 0})
+				i = e
+				continue
+			}
 			// An ISO 8601 date and time with its T is one value (engine
 			// version 4).
 			if m := isoRef.FindStringIndex(line[i:]); m != nil {

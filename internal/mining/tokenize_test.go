@@ -125,6 +125,70 @@ func TestPaddedBase64OneValue(t *testing.T) {
 	}
 }
 
+// TestColonHexOneValue: a MAC address, a longer id of hex pairs and an IPv6
+// address are one value each (engine version 5); before, their colons cut
+// them, IPv6 addresses of different shapes made different templates and a
+// pair of hex letters (E2, DC) stayed literal: BGL's 12-pair chip ids, which
+// Loghub's truth writes as one <*>, made a template per line.
+func TestColonHexOneValue(t *testing.T) {
+	for _, tc := range []struct{ line, want string }{
+		{"lease to 00:1a:2b:3c:4d:5e ok", "00:1a:2b:3c:4d:5e"},
+		{"chip FF:F2:9F:16:E2:23:00:0D:60:E9:1D:DC ip=10.0.0.151", "FF:F2:9F:16:E2:23:00:0D:60:E9:1D:DC"},
+		{"from fe80::1 port 22", "fe80::1"},
+		{"from [2001:db8::8a2e:370:7334]:443", "2001:db8::8a2e:370:7334"},
+		{"bind ::1 ok", "::1"},
+		{"peer=::ffff:a00:1 x", "::ffff:a00:1"},
+		{"addr 2001:db8:0:0:0:0:0:1 x", "2001:db8:0:0:0:0:0:1"},
+		{"addr fe80::1: unreachable", "fe80::1"}, // a colon after it ends a sentence
+		{"at 12:30:45 done", ""},                 // a time
+		{"at 12:30:45.123 done", ""},             // so is this
+		{"Foo::Bar called", ""},                  // a C++ name
+		{"onTouchEvent::0, x", ""},               // the chunk before is no address
+		{"addr fe80::1%eth0 x", ""},              // a zone goes on
+		{"addr 1:2:3:4:5:6:7 x", ""},             // seven groups, no ::
+		{"addr 1:2:3:4:5:6:7:8:9 x", ""},         // nine
+		{"addr 00:1a:2b:3c:4d x", ""},            // five pairs
+		{"addr 12345::1 x", ""},                  // a group of five
+		{"addr 1::2::3 x", ""},                   // two ::
+		{"addr :::1 x", ""},                      // three colons
+		{"cafe: open", ""},                       // a word
+	} {
+		toks, _, _ := tokenize(nil, tc.line, HardMaxTokens)
+		if tc.want == "" {
+			for _, tk := range toks {
+				if w := tc.line[tk.start:tk.end]; strings.Contains(w, ":") && len(w) > 2 {
+					t.Errorf("%q: token %q spans a colon: one value", tc.line, w)
+				}
+			}
+			continue
+		}
+		at, found := strings.Index(tc.line, tc.want), false
+		for _, tk := range toks {
+			if int(tk.start) == at {
+				found = true
+				if tk.kind != kVar || int(tk.end) != at+len(tc.want) {
+					t.Errorf("%q: token %q (kind %d), want the value %q", tc.line, tc.line[tk.start:tk.end], tk.kind, tc.want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%q: no token starts at %q (tokens %v)", tc.line, tc.want, toks)
+		}
+	}
+	// Mined: addresses of every shape share one template, and render back.
+	m := mustNew(t, Config{})
+	ids := map[uint64]bool{}
+	for _, a := range []string{"fe80::1", "2001:db8::8a2e:370:7334", "::1", "2001:db8:0:0:0:0:0:1", "fe80::a1b2:c3d4"} {
+		ids[checkRoundTrip(t, m, "t", "connection from "+a+" port 22 accepted").ID] = true
+	}
+	for _, a := range []string{"00:1a:2b:3c:4d:5e", "FF:F2:9F:16:E2:23", "aa:bb:cc:dd:ee:ff"} {
+		ids[checkRoundTrip(t, m, "t", "lease assigned to "+a).ID] = true
+	}
+	if len(ids) != 2 {
+		t.Errorf("%d templates, want one for the IPv6 lines and one for the MAC lines", len(ids))
+	}
+}
+
 func TestISODateTimeOneValue(t *testing.T) {
 	for _, tc := range []struct{ line, want string }{
 		{"2026-11-29T00:00:00.010Z up", "2026-11-29T00:00:00.010Z"},
