@@ -207,6 +207,7 @@ func TestRunEventTime(t *testing.T) {
 		"[Sun Dec 04 04:47:44 2005] [error] mod_jk child workerEnv in error state 6",
 		"2026-11-29T00:00:00.010Z INFO web: GET / 200",
 		"crlf continuation\r",
+		"I1129 00:00:01.500000    1488 server.go:123] Starting kubelet (klog: a year-less Berlin time)",
 	}
 	// The timestamps above that carry no zone are Europe/Berlin time.
 	want := []struct {
@@ -220,6 +221,7 @@ func TestRunEventTime(t *testing.T) {
 		{"2005-12-04T03:47:44Z", "2005-12-04"},
 		{"2026-11-29T00:00:00.010Z", "2026-11-29"},
 		{"2026-11-29T00:00:00.010Z", "2026-11-29"},
+		{"2026-11-28T23:00:01.5Z", "2026-11-28"},
 	}
 	f := filepath.Join(dir, "backfill.log")
 	if err := os.WriteFile(f, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
@@ -302,6 +304,7 @@ func TestRunEventTime(t *testing.T) {
 		{"2015-10-18T16:01:47.978Z", "2015-10-18T21:30:00Z", lines[1:4]},
 		{"2005-01-01", "2006-01-01", lines[5:6]},
 		{"2026-11-29", "2026-11-30", lines[6:8]},
+		{"2026-11-28", "2026-11-29", lines[8:9]},
 	} {
 		raw, _ := runCLI(t, "", "query", "--lake", lakeDir, "--format", "raw", "--since", tc.since, "--until", tc.until)
 		got := strings.Split(strings.TrimSuffix(raw, "\n"), "\n")

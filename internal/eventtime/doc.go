@@ -15,7 +15,9 @@
 //     space and tab; so a short prefix such as "[", "<13>", a level, a pid
 //     or a host may come before it;
 //   - it starts at the line start or right after one of: space, tab, or
-//     [ ( < > | " ' = , (so not inside a word or a dotted name);
+//     [ ( < > | " ' = , (so not inside a word or a dotted name); a klog
+//     (glog) time starts after its severity letter I, W, E or F, which
+//     starts a field ("I1207 23:10:53.845933    1488 server.go:123] ...");
 //   - it is followed by the line end or a byte that is not an ASCII letter
 //     or digit;
 //   - its fields are in range (month 1-12, a day the month has, hour 0-23,
@@ -54,6 +56,7 @@
 //	15  epoch-ns       1117838570123456789                UTC       yes
 //	16  db2            2005-06-03-15.42.50.675872         Config    yes
 //	17  yyyy.mm.dd     2005.06.03 (a date alone)          Config    yes
+//	18  klog           1207 23:10:53.845933 (after I/W/E/F) Config  inferred
 //
 // auto tries every layout but yyyy.mm.dd: a date alone names a day, not a
 // line's time, and looks like a calendar version number; name it to use

@@ -106,6 +106,11 @@ func TestFormats(t *testing.T) {
 		// BGL's RAS time (IBM DB2's timestamp format)
 		{"2005-06-03-15.42.50.675872 R02-M1-N0-C:J12-U11 RAS", "2005-06-03-15.42.50.675872", "2005-06-03T15:42:50.675872Z", LayoutDB2, ""},
 		{"2005-06-03-15.42.50 x", "2005-06-03-15.42.50", "2005-06-03T15:42:50Z", LayoutDB2, "f0"},
+		// glog/klog (Kubernetes, many Go and C++ services): after the severity letter
+		{"I1207 23:10:53.845933    1488 server.go:123] Starting kubelet", "1207 23:10:53.845933", "2025-12-07T23:10:53.845933Z", LayoutKlog, ""},
+		{"E0102 03:04:05.000001 1 x.go:1] boom", "0102 03:04:05.000001", "2026-01-02T03:04:05.000001Z", LayoutKlog, ""},
+		{"W1129 00:00:00 7 x.cc:9] y", "1129 00:00:00", "2026-11-29T00:00:00Z", LayoutKlog, "f0"},
+		{"F1129 00:00:00.5 7 x.cc:9] y", "1129 00:00:00.5", "2026-11-29T00:00:00.5Z", LayoutKlog, "f1"},
 		// a date alone: only when named (timestamp: yyyy.mm.dd), not in auto
 		{"2005.06.03 R02-M1-N0-C:J12-U11", "2005.06.03", "2005-06-03T00:00:00Z", LayoutDotDate, ""},
 	}
@@ -175,6 +180,12 @@ func TestNoTimestamp(t *testing.T) {
 		"2005.06.03 x",                                        // a date alone: not in auto
 		"2005-06-03-15.42 x",                                  // db2 without seconds
 		"2005-06-03-15:42:50 x",                               // db2 with colons
+		"X1207 23:10:53.845933 1 x.go:1] y",                   // no glog severity
+		"I12070 23:10:53 x",                                   // five digits
+		"I1307 23:10:53 x",                                    // month 13
+		"I1207 23:10 x",                                       // no seconds
+		"I1207 23:10:53x",                                     // glued to a word
+		"xI1207 23:10:53 x",                                   // not a field's start
 	} {
 		p := newParser(t, Defaults())
 		if m, _, ok := p.Parse([]byte(line)); ok {

@@ -26,13 +26,14 @@ const (
 	LayoutEpochNano  LayoutID = 15 // 1117838570123456789
 	LayoutDB2        LayoutID = 16 // 2006-01-02-15.04.05.000000
 	LayoutDotDate    LayoutID = 17 // 2006.01.02 (a date alone; not in auto)
-	numLayouts                = 18 // one past the last id
+	LayoutKlog       LayoutID = 18 // 0102 15:04:05.000000 (glog/klog, after its severity letter)
+	numLayouts                = 19 // one past the last id
 )
 
 var layoutNames = [numLayouts]string{
 	"none", "iso8601", "iso8601-space", "syslog", "ctime", "yymmdd", "mmdd",
 	"yyyymmdd-ms", "mm.dd", "clf", "yy/mm/dd", "yyyy/mm/dd",
-	"epoch", "epoch-ms", "epoch-us", "epoch-ns", "db2", "yyyy.mm.dd",
+	"epoch", "epoch-ms", "epoch-us", "epoch-ns", "db2", "yyyy.mm.dd", "klog",
 }
 
 // Valid reports whether l is a layout this package can render (not None).
@@ -79,6 +80,7 @@ var defaults = [numLayouts]variant{
 	LayoutEpochNano:  {fsep: '.'},
 	LayoutDB2:        {digits: 6, fsep: '.'},
 	LayoutDotDate:    {fsep: '.'},
+	LayoutKlog:       {digits: 6, fsep: '.'},
 }
 
 // Step is the resolution of a timestamp's text in layout l with residue,

@@ -156,9 +156,14 @@ func (p *Parser) Parse(line []byte) (m Match, residue []byte, ok bool) {
 			cand = false
 			f.noYear, f.zoned, f.isEpoch, f.nsec = false, false, false, 0
 			var end int
-			if c&clsDigit != 0 {
+			at := i // where the timestamp's text starts
+			switch {
+			case c&clsDigit != 0:
 				end = p.scanDigits(line, i, i == start || line[i-1] == '[', &f)
-			} else {
+			case i == start && isKlogSeverity(line[i]) && i+1 < n && isDigit(line[i+1]):
+				// glog/klog: the severity letter, then mmdd hh:mm:ss.uuuuuu
+				end, at = scanKlog(line, i+1, &f), i+1
+			default:
 				end = p.scanName(line, i, &f)
 			}
 			if end < 0 || end < len(line) && class[line[end]]&clsAlnum != 0 || p.allow&(1<<f.layout) == 0 {
@@ -170,7 +175,7 @@ func (p *Parser) Parse(line []byte) (m Match, residue []byte, ok bool) {
 			}
 			p.prevSec, p.hasPrev = t.Unix(), true
 			r := appendResidue(p.res[:0], f.layout, &f.v)
-			return Match{Time: t, Start: i, End: end, Layout: f.layout, YearInferred: f.noYear}, r, true
+			return Match{Time: t, Start: at, End: end, Layout: f.layout, YearInferred: f.noYear}, r, true
 		}
 		if i >= n {
 			break
@@ -346,6 +351,31 @@ func (p *Parser) scanDigits(b []byte, i int, wholeField bool, f *fields) int {
 		return scanEpoch(b, i, j, f)
 	}
 	return -1
+}
+
+// isKlogSeverity reports whether c is a glog/klog severity letter: Info,
+// Warning, Error, Fatal.
+func isKlogSeverity(c byte) bool { return c == 'I' || c == 'W' || c == 'E' || c == 'F' }
+
+// scanKlog reads glog/klog's mmdd hh:mm:ss[.uuuuuu] at b[i:], after the
+// severity letter ("I1207 23:10:53.845933    1488 server.go:123] ..."):
+// four digits and a space, the first field of a line (the letter starts it).
+func scanKlog(b []byte, i int, f *fields) int {
+	if i+5 > len(b) || b[i+4] != ' ' {
+		return -1
+	}
+	var ok1, ok2 bool
+	f.month, ok1 = num2(b, i)
+	f.day, ok2 = num2(b, i+2)
+	if !ok1 || !ok2 {
+		return -1
+	}
+	f.layout, f.noYear, f.v = LayoutKlog, true, variant{fsep: '.'}
+	k := clock(b, i+5, f)
+	if k < 0 {
+		return -1
+	}
+	return frac(b, k, '.', '.', f)
 }
 
 // century maps a two-digit year as Go's time package does.

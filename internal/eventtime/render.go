@@ -88,6 +88,12 @@ func Render(dst []byte, t time.Time, layout LayoutID, residue []byte) []byte {
 		dst = append(dst, ' ')
 		dst = appendClock(dst, hh, mi, ss)
 		dst = appendFrac(dst, ns, &v)
+	case LayoutKlog:
+		dst = append2(dst, mo)
+		dst = append2(dst, d)
+		dst = append(dst, ' ')
+		dst = appendClock(dst, hh, mi, ss)
+		dst = appendFrac(dst, ns, &v)
 	case LayoutYYYYMMDDms:
 		dst = append4(dst, y)
 		dst = append2(dst, mo)
@@ -272,7 +278,7 @@ var minLens = [numLayouts]int{
 	LayoutISO8601: 19, LayoutISO8601Sp: 19, LayoutSyslog: 14, LayoutCtime: 23, LayoutYYMMDD: 13,
 	LayoutMMDD: 14, LayoutYYYYMMDDms: 17, LayoutMMDotDD: 14, LayoutCLF: 21, LayoutYYSlash: 17,
 	LayoutYYYYSlash: 19, LayoutEpochSec: 1, LayoutEpochMilli: 1, LayoutEpochMicro: 1, LayoutEpochNano: 1,
-	LayoutDB2: 19, LayoutDotDate: 10,
+	LayoutDB2: 19, LayoutDotDate: 10, LayoutKlog: 13,
 }
 
 // MinLen is the fewest bytes Render writes in layout for an instant of a

@@ -72,10 +72,14 @@ func isStampField(f string, bracket bool) bool {
 }
 
 // isFirstField reports whether a header may start with f: a bracketed
-// group, a lone "-", a month or weekday, or a field with a digit and no
-// letters but hexadecimal ones (a date, a time, a sequence number).
+// group, a lone "-", a month or weekday, a field with a digit and no
+// letters but hexadecimal ones (a date, a time, a sequence number), or a
+// glog/klog severity letter and date ("I1207": Info on December 7th).
 func isFirstField(f string, bracket bool) bool {
 	if bracket || f == "-" || isMonthOrDay(f) {
+		return true
+	}
+	if len(f) == 5 && (f[0] == 'I' || f[0] == 'W' || f[0] == 'E' || f[0] == 'F') && isDigits(f[1:], 4, 4) {
 		return true
 	}
 	digits := 0

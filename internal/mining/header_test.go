@@ -15,7 +15,12 @@ func TestHeaderEnd(t *testing.T) {
 		{"[01.02 03:04:05] viewer.bin *64 - cdn.example.org:443 open via relay", "[01.02 03:04:05] viewer.bin *64 - cdn.example.org:443"},
 		{"0000002a@2031/2/3:04:05:06.789 CORE rebuilt index", "0000002a@2031/2/3:04:05:06.789 CORE"},
 		{"- 1700000000 NO_SITE 2031-01-02-03.04.05 NO_SITE NULL UNIT WARN fan tray missing", "- 1700000000 NO_SITE 2031-01-02-03.04.05 NO_SITE NULL UNIT WARN"},
+		// glog/klog: the severity letter joined to the date (I, W, E, F)
+		{"I1207 23:10:53.845933    1488 server.go:123] Starting kubelet", "I1207 23:10:53.845933    1488 server.go:123]"},
+		{"W0102 03:04:05.000001 7 pod_workers.go:9] Pod web-1 not ready", "W0102 03:04:05.000001 7 pod_workers.go:9]"},
 		// not headers
+		{"X1207 23:10:53.845933 1488 server.go:123] Starting kubelet", ""}, // no severity
+		{"I12075 23:10:53 1488 x.go:1] y", ""},                             // five digits
 		{"pool drained after 3 tries", ""},
 		{"10.0.0.1:80 connected to upstream", ""},                 // one value, then words
 		{"126KB LOW memory available", ""},                        // letters in the first field

@@ -23,7 +23,8 @@ import (
 //	   is one value, not three cut at its colons
 //	5: base64 with its padding ("c2lnbmVkIGJ5IHF1YXJyeQ==") is one value,
 //	   its '='s included; so are a MAC address (six or more hex pairs) and
-//	   an IPv6 address, not the groups their colons cut them into
+//	   an IPv6 address, not the groups their colons cut them into; a
+//	   glog/klog severity letter and date ("I1207") starts a header
 //
 // Restore re-learns the templates of an older engine's snapshot (see
 // Restore); it rejects newer versions.
