@@ -70,7 +70,7 @@ var roundTrips = []rt{
 	{"timestamp inside a parameter", "<*> took <*> ms", []string{"- 2026-11-29T00:00:00.010Z foo", "42"}, ns("2026-11-29T00:00:00.010Z"), "uB2i"},
 	{"timestamp at a parameter's start", "<*> ms", []string{"081109 203615 148 INFO dfs.DataNode:"}, ns("2008-11-09T20:36:15Z"), "uF0"},
 	{"klog header", "<*> Starting kubelet", []string{"I1207 23:10:53.845933    1488 server.go:123]"}, ns("2026-12-07T23:10:53.845933Z"), "uS1"}, // after its severity letter
-	{"timestamp not the record's ts", "<*> again", []string{"2026-11-29T00:00:00.010Z"}, ns("2026-11-29T00:00:01Z"), "wB2f3"}, // another time of the line
+	{"timestamp not the record's ts", "<*> again", []string{"2026-11-29T00:00:00.010Z"}, ns("2026-11-29T00:00:01Z"), "wB2f3"},                   // another time of the line
 	{"continuation line", "\tat org.Foo.bar(Foo.java:<*>)", []string{"123"}, ns("2026-11-29T00:00:00Z"), "i"},
 	{"nanosecond fraction", "<*> x", []string{"2026-11-29T00:00:00.123456789Z"}, ns("2026-11-29T00:00:00.123456789Z"), "tB"}, // ts keeps microseconds, ts_residue the 789 ns below them
 	{"nanoseconds across parameters", `time="<*>:<*>:<*>" level=info msg="Starting up"`, []string{"2026-12-06T08", "27", "29.906963455Z"}, ns("2026-12-06T08:27:29.906963455Z"), "tBcc"},
