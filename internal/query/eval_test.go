@@ -201,8 +201,10 @@ func TestLiteralValues(t *testing.T) {
 	}{
 		{`level=info msg=`, true, false, []string{"level=info"}},
 		{` level=info`, false, true, []string{"level=info"}},
-		{` level=info`, false, false, nil}, // a parameter may go on after info
-		{`level=info`, false, true, nil},   // ... or before level
+		{` level=info`, false, false, nil},                        // a parameter may go on after info
+		{`level=info`, false, true, nil},                          // ... or before level
+		{`"level":"info" x`, false, true, []string{"level=info"}}, // a quote starts the key
+		{`\"k\":\"v\"`, false, true, []string{"k=v"}},
 		{`level=info`, true, true, []string{"level=info"}},
 		{`","level":"info","msg":"order created","order_id":"`, false, false, []string{"level=info", "msg=order created"}},
 		{`{\"code\":\"E1\", `, true, false, []string{"code=E1"}},

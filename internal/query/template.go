@@ -108,13 +108,25 @@ func literalValues(piece string, first, last bool, add func(name, value string))
 		if name == "" {
 			continue
 		}
-		if at := strings.LastIndex(piece[:j], name); at == 0 && !first {
+		// where the name starts: before the separator, spaces and a
+		// closing quote, as ParamName read them
+		k := j
+		for k > 0 && piece[k-1] == ' ' {
+			k--
+		}
+		if k > 0 && (piece[k-1] == '"' || piece[k-1] == '\'') {
+			k--
+			if k > 0 && piece[k-1] == '\\' {
+				k--
+			}
+		}
+		if k-len(name) == 0 && !first {
 			continue // the key goes on into the parameter before it
 		}
 		if c == ':' && strings.HasPrefix(piece[j+1:], "//") {
 			continue // a URL's scheme, as ParamName reads "http://<*>"
 		}
-		k := j + 1
+		k = j + 1
 		for k < len(piece) && piece[k] == ' ' {
 			k++
 		}
