@@ -72,6 +72,34 @@ func TestTokenizeClasses(t *testing.T) {
 // TestISODateTimeOneValue: an ISO 8601 date and time with its T is one
 // parameter (engine version 4), with its fraction and zone; anything else
 // next to it keeps the old cut.
+// checkOneValue asserts that the token of line at want is one value of
+// exactly want, or, with want "", that joined reports no token of line
+// (joined: a token the rule under test would have made one value).
+func checkOneValue(t *testing.T, line, want string, joined func(w string) bool) {
+	t.Helper()
+	toks, _, _ := tokenize(nil, line, HardMaxTokens)
+	if want == "" {
+		for _, tk := range toks {
+			if w := line[tk.start:tk.end]; joined(w) {
+				t.Errorf("%q: token %q is one value", line, w)
+			}
+		}
+		return
+	}
+	at, found := strings.Index(line, want), false
+	for _, tk := range toks {
+		if int(tk.start) == at {
+			found = true
+			if tk.kind != kVar || int(tk.end) != at+len(want) {
+				t.Errorf("%q: token %q (kind %d), want the value %q", line, line[tk.start:tk.end], tk.kind, want)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("%q: no token starts at %q (tokens %v)", line, want, toks)
+	}
+}
+
 // TestPaddedBase64OneValue: base64 and its padding are one value (engine
 // version 5); before, the '='s cut it, and one event was as many templates
 // as padding lengths (<*>, <*>= and <*>==).
@@ -90,27 +118,7 @@ func TestPaddedBase64OneValue(t *testing.T) {
 		{"ABCDEFG= x", ""},                        // capitals only: a word
 		{"a_bcDEF= x", ""},                        // not the alphabet
 	} {
-		toks, _, _ := tokenize(nil, tc.line, HardMaxTokens)
-		if tc.want == "" {
-			for _, tk := range toks {
-				if w := tc.line[tk.start:tk.end]; strings.HasSuffix(w, "=") && len(w) > 1 {
-					t.Errorf("%q: token %q takes its '=': one value", tc.line, w)
-				}
-			}
-			continue
-		}
-		at, found := strings.Index(tc.line, tc.want), false
-		for _, tk := range toks {
-			if int(tk.start) == at {
-				found = true
-				if tk.kind != kVar || int(tk.end) != at+len(tc.want) {
-					t.Errorf("%q: token %q (kind %d), want the value %q", tc.line, tc.line[tk.start:tk.end], tk.kind, tc.want)
-				}
-			}
-		}
-		if !found {
-			t.Errorf("%q: no token starts at %q (tokens %v)", tc.line, tc.want, toks)
-		}
+		checkOneValue(t, tc.line, tc.want, func(w string) bool { return strings.HasSuffix(w, "=") && len(w) > 1 })
 	}
 	// Mined: tokens of each padding share one template, and render back.
 	m := mustNew(t, Config{})
@@ -153,27 +161,7 @@ func TestColonHexOneValue(t *testing.T) {
 		{"addr :::1 x", ""},                      // three colons
 		{"cafe: open", ""},                       // a word
 	} {
-		toks, _, _ := tokenize(nil, tc.line, HardMaxTokens)
-		if tc.want == "" {
-			for _, tk := range toks {
-				if w := tc.line[tk.start:tk.end]; strings.Contains(w, ":") && len(w) > 2 {
-					t.Errorf("%q: token %q spans a colon: one value", tc.line, w)
-				}
-			}
-			continue
-		}
-		at, found := strings.Index(tc.line, tc.want), false
-		for _, tk := range toks {
-			if int(tk.start) == at {
-				found = true
-				if tk.kind != kVar || int(tk.end) != at+len(tc.want) {
-					t.Errorf("%q: token %q (kind %d), want the value %q", tc.line, tc.line[tk.start:tk.end], tk.kind, tc.want)
-				}
-			}
-		}
-		if !found {
-			t.Errorf("%q: no token starts at %q (tokens %v)", tc.line, tc.want, toks)
-		}
+		checkOneValue(t, tc.line, tc.want, func(w string) bool { return strings.Contains(w, ":") && len(w) > 2 })
 	}
 	// Mined: addresses of every shape share one template, and render back.
 	m := mustNew(t, Config{})
@@ -206,27 +194,7 @@ func TestISODateTimeOneValue(t *testing.T) {
 		{"at x2026-11-29T00:00:00Z y", ""},                     // not at a chunk's start
 		{"at 2026-1-29T00:00:00Z y", ""},                       // not two digits
 	} {
-		toks, _, _ := tokenize(nil, tc.line, HardMaxTokens)
-		if tc.want == "" {
-			for _, tk := range toks {
-				if w := tc.line[tk.start:tk.end]; strings.Contains(w, ":") && len(w) > 1 {
-					t.Errorf("%q: token %q spans a colon: cut as one value", tc.line, w)
-				}
-			}
-			continue
-		}
-		at, found := strings.Index(tc.line, tc.want), false
-		for _, tk := range toks {
-			if int(tk.start) == at {
-				found = true
-				if tk.kind != kVar || int(tk.end) != at+len(tc.want) {
-					t.Errorf("%q: token %q (kind %d), want the value %q", tc.line, tc.line[tk.start:tk.end], tk.kind, tc.want)
-				}
-			}
-		}
-		if !found {
-			t.Errorf("%q: no token starts at %q (tokens %v)", tc.line, tc.want, toks)
-		}
+		checkOneValue(t, tc.line, tc.want, func(w string) bool { return strings.Contains(w, ":") && len(w) > 1 })
 	}
 	// Mined: two lines that differ in their time share a template with one
 	// wildcard for it, and render back.

@@ -80,20 +80,27 @@ func TestMatch(t *testing.T) {
 		{``, true},
 		{`""`, true},
 	} {
-		q, err := CompileAt(tc.q, testNow)
-		if err != nil {
-			t.Errorf("%q: %v", tc.q, err)
-			continue
-		}
-		if got := q.Match(r); got != tc.want {
-			t.Errorf("%q: Match = %v, want %v", tc.q, got, tc.want)
-		}
-		p := q.PlanTemplates("acme", []Template{{ID: 2, Text: r.Template}})
-		plain := *r
-		plain.Template = ""
-		if got := p.Match(&plain); got != tc.want {
-			t.Errorf("%q: Plan.Match = %v, want %v", tc.q, got, tc.want)
-		}
+		checkMatch(t, tc.q, r, tc.want)
+	}
+}
+
+// checkMatch asserts that the query src matches r as want says, by the
+// naive evaluation and by the plan over r's template.
+func checkMatch(t *testing.T, src string, r *Record, want bool) {
+	t.Helper()
+	q, err := CompileAt(src, testNow)
+	if err != nil {
+		t.Errorf("%q: %v", src, err)
+		return
+	}
+	if got := q.Match(r); got != want {
+		t.Errorf("%q on %q: Match = %v, want %v", src, r.Template, got, want)
+	}
+	p := q.PlanTemplates("acme", []Template{{ID: 2, Text: r.Template}})
+	plain := *r
+	plain.Template = ""
+	if got := p.Match(&plain); got != want {
+		t.Errorf("%q on %q: Plan.Match = %v, want %v", src, r.Template, got, want)
 	}
 }
 
@@ -117,19 +124,7 @@ func TestMatchJSONKeys(t *testing.T) {
 		{`msg=order*`, true},
 		{`msg=other`, false},
 	} {
-		q, err := CompileAt(tc.q, testNow)
-		if err != nil {
-			t.Fatalf("%q: %v", tc.q, err)
-		}
-		if got := q.Match(r); got != tc.want {
-			t.Errorf("%q: Match = %v, want %v", tc.q, got, tc.want)
-		}
-		p := q.PlanTemplates("acme", []Template{{ID: 2, Text: r.Template}})
-		plain := *r
-		plain.Template = ""
-		if got := p.Match(&plain); got != tc.want {
-			t.Errorf("%q: Plan.Match = %v, want %v", tc.q, got, tc.want)
-		}
+		checkMatch(t, tc.q, r, tc.want)
 	}
 }
 
@@ -157,24 +152,8 @@ func TestMatchLiteralValues(t *testing.T) {
 		{`msg=loading*`, false, false}, // the value goes on into a parameter: not in the text
 		{`time=2026*`, true, true},
 	} {
-		q, err := CompileAt(tc.q, testNow)
-		if err != nil {
-			t.Fatalf("%q: %v", tc.q, err)
-		}
-		for _, c := range []struct {
-			r    *Record
-			want bool
-		}{{lit, tc.lit}, {param, tc.param}} {
-			if got := q.Match(c.r); got != c.want {
-				t.Errorf("%q on %q: Match = %v, want %v", tc.q, c.r.Template, got, c.want)
-			}
-			p := q.PlanTemplates("acme", []Template{{ID: 2, Text: c.r.Template}})
-			plain := *c.r
-			plain.Template = ""
-			if got := p.Match(&plain); got != c.want {
-				t.Errorf("%q on %q: Plan.Match = %v, want %v", tc.q, c.r.Template, got, c.want)
-			}
-		}
+		checkMatch(t, tc.q, lit, tc.lit)
+		checkMatch(t, tc.q, param, tc.param)
 	}
 	// The plan settles a literal value without reading a parameter.
 	q, _ := CompileAt(`level=info`, testNow)
