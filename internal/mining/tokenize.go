@@ -700,9 +700,10 @@ func isDigits(s string, min, max int) bool {
 }
 
 // colonHexEnd returns the end of the hex groups and colons at i (not after
-// a colon: the run is taken whole) when they are one address, or 0: six or more pairs of hex digits (a MAC address,
-// 00:1a:2b:3c:4d:5e, or a longer id of pairs such as BGL's 12-pair chip
-// ids, which Loghub's truth writes as one <*>), or an IPv6 address (eight
+// a colon: the run is taken whole) when they are one address, or 0: six
+// or more pairs of hex digits (a MAC address, 00:1a:2b:3c:4d:5e, or a
+// longer id of pairs such as BGL's 12-pair chip ids, which Loghub's truth
+// writes as one <*>), or an IPv6 address (eight
 // groups of 1-4 hex digits, or fewer around one "::": fe80::1, ::1,
 // 2001:db8::8a2e:370:7334). The run of hex digits and colons must end the
 // chunk (the line's end or a byte that is neither a chunk byte nor a
